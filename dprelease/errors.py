@@ -1,0 +1,64 @@
+"""Typed errors. Each says what is wrong and what to change, and names the field or column.
+
+Messages on the release path must never contain values computed from confidential data
+(row counts, data-derived minima or maxima): they name fields, columns and declared settings only.
+"""
+
+from __future__ import annotations
+
+
+class DPReleaseError(Exception):
+    """Base class: every error the library raises on purpose."""
+
+
+class ConfigError(DPReleaseError, ValueError):
+    """A configuration value is invalid; `path` is its location in the YAML, e.g. `privacy.profile.points[2]`."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class ProfileError(ConfigError):
+    """An odds risk profile is invalid (B < 1, unsorted or non-finite points, too few points)."""
+
+
+class SpecError(ConfigError):
+    """A release spec is invalid (unknown column or statistic, bad bounds, bad key domain)."""
+
+
+class SchemaError(DPReleaseError, ValueError):
+    """The input table does not fit the spec (missing column, wrong dtype). Names the column only."""
+
+    def __init__(self, column: str, message: str) -> None:
+        self.column = column
+        super().__init__(f"column {column!r}: {message}")
+
+
+class NoiseError(DPReleaseError, ValueError):
+    """A noise request is invalid (scale not a positive finite number, bad size)."""
+
+
+class UnsafeNoiseSourceError(DPReleaseError):
+    """A seeded (test-only) noise source reached a release path that did not explicitly allow it."""
+
+
+class BudgetExhausted(DPReleaseError):
+    """A release would take the scope's spent budget past its cap; nothing was charged or written."""
+
+    def __init__(self, scope: str, spent: float, cap: float, requested: float) -> None:
+        self.scope = scope
+        self.spent = spent
+        self.cap = cap
+        self.requested = requested
+        self.remaining = max(cap - spent, 0.0)
+        super().__init__(
+            f"privacy budget exhausted for scope {scope!r}: spent {spent:.6g} of cap {cap:.6g}, "
+            f"requested {requested:.6g}, remaining {self.remaining:.6g}. Lower the release's epsilon, "
+            f"raise the scope's cap, or wait for a new scope/period."
+        )
+
+
+class LedgerError(DPReleaseError):
+    """The ledger is unreachable, corrupt or inconsistent; the release fails closed."""

@@ -1,0 +1,1 @@
+"""Dagster code location for dprelease: thin wiring over the library."""
