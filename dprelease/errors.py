@@ -62,3 +62,15 @@ class BudgetExhausted(DPReleaseError):
 
 class LedgerError(DPReleaseError):
     """The ledger is unreachable, corrupt or inconsistent; the release fails closed."""
+
+
+class ReleaseConflict(LedgerError):
+    """Another run committed the same reservation first; `stored` is the release to publish."""
+
+    def __init__(self, release_id: str, stored: object) -> None:
+        self.release_id = release_id
+        self.stored = stored
+        super().__init__(
+            f"release {release_id!r} was committed by another run while this one was running; "
+            "publish the stored release (Ledger.stored_release), not this run's table"
+        )
