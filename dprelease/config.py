@@ -1,0 +1,233 @@
+"""The YAML `privacy:` section: pydantic models, a loader, and the budget it implies.
+
+    privacy:
+      neighbours: add_remove            # or substitute
+      profile: {kind: piecewise_linear, points: [[0, 10], [1, 2], [10, 5]]}
+      # profiles: [...]                 # instead of `profile`: individual-specific profiles,
+      #                                 # the release uses the smallest ε over all of them
+      adversaries:
+        - {name: prevalence, q: 0.5, q0: 0.00125}
+      rounding: 0.05                    # optional: round ε_min down to this grid
+      prior_risk: {kind: constant, r: 3}  # optional companion selector, reported only
+
+Every error becomes a `ConfigError` whose path is the YAML path of the bad field, e.g.
+`privacy.adversaries[0].q` or `privacy.profile.points[2]`. The library types do the semantic
+checks (B ≥ 1, sorted points, q in (0, 1)) so the rules live in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+from dprelease import prior_risk
+from dprelease.errors import ConfigError
+from dprelease.profile import (
+    Adversary,
+    BudgetChoice,
+    ConstantProfile,
+    Neighbours,
+    OddsRiskProfile,
+    PiecewiseLinearProfile,
+    StepProfile,
+    choose_budget_for,
+)
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+# Discriminated unions put the chosen `kind` into error locations; YAML paths must not show it.
+_UNION_TAGS = frozenset({"piecewise_linear", "step", "constant", "max_fixed_q", "max_fixed_p"})
+
+
+class _Section(BaseModel):
+    """A YAML section that builds a library object; building it runs the semantic checks."""
+
+    model_config = _STRICT
+
+    def build(self) -> Any:
+        raise NotImplementedError
+
+    @model_validator(mode="after")
+    def _check_by_building(self) -> Self:
+        self.build()
+        return self
+
+
+class PiecewiseLinearSection(_Section):
+    kind: Literal["piecewise_linear"]
+    points: list[tuple[FiniteFloat, FiniteFloat]]
+
+    def build(self) -> OddsRiskProfile:
+        return PiecewiseLinearProfile(self.points)
+
+
+class StepSection(_Section):
+    kind: Literal["step"]
+    points: list[tuple[FiniteFloat, FiniteFloat]]
+
+    def build(self) -> OddsRiskProfile:
+        return StepProfile(self.points)
+
+
+class ConstantSection(_Section):
+    kind: Literal["constant"]
+    bound: FiniteFloat
+
+    def build(self) -> OddsRiskProfile:
+        return ConstantProfile(self.bound)
+
+
+ProfileSection = Annotated[
+    PiecewiseLinearSection | StepSection | ConstantSection, Field(discriminator="kind")
+]
+
+
+class AdversarySection(_Section):
+    name: str = Field(min_length=1)
+    q: float
+    q0: float
+
+    def build(self) -> Adversary:
+        return Adversary(self.name, self.q, self.q0)
+
+
+class ConstantRiskSection(_Section):
+    kind: Literal["constant"]
+    r: float
+
+    def build(self) -> prior_risk.RelativeRiskProfile:
+        return prior_risk.ConstantRelativeRisk(self.r)
+
+
+class FloorRiskFixedQSection(_Section):
+    kind: Literal["max_fixed_q"]
+    a: float
+    r: float
+    q: float
+
+    def build(self) -> prior_risk.RelativeRiskProfile:
+        return prior_risk.FloorRelativeRiskFixedQ(self.a, self.r, self.q)
+
+
+class FloorRiskFixedPSection(_Section):
+    kind: Literal["max_fixed_p"]
+    a: float
+    r: float
+    p: float
+
+    def build(self) -> prior_risk.RelativeRiskProfile:
+        return prior_risk.FloorRelativeRiskFixedP(self.a, self.r, self.p)
+
+
+PriorRiskSection = Annotated[
+    ConstantRiskSection | FloorRiskFixedQSection | FloorRiskFixedPSection,
+    Field(discriminator="kind"),
+]
+
+
+class PrivacyConfig(BaseModel):
+    """The validated `privacy:` section. Give exactly one of `profile` and `profiles`."""
+
+    model_config = _STRICT
+    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    profile: ProfileSection | None = None
+    profiles: list[ProfileSection] | None = Field(default=None, min_length=1)
+    adversaries: list[AdversarySection] = Field(default_factory=list)
+    rounding: Annotated[FiniteFloat, Field(gt=0)] | None = None
+    prior_risk: PriorRiskSection | None = None
+    _origin: str = PrivateAttr(default="privacy")
+
+    @model_validator(mode="after")
+    def _one_profile_form(self) -> Self:
+        if (self.profile is None) == (self.profiles is None):
+            raise ConfigError(
+                "profile",
+                "give exactly one of `profile` (one profile for everyone) or `profiles` "
+                "(a list of individual-specific profiles)",
+            )
+        return self
+
+    @classmethod
+    def from_mapping(cls, data: Any, *, path_prefix: str = "privacy") -> PrivacyConfig:
+        """Validate the section's contents; errors carry YAML paths under `path_prefix`."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(path_prefix, f"expected a mapping, got {type(data).__name__}")
+        try:
+            config = cls.model_validate(data)
+        except ValidationError as exc:
+            raise _as_config_error(exc, path_prefix) from None
+        config._origin = path_prefix
+        return config
+
+    def odds_profiles(self) -> list[OddsRiskProfile]:
+        sections = [self.profile] if self.profile is not None else list(self.profiles or [])
+        return [section.build() for section in sections]
+
+
+def _yaml_path(prefix: str, location: tuple[int | str, ...]) -> str:
+    path = prefix
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part not in _UNION_TAGS:
+            path = f"{path}.{part}" if path else part
+    return path
+
+
+def _as_config_error(exc: ValidationError, prefix: str) -> ConfigError:
+    """The first pydantic error as a ConfigError at the bad field's YAML path."""
+    first: ErrorDetails = exc.errors()[0]
+    path = _yaml_path(prefix, tuple(first["loc"]))
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, ConfigError):  # a library check: its path is relative to this model
+        return type(cause)(_yaml_path(path, (cause.path,)) if cause.path else path, cause.message)
+    more = exc.error_count() - 1
+    return ConfigError(path, first["msg"] + (f" (and {more} more problem(s))" if more else ""))
+
+
+def load_privacy_config(path: str | Path) -> PrivacyConfig:
+    """Read the `privacy:` section of a YAML file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("", f"config file {str(file)!r} does not exist") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise ConfigError("", f"cannot read config file {str(file)!r}: {exc}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError("", f"{file}: YAML syntax error{where}: {problem}") from None
+    if not isinstance(document, Mapping) or "privacy" not in document:
+        raise ConfigError("privacy", f"{file} has no top-level `privacy:` section")
+    return PrivacyConfig.from_mapping(document["privacy"], path_prefix="privacy")
+
+
+def choose_budget(config: PrivacyConfig) -> BudgetChoice:
+    """ε for a release from a validated config, with the adversary and group-privacy tables."""
+    companion = config.prior_risk.build().epsilon().epsilon if config.prior_risk else None
+    try:
+        return choose_budget_for(
+            config.odds_profiles(),
+            neighbours=config.neighbours,
+            adversaries=[section.build() for section in config.adversaries],
+            rounding=config.rounding,
+            prior_risk_epsilon=companion,
+        )
+    except ConfigError as exc:
+        raise type(exc)(_yaml_path(config._origin, (exc.path,)), exc.message) from None
