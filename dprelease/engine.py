@@ -1,0 +1,189 @@
+"""Exact aggregation in polars: confidential rows in, int64 aggregates over the public key grid out.
+
+One lazy plan, one direction: period filter → drop keys outside the public domain → bound each
+unit's contributions by a random choice of rows → clamp and discretize → exact int64 group-by →
+join onto the full key grid (missing groups are 0). The engine knows polars, not noise or ledgers;
+its output never leaves the process without going through `release`.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dprelease.accounting import Measurement, Plan, check_no_overflow
+from dprelease.errors import SchemaError, SpecError
+from dprelease.spec import LoadedSpec, StatisticKind
+
+#: What `release` accepts as confidential input; paths are scanned lazily so large files stream.
+DataSource = str | Path | pl.DataFrame | pl.LazyFrame | Any  # Any: pandas.DataFrame, pyarrow.Table
+
+_ROWS = "__rows"
+_PERIOD = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+
+
+def scan(data: DataSource) -> pl.LazyFrame:
+    """Open any supported input as a LazyFrame without reading its rows."""
+    if isinstance(data, pl.LazyFrame):
+        return data
+    if isinstance(data, pl.DataFrame):
+        return data.lazy()
+    if isinstance(data, str | Path):
+        path = Path(data)
+        if not path.exists():
+            raise FileNotFoundError(f"input data {str(path)!r} not found")
+        if path.is_dir() or path.suffix in {".parquet", ".pq"}:
+            return pl.scan_parquet(path / "**/*.parquet" if path.is_dir() else path)
+        if path.suffix in {".csv", ".txt"}:
+            return pl.scan_csv(path)
+        raise SchemaError(str(path), "unsupported input format: use parquet or CSV")
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas":
+        return pl.from_pandas(data).lazy()
+    if module == "pyarrow":
+        return pl.from_arrow(data).lazy()
+    raise SchemaError("<input>", f"unsupported input type {type(data).__name__}")
+
+
+def _key_dtype_fits(data_dtype: pl.DataType, domain_dtype: pl.DataType) -> bool:
+    if domain_dtype == pl.String:
+        return data_dtype in (pl.String, pl.Categorical) or isinstance(data_dtype, pl.Enum)
+    if domain_dtype.is_integer():
+        return data_dtype.is_integer()
+    return data_dtype == domain_dtype
+
+
+def validate_schema(schema: pl.Schema, loaded: LoadedSpec, plan: Plan, period: str | None) -> None:
+    """Check every column the spec needs, before anything is charged or read."""
+    spec = loaded.spec
+    if spec.privacy_unit is not None and spec.privacy_unit not in schema:
+        raise SchemaError(spec.privacy_unit, "privacy unit column not found in the input")
+    for group in spec.group_by:
+        if group.column not in schema:
+            raise SchemaError(group.column, "group-by column not found in the input")
+        domain_dtype = loaded.domains[group.column].dtype
+        if not _key_dtype_fits(schema[group.column], domain_dtype):
+            raise SchemaError(
+                group.column,
+                f"has dtype {schema[group.column]} but its public key "
+                f"domain holds {domain_dtype} keys; fix the domain or the column",
+            )
+    for m in plan.measurements:
+        if m.kind is StatisticKind.SUM:
+            dtype = schema.get(m.column)
+            if dtype is None:
+                raise SchemaError(m.column, "summed column not found in the input")
+            if not dtype.is_numeric():
+                raise SchemaError(
+                    m.column,
+                    f"has dtype {dtype} but a numeric column is needed for statistic {m.name!r}",
+                )
+    if spec.period is not None:
+        column = spec.period.column
+        if column not in schema:
+            raise SchemaError(column, "period column not found in the input")
+        if schema[column] not in (pl.Date,) and not isinstance(schema[column], pl.Datetime):
+            raise SchemaError(
+                column, f"period column has dtype {schema[column]}; need Date or Datetime"
+            )
+        if period is None:
+            raise SpecError(
+                "period", f"spec {spec.name!r} is released per period: give a period (YYYY-MM)"
+            )
+        if not _PERIOD.match(period):
+            raise SpecError("period", f"{period!r} is not a month of the form YYYY-MM")
+
+
+@dataclass(frozen=True)
+class ExactAggregates:
+    """Pre-noise aggregates over the full key grid; internal only, never published as such."""
+
+    grid: pl.DataFrame  # group columns + one int64 column per measurement, in key-grid order
+
+    def values(self, measurement: Measurement) -> pl.Series:
+        return self.grid.get_column(measurement.name)
+
+
+def _salted_hash(expr: pl.Expr) -> pl.Expr:
+    """A fresh CSPRNG-salted hash: which rows a unit keeps is random, not file order."""
+    return expr.hash(seed=secrets.randbits(64))
+
+
+def _bound_contributions(lf: pl.LazyFrame, loaded: LoadedSpec) -> pl.LazyFrame:
+    spec = loaded.spec
+    unit = spec.privacy_unit
+    if unit is None:
+        return lf  # each row is its own unit: one row, one group
+    keys = [g.column for g in spec.group_by]
+    lf = lf.with_columns(_salted_hash(pl.int_range(pl.len(), dtype=pl.UInt64)).alias("__order"))
+    if spec.max_groups_per_unit is not None and keys:
+        group_order = _salted_hash(pl.struct(unit, *keys)).rank("dense").over(unit)
+        lf = lf.filter(group_order <= spec.max_groups_per_unit)
+    if spec.max_rows_per_group is not None and keys:
+        lf = lf.filter(
+            pl.col("__order").rank("ordinal").over(unit, *keys) <= spec.max_rows_per_group
+        )
+    return lf.filter(pl.col("__order").rank("ordinal").over(unit) <= spec.max_rows_per_unit)
+
+
+def _discretized(m: Measurement) -> pl.Expr:
+    """Clamp to the declared bounds, then integer units.
+
+    A null or NaN counts as 0 when 0 lies in [lower, upper], else as lower; ±inf is clamped.
+    """
+    fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
+    value = pl.col(m.column).cast(pl.Float64).fill_nan(None).fill_null(fill).clip(m.lower, m.upper)
+    units = (value / float(m.granularity)).round().cast(pl.Int64)
+    return units.clip(m.lower_units, m.upper_units).alias(m.name)
+
+
+def build_plan(
+    data: DataSource, loaded: LoadedSpec, plan: Plan, period: str | None
+) -> pl.LazyFrame:
+    """The lazy aggregation over observed in-domain groups (validated before it is built)."""
+    lf = scan(data)
+    validate_schema(lf.collect_schema(), loaded, plan, period)
+    spec = loaded.spec
+    keys = [g.column for g in spec.group_by]
+    sums = [m for m in plan.measurements if m.kind is StatisticKind.SUM]
+    needed = {*keys, *(m.column for m in sums)}
+    needed |= {spec.privacy_unit} if spec.privacy_unit else set()
+    needed |= {spec.period.column} if spec.period else set()
+    lf = lf.select(sorted(needed))
+    if spec.period is not None and period is not None:
+        year, month = (int(part) for part in period.split("-"))
+        column = pl.col(spec.period.column)
+        lf = lf.filter((column.dt.year() == year) & (column.dt.month() == month))
+    for key in keys:
+        domain = loaded.domains[key]
+        lf = lf.with_columns(pl.col(key).cast(domain.dtype)).filter(
+            pl.col(key).is_in(domain.implode())
+        )
+    lf = _bound_contributions(lf, loaded)
+    lf = lf.with_columns(_discretized(m) for m in sums)
+    aggregations = [pl.len().alias(_ROWS), *(pl.col(m.name).sum() for m in sums)]
+    return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
+
+
+def aggregate(
+    data: DataSource, loaded: LoadedSpec, plan: Plan, period: str | None
+) -> ExactAggregates:
+    """Run the plan (streaming) and lay it on the full public key grid, missing groups = 0."""
+    observed = build_plan(data, loaded, plan, period).collect(engine="streaming")
+    keys = [g.column for g in loaded.spec.group_by]
+    grid = loaded.key_grid()
+    table = grid.join(observed, on=keys, how="left", maintain_order="left") if keys else observed
+    table = table.with_columns(pl.exclude(keys).fill_null(0).cast(pl.Int64))
+    rows = int(table.get_column(_ROWS).sum())
+    for m in plan.measurements:
+        if m.kind is StatisticKind.SUM:
+            check_no_overflow(m, rows)
+    counts = [
+        pl.col(_ROWS).alias(m.name) for m in plan.measurements if m.kind is StatisticKind.COUNT
+    ]
+    return ExactAggregates(table.with_columns(counts).drop(_ROWS))

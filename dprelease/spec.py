@@ -1,0 +1,305 @@
+"""Release specs: what one published table contains, validated before anything touches data.
+
+A spec is the public half of a release: the group-by columns with their *public* key domains,
+the statistics with their declared bounds, and the contribution bounds per privacy unit. Everything
+the sensitivity and the manifest say comes from here, never from the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import polars as pl
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from dprelease.errors import SpecError
+from dprelease.profile import Neighbours
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ValuesDomain(_Strict):
+    """Keys listed in the spec itself."""
+
+    values: list[str] | list[int] | list[bool]
+
+    @field_validator("values")
+    @classmethod
+    def _non_empty_unique(cls, values: list[Any]) -> list[Any]:
+        if not values:
+            raise ValueError("empty key domain: list at least one public key")
+        seen: set[Any] = set()
+        for index, value in enumerate(values):
+            if value in seen:
+                raise ValueError(f"duplicate key {value!r} at position {index}")
+            seen.add(value)
+        return values
+
+
+class RangeDomain(_Strict):
+    """Integer keys min..max inclusive (ages, years, allele counts)."""
+
+    min: int
+    max: int
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RangeDomain:
+        if self.max < self.min:
+            raise ValueError(f"empty key domain: max ({self.max}) < min ({self.min})")
+        if self.max - self.min >= 10_000_000:
+            raise ValueError("key range has 10 million keys or more; declare a coarser domain")
+        return self
+
+
+class FileDomain(_Strict):
+    """Keys read from a public file (CSV or parquet), relative to the spec file."""
+
+    file: str
+    column: str | None = Field(
+        default=None, description="column in the file; default: the group column"
+    )
+
+
+def _domain_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return (
+            "file" if "file" in value else "range" if "min" in value or "max" in value else "values"
+        )
+    return type(value).__name__.removesuffix("Domain").lower()
+
+
+KeyDomain = Annotated[
+    Annotated[ValuesDomain, Tag("values")]
+    | Annotated[RangeDomain, Tag("range")]
+    | Annotated[FileDomain, Tag("file")],
+    Discriminator(_domain_kind),
+]
+
+
+class GroupBy(_Strict):
+    column: str
+    domain: KeyDomain
+
+
+class StatisticKind(StrEnum):
+    COUNT = "count"
+    SUM = "sum"
+    MEAN = "mean"
+
+
+class Statistic(_Strict):
+    """One released column. `sum` and `mean` need declared bounds on the summed column."""
+
+    name: str
+    kind: StatisticKind
+    column: str | None = None
+    lower: float | None = None
+    upper: float | None = None
+    weight: Annotated[float, Field(gt=0)] | None = None
+    target_ci95: Annotated[float, Field(gt=0)] | None = None
+    granularity: Annotated[float, Field(gt=0)] | None = Field(
+        default=None,
+        description="unit of discretization; default: a power of two far below the noise",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Statistic:
+        if self.kind is StatisticKind.COUNT:
+            for field in ("column", "lower", "upper", "granularity"):
+                if getattr(self, field) is not None:
+                    raise ValueError(f"a count takes no {field!r}")
+            return self
+        if self.column is None:
+            raise ValueError(f"{self.kind.value} needs 'column'")
+        if self.lower is None or self.upper is None:
+            raise ValueError(f"{self.kind.value} needs declared 'lower' and 'upper' bounds")
+        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+            raise ValueError("bounds must be finite numbers")
+        if self.lower >= self.upper:
+            raise ValueError(f"lower ({self.lower}) must be < upper ({self.upper})")
+        if self.kind is StatisticKind.MEAN and self.target_ci95 is not None:
+            raise ValueError(
+                "a mean takes no target_ci95 (its accuracy depends on the count); use 'weight'"
+            )
+        if self.weight is not None and self.target_ci95 is not None:
+            raise ValueError("give either 'weight' or 'target_ci95', not both")
+        return self
+
+
+class PeriodSpec(_Strict):
+    """How a release is cut into reporting periods (one release per period)."""
+
+    column: str
+    every: Literal["month"] = "month"
+    composition: Literal["sequential", "parallel"] = Field(
+        default="sequential",
+        description="sequential: the same people recur across periods, periods share one budget; "
+        "parallel: periods hold disjoint people, each period gets the full budget",
+    )
+
+
+class PostProcessing(_Strict):
+    """Free by DP's post-processing property: applied to noisy values only."""
+
+    nonnegative: bool = True
+    decimals: Annotated[int, Field(ge=0, le=12)] | None = None
+    ci95_columns: bool = True
+
+
+class ReleaseSpec(_Strict):
+    """One published table, as declared in YAML under `release:`."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    source: str
+    privacy_unit: str | None = None
+    max_rows_per_unit: Annotated[int, Field(ge=1)] = 1
+    max_groups_per_unit: Annotated[int, Field(ge=1)] | None = None
+    max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
+    neighbours: Neighbours | None = None
+    group_by: list[GroupBy] = Field(default_factory=list)
+    statistics: Annotated[list[Statistic], Field(min_length=1)]
+    period: PeriodSpec | None = None
+    postprocess: PostProcessing = PostProcessing()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReleaseSpec:
+        if self.privacy_unit is None and (
+            self.max_rows_per_unit != 1 or self.max_groups_per_unit or self.max_rows_per_group
+        ):
+            raise ValueError(
+                "contribution bounds need 'privacy_unit' (without it each row is a unit)"
+            )
+        names = [s.name for s in self.statistics]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate statistic names {dupes}")
+        columns = [g.column for g in self.group_by]
+        if len(set(columns)) != len(columns):
+            raise ValueError("a group-by column is listed twice")
+        clash = set(names) & set(columns)
+        if clash:
+            raise ValueError(f"statistic names clash with group-by columns: {sorted(clash)}")
+        targets = [s.target_ci95 is not None for s in self.statistics]
+        if any(targets) and not all(targets):
+            raise ValueError(
+                "either every statistic has 'target_ci95' (accuracy-first split) "
+                "or none has (split by weights)"
+            )
+        return self
+
+    @property
+    def unit_is_row(self) -> bool:
+        return self.privacy_unit is None
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+class LoadedSpec(BaseModel):
+    """A validated spec plus its resolved public key domains (the only keys ever released)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    spec: ReleaseSpec
+    domains: dict[str, pl.Series]
+
+    def key_grid(self) -> pl.DataFrame:
+        """Every combination of public keys, in declared order: the rows of the released table."""
+        grid = pl.DataFrame()
+        for group in self.spec.group_by:
+            frame = self.domains[group.column].to_frame()
+            grid = frame if grid.is_empty() and grid.width == 0 else grid.join(frame, how="cross")
+        return grid
+
+    def hash(self, epsilon: str) -> str:
+        """Identity of what gets released: spec, resolved key domains and the total ε."""
+        digest = hashlib.sha256(self.spec.canonical_json().encode())
+        for column, keys in self.domains.items():
+            digest.update(column.encode())
+            digest.update(json.dumps(keys.to_list(), default=str).encode())
+        digest.update(epsilon.encode())
+        return digest.hexdigest()
+
+
+def _yaml_path(prefix: str, loc: tuple[int | str, ...]) -> str:
+    path = prefix
+    for index, part in enumerate(loc):
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif index and loc[index - 1] == "domain" and part in {"values", "range", "file"}:
+            continue  # the discriminator's tag, not part of the YAML path
+        else:
+            path += f".{part}"
+    return path
+
+
+def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "release") -> LoadedSpec:
+    """Validate a `release:` mapping and resolve its key domains; errors name the YAML path."""
+    try:
+        spec = ReleaseSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        raise SpecError(_yaml_path(prefix, first["loc"]), message) from None
+    domains = {
+        group.column: _resolve_domain(
+            group, base_dir or Path.cwd(), f"{prefix}.group_by[{i}].domain"
+        )
+        for i, group in enumerate(spec.group_by)
+    }
+    return LoadedSpec(spec=spec, domains=domains)
+
+
+def load_spec(path: str | Path) -> LoadedSpec:
+    """Read a spec file (`release:` at the top level) and validate it."""
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(str(path), "spec file not found") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), f"not valid YAML ({exc.__class__.__name__})") from None
+    if not isinstance(document, dict) or "release" not in document:
+        raise SpecError(f"{path}: release", "missing top-level 'release:' section")
+    return parse_spec(document["release"], base_dir=path.parent)
+
+
+def _resolve_domain(group: GroupBy, base_dir: Path, path: str) -> pl.Series:
+    domain = group.domain
+    if isinstance(domain, ValuesDomain):
+        return pl.Series(group.column, domain.values)
+    if isinstance(domain, RangeDomain):
+        return pl.Series(group.column, range(domain.min, domain.max + 1), dtype=pl.Int64)
+    file = base_dir / domain.file
+    if not file.is_file():
+        raise SpecError(f"{path}.file", f"public keys file {str(file)!r} not found")
+    frame = pl.read_parquet(file) if file.suffix == ".parquet" else pl.read_csv(file)
+    column = domain.column or group.column
+    if column not in frame.columns:
+        raise SpecError(f"{path}.column", f"public keys file has no column {column!r}")
+    keys = frame.get_column(column).alias(group.column)
+    if keys.len() == 0:
+        raise SpecError(f"{path}.file", "empty key domain: the public keys file has no keys")
+    if keys.null_count():
+        raise SpecError(f"{path}.file", "the public keys file contains an empty key")
+    if keys.is_duplicated().any():
+        first = keys.filter(keys.is_duplicated()).item(0)
+        raise SpecError(f"{path}.file", f"duplicate key {first!r} in the public keys file")
+    return keys

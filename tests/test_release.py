@@ -1,0 +1,323 @@
+"""The pure release: exact pre-noise aggregates, the full key grid, noise statistics, no leaks."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from dprelease.accounting import plan_release, split_budget
+from dprelease.errors import SchemaError, SpecError, UnsafeNoiseSourceError
+from dprelease.noise import NoiseSource, variance
+from dprelease.profile import Neighbours
+from dprelease.release import float_down, prepare, release
+from dprelease.spec import parse_spec
+
+ZERO = NoiseSource.zero_for_tests
+
+
+def spec_of(**overrides: object):
+    spec: dict = {
+        "name": "t",
+        "source": "t",
+        "privacy_unit": "pid",
+        "max_rows_per_unit": 2,
+        "group_by": [{"column": "region", "domain": {"values": ["n", "s", "e"]}}],
+        "statistics": [
+            {"name": "n", "kind": "count"},
+            {"name": "cost", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
+        ],
+    }
+    spec.update(overrides)
+    return parse_spec(spec)
+
+
+def exact(df, loaded, epsilon: float = 1.0, **kwargs):
+    return release(df, loaded, epsilon, noise=ZERO(), allow_unsafe_noise=True, **kwargs).table
+
+
+def test_exact_counts_sums_clamping_nulls_and_domain() -> None:
+    df = pl.DataFrame(
+        {
+            "pid": [1, 2, 3, 4, 5, 6, 7],
+            "region": ["n", "n", "s", "s", "x", None, "s"],
+            "cost": [10.0, 250.0, None, -5.0, 1.0, 1.0, float("inf")],
+        }
+    )
+    table = exact(df, spec_of())
+    assert table.columns == ["region", "n", "n_ci95", "cost", "cost_ci95"]
+    # n: 10 + 100 (clamped); s: null → 0, -5 → 0, inf → 100; e: no rows; x and null dropped.
+    assert table.select("region", "n", "cost").rows() == [
+        ("n", 2, 110.0),
+        ("s", 3, 100.0),
+        ("e", 0, 0.0),
+    ]
+
+
+def test_null_counts_as_lower_when_zero_is_outside_the_bounds() -> None:
+    df = pl.DataFrame({"pid": [1, 2], "region": ["n", "n"], "cost": [None, float("nan")]})
+    loaded = spec_of(
+        statistics=[{"name": "c", "kind": "sum", "column": "cost", "lower": 10, "upper": 20}]
+    )
+    assert exact(df, loaded).get_column("c").to_list() == [20.0, 0.0, 0.0]
+
+
+def test_contributions_are_bounded_by_a_random_choice_of_rows() -> None:
+    """Unit 1 has five rows in one group; only two survive, and which two varies between runs."""
+    df = pl.DataFrame(
+        {"pid": [1] * 5 + [2], "region": ["n"] * 6, "cost": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]}
+    )
+    loaded = spec_of()
+    sums = set()
+    for _ in range(40):
+        table = exact(df, loaded)
+        assert table.get_column("n").to_list() == [3, 0, 0]
+        sums.add(table.get_column("cost").item(0) - 32.0)
+    possible = {a + b for i, a in enumerate([1, 2, 4, 8, 16]) for b in [1, 2, 4, 8, 16][i + 1 :]}
+    assert sums <= possible
+    assert len(sums) >= 4  # not first-k by file order (P(≤3 distinct of 10 in 40 draws) < 1e-20)
+
+
+def test_max_groups_and_rows_per_group_bound_and_tighten_sensitivity() -> None:
+    df = pl.DataFrame(
+        {"pid": [1, 1, 1, 1, 1, 1], "region": ["n", "n", "n", "s", "s", "e"], "cost": [1.0] * 6}
+    )
+    loaded = spec_of(max_rows_per_unit=4, max_groups_per_unit=2, max_rows_per_group=1)
+    for _ in range(10):
+        counts = exact(df, loaded).get_column("n").to_list()
+        assert sum(counts) == 2 and max(counts) == 1
+    plan = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE)
+    assert plan.measurements[0].sensitivity_units == 2  # min(4, 2 groups × 1 row)
+
+
+def test_full_key_grid_with_empty_groups_and_range_domains() -> None:
+    df = pl.DataFrame({"pid": [1], "region": ["n"], "age": [3], "cost": [1.0]})
+    loaded = spec_of(
+        group_by=[
+            {"column": "region", "domain": {"values": ["n", "s"]}},
+            {"column": "age", "domain": {"min": 1, "max": 3}},
+        ]
+    )
+    table = exact(df, loaded)
+    assert table.height == 6
+    assert table.filter(pl.col("n") > 0).select("region", "age").rows() == [("n", 3)]
+
+
+def test_ungrouped_release_is_one_row() -> None:
+    df = pl.DataFrame({"pid": [1, 2], "cost": [3.0, 4.0]})
+    table = exact(df, spec_of(group_by=[]))
+    assert table.select("n", "cost").rows() == [(2, 7.0)]
+
+
+@pytest.mark.parametrize("kind", ["polars", "lazy", "pandas", "arrow", "parquet", "csv"])
+def test_every_input_kind_gives_the_same_aggregates(kind: str, tmp_path) -> None:
+    df = pl.DataFrame({"pid": [1, 2, 3], "region": ["n", "s", "s"], "cost": [1.5, 2.0, 3.0]})
+    data = {
+        "polars": lambda: df,
+        "lazy": df.lazy,
+        "pandas": df.to_pandas,
+        "arrow": df.to_arrow,
+    }.get(kind)
+    if kind in {"parquet", "csv"}:
+        path = tmp_path / f"t.{kind}"
+        getattr(df, f"write_{kind}")(path)
+        source = path
+    else:
+        source = data()
+    assert isinstance(source, pl.DataFrame | pl.LazyFrame | pd.DataFrame | pa.Table) or kind in {
+        "parquet",
+        "csv",
+    }
+    assert exact(source, spec_of()).select("n", "cost").rows() == [(1, 1.5), (2, 5.0), (0, 0.0)]
+
+
+def test_mean_is_noisy_sum_over_noisy_count_and_reuses_the_count() -> None:
+    df = pl.DataFrame({"pid": [1, 2, 3], "region": ["n", "n", "s"], "cost": [10.0, 30.0, 7.0]})
+    stats = [
+        {"name": "n", "kind": "count"},
+        {"name": "avg", "kind": "mean", "column": "cost", "lower": 0, "upper": 100},
+    ]
+    result = release(df, spec_of(statistics=stats), 1.0, noise=ZERO(), allow_unsafe_noise=True)
+    assert result.table.get_column("avg").to_list()[:2] == [20.0, 7.0]
+    entry = result.manifest["statistics"][1]
+    assert "release's count statistic" in entry["how"]
+    assert len(entry["measurements"]) == 1
+
+
+def test_discretization_granularity_is_exact_for_representable_values() -> None:
+    df = pl.DataFrame({"pid": [1, 2], "region": ["n", "n"], "cost": [0.25, 0.5]})
+    loaded = spec_of(
+        statistics=[
+            {
+                "name": "c",
+                "kind": "sum",
+                "column": "cost",
+                "lower": 0,
+                "upper": 1,
+                "granularity": 0.25,
+            }
+        ]
+    )
+    assert exact(df, loaded).get_column("c").to_list() == [0.75, 0.0, 0.0]
+    loaded = spec_of(
+        statistics=[
+            {
+                "name": "c",
+                "kind": "sum",
+                "column": "cost",
+                "lower": 0,
+                "upper": 1,
+                "granularity": 0.5,
+            }
+        ]
+    )
+    # 0.25 → round(0.5) = 0 (half to even), 0.5 → 1 unit of 0.5
+    assert exact(df, loaded).get_column("c").to_list()[0] in {0.5, 1.0}
+
+
+def test_sensitivity_comes_from_bounds_for_both_neighbour_definitions() -> None:
+    loaded = spec_of(
+        max_rows_per_unit=3,
+        statistics=[
+            {"name": "n", "kind": "count"},
+            {
+                "name": "c",
+                "kind": "sum",
+                "column": "cost",
+                "lower": -10,
+                "upper": 20,
+                "granularity": 1,
+            },
+        ],
+    )
+    add_remove = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE).measurements
+    substitute = plan_release(loaded.spec, Fraction(1), Neighbours.SUBSTITUTE).measurements
+    assert [m.sensitivity_units for m in add_remove] == [3, 60]
+    assert [m.sensitivity_units for m in substitute] == [6, 120]
+    ungrouped = spec_of(
+        group_by=[],
+        max_rows_per_unit=3,
+        statistics=[
+            {
+                "name": "c",
+                "kind": "sum",
+                "column": "cost",
+                "lower": -10,
+                "upper": 20,
+                "granularity": 1,
+            }
+        ],
+    )
+    only = plan_release(ungrouped.spec, Fraction(1), Neighbours.SUBSTITUTE).measurements[0]
+    assert only.sensitivity_units == 3 * 30
+    assert "Δ = 3 × 30 = 90" in only.derivation
+
+
+def test_budget_split_is_exact_and_never_above_the_total() -> None:
+    loaded = spec_of(
+        statistics=[
+            {"name": f"s{i}", "kind": "count", "weight": w} for i, w in enumerate([1, 2, 3, 0.7])
+        ]
+    )
+    total = Fraction(0.1)
+    shares = split_budget(loaded.spec.statistics, total, None)
+    assert sum(shares) == total
+    assert math.fsum(float_down(s) for s in shares) <= float(total)
+    assert shares[1] == 2 * shares[0]
+
+
+def test_accuracy_first_split_shares_in_proportion_to_needs_and_reports_targets() -> None:
+    df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
+    loaded = spec_of(
+        max_rows_per_unit=1,
+        statistics=[
+            {"name": "n", "kind": "count", "target_ci95": 10},
+            {
+                "name": "c",
+                "kind": "sum",
+                "column": "cost",
+                "lower": 0,
+                "upper": 100,
+                "target_ci95": 1000,
+            },
+        ],
+    )
+    manifest = release(df, loaded, 1.0, noise=ZERO(), allow_unsafe_noise=True).manifest
+    n, c = manifest["statistics"]
+    assert manifest["budget_split"] == "accuracy targets"
+    # needs: 1·ln20/10 and 100·ln20/1000 are equal → equal shares
+    assert n["epsilon_exact"] == c["epsilon_exact"] == "1/2"
+    assert n["target_met"] is True and n["ci95_halfwidth"] <= 10
+    assert c["target_met"] is True
+
+
+def test_schema_errors_name_the_column_before_any_row_is_read() -> None:
+    df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": ["12"]})
+    with pytest.raises(SchemaError, match="'cost'.*numeric"):
+        prepare(df, spec_of(), 1.0)
+    with pytest.raises(SchemaError, match="'pid'"):
+        prepare(df.drop("pid"), spec_of(), 1.0)
+    with pytest.raises(SchemaError, match="'region'.*domain"):
+        prepare(df.with_columns(pl.lit(1).alias("region")), spec_of(), 1.0)
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(SpecError, match="epsilon"):
+            prepare(df, spec_of(), bad)
+
+
+def test_seeded_noise_is_refused_without_the_explicit_flag() -> None:
+    df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
+    with pytest.raises(UnsafeNoiseSourceError):
+        release(df, spec_of(), 1.0, noise=NoiseSource.seeded_for_tests(1))
+    manifest = release(
+        df, spec_of(), 1.0, noise=NoiseSource.seeded_for_tests(1), allow_unsafe_noise=True
+    ).manifest
+    assert manifest["noise_source"]["private"] is False
+    assert release(df, spec_of(), 1.0).manifest["noise_source"]["private"] is True
+
+
+def test_manifest_reveals_nothing_about_the_data() -> None:
+    """Two different datasets, same spec and ε: manifests equal but for id and time."""
+    small = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
+    large = pl.DataFrame({"pid": list(range(500)), "region": ["s"] * 500, "cost": [1e6] * 500})
+    a = release(small, spec_of(), 0.7).manifest
+    b = release(large, spec_of(), 0.7).manifest
+    for manifest in (a, b):
+        manifest.pop("release_id"), manifest.pop("created_at")
+    assert a == b
+
+
+@pytest.mark.slow
+def test_noisy_cells_are_unbiased_with_the_manifest_variance() -> None:
+    """400 releases of a fixed table with a seeded source.
+
+    Means: per-cell z-tests, Bonferroni over cells, family false-alarm rate 1e-3. Variance: pooled
+    over cells, relative tolerance 6 standard errors of a Laplace sample variance (≈ sqrt(5/N)).
+    """
+    df = pl.DataFrame(
+        {"pid": list(range(30)), "region": ["n"] * 20 + ["s"] * 10, "cost": [40.0] * 30}
+    )
+    loaded = spec_of(max_rows_per_unit=1, postprocess={"nonnegative": False})
+    truth = {"n": np.array([20, 10, 0]), "cost": np.array([800.0, 400.0, 0.0])}
+    prepared = prepare(df, loaded, 0.5)
+    source = NoiseSource.seeded_for_tests(20261129)
+    runs = [prepared.run(source, allow_unsafe_noise=True) for _ in range(400)]
+    stats = {entry["name"]: entry for entry in runs[0].manifest["statistics"]}
+    from scipy.stats import norm
+
+    z_crit = norm.isf(1e-3 / 2 / 6)  # 2 statistics × 3 cells, two-sided
+    for name in ("n", "cost"):
+        raw = np.array([r.table.get_column(name).to_numpy() for r in runs], dtype=float)
+        expected_var = stats[name]["variance"]
+        deviations = raw - truth[name]
+        z = deviations.mean(axis=0) / math.sqrt(expected_var / len(runs))
+        assert np.all(np.abs(z) < z_crit), (name, z)
+        pooled = float(np.mean(deviations**2))
+        assert abs(pooled / expected_var - 1) < 6 * math.sqrt(5 / deviations.size), name
+    assert stats["n"]["variance"] == pytest.approx(
+        variance(Fraction(stats["n"]["noise_scale_units_exact"]))
+    )

@@ -1,0 +1,179 @@
+"""Release specs: valid ones load, every bad one names its YAML path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dprelease.errors import SpecError
+from dprelease.spec import load_spec, parse_spec
+
+
+def base_spec(**overrides: object) -> dict:
+    spec: dict = {
+        "name": "visits",
+        "source": "visits",
+        "privacy_unit": "patient_id",
+        "max_rows_per_unit": 3,
+        "group_by": [{"column": "region", "domain": {"values": ["north", "south"]}}],
+        "statistics": [
+            {"name": "n", "kind": "count"},
+            {"name": "cost", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
+        ],
+    }
+    spec.update(overrides)
+    return spec
+
+
+def test_valid_spec_resolves_domains_and_grid() -> None:
+    loaded = parse_spec(
+        base_spec(
+            group_by=[
+                {"column": "region", "domain": {"values": ["north", "south"]}},
+                {"column": "age", "domain": {"min": 1, "max": 3}},
+            ]
+        )
+    )
+    grid = loaded.key_grid()
+    assert grid.columns == ["region", "age"]
+    assert grid.rows() == [
+        ("north", 1),
+        ("north", 2),
+        ("north", 3),
+        ("south", 1),
+        ("south", 2),
+        ("south", 3),
+    ]
+
+
+def test_keys_file_domain(tmp_path: Path) -> None:
+    pl.DataFrame({"clinic": ["a", "b", "c"]}).write_csv(tmp_path / "clinics.csv")
+    loaded = parse_spec(
+        base_spec(group_by=[{"column": "clinic", "domain": {"file": "clinics.csv"}}]),
+        base_dir=tmp_path,
+    )
+    assert loaded.domains["clinic"].to_list() == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "path", "words"),
+    [
+        (
+            {
+                "statistics": [
+                    {"name": "c", "kind": "sum", "column": "cost", "lower": 5, "upper": 5}
+                ]
+            },
+            "release.statistics[0]",
+            "lower",
+        ),
+        (
+            {
+                "statistics": [
+                    {
+                        "name": "c",
+                        "kind": "sum",
+                        "column": "cost",
+                        "lower": 0,
+                        "upper": float("inf"),
+                    }
+                ]
+            },
+            "release.statistics[0]",
+            "finite",
+        ),
+        (
+            {
+                "statistics": [
+                    {
+                        "name": "c",
+                        "kind": "sum",
+                        "column": "cost",
+                        "lower": float("nan"),
+                        "upper": 1,
+                    }
+                ]
+            },
+            "release.statistics[0]",
+            "finite",
+        ),
+        (
+            {"statistics": [{"name": "c", "kind": "median", "column": "cost"}]},
+            "release.statistics[0].kind",
+            "count",
+        ),
+        (
+            {"statistics": [{"name": "c", "kind": "sum", "column": "cost"}]},
+            "release.statistics[0]",
+            "bounds",
+        ),
+        (
+            {"group_by": [{"column": "region", "domain": {"values": []}}]},
+            "release.group_by[0].domain.values",
+            "empty key domain",
+        ),
+        (
+            {"group_by": [{"column": "region", "domain": {"values": ["a", "b", "a"]}}]},
+            "release.group_by[0].domain.values",
+            "duplicate key 'a'",
+        ),
+        (
+            {"group_by": [{"column": "age", "domain": {"min": 5, "max": 1}}]},
+            "release.group_by[0].domain",
+            "empty key domain",
+        ),
+        ({"max_rows_per_unit": 0}, "release.max_rows_per_unit", "greater than or equal to 1"),
+        ({"privacy_unit": None, "max_rows_per_unit": 4}, "release", "privacy_unit"),
+        ({"statistics": []}, "release.statistics", "at least 1"),
+        (
+            {"statistics": [{"name": "n", "kind": "count"}, {"name": "n", "kind": "count"}]},
+            "release",
+            "duplicate statistic names",
+        ),
+        (
+            {
+                "statistics": [
+                    {"name": "n", "kind": "count", "target_ci95": 5},
+                    {"name": "m", "kind": "count"},
+                ]
+            },
+            "release",
+            "target_ci95",
+        ),
+        ({"colour": "blue"}, "release.colour", "Extra inputs"),
+    ],
+)
+def test_bad_spec_names_the_field(overrides: dict, path: str, words: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(base_spec(**overrides))
+    assert info.value.path == path
+    assert words in str(info.value)
+
+
+def test_keys_file_errors_name_the_field(tmp_path: Path) -> None:
+    pl.DataFrame({"clinic": ["a", "a"]}).write_csv(tmp_path / "dupes.csv")
+    spec = base_spec(group_by=[{"column": "clinic", "domain": {"file": "dupes.csv"}}])
+    with pytest.raises(SpecError, match=r"group_by\[0\]\.domain\.file: duplicate key 'a'"):
+        parse_spec(spec, base_dir=tmp_path)
+    spec = base_spec(group_by=[{"column": "clinic", "domain": {"file": "missing.csv"}}])
+    with pytest.raises(SpecError, match=r"group_by\[0\]\.domain\.file: .*not found"):
+        parse_spec(spec, base_dir=tmp_path)
+
+
+def test_load_spec_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="not found"):
+        load_spec(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("statistics: []\n")
+    with pytest.raises(SpecError, match="release"):
+        load_spec(bad)
+
+
+def test_spec_hash_depends_on_spec_domains_and_epsilon() -> None:
+    a = parse_spec(base_spec())
+    b = parse_spec(base_spec(max_rows_per_unit=4))
+    c = parse_spec(base_spec(group_by=[{"column": "region", "domain": {"values": ["north"]}}]))
+    assert a.hash("1") == parse_spec(base_spec()).hash("1")
+    assert len({a.hash("1"), a.hash("1/2"), b.hash("1"), c.hash("1")}) == 4
