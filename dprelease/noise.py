@@ -41,8 +41,9 @@ __all__ = [
     "variance",
 ]
 
-# A float scale becomes t/s with s ≤ 10**6 (relative rounding ≤ ~1e-12 for scales ≥ 1) and
-# t ≤ 2**48, so t·k (Algorithm 1, trial k) and U + t·V (Algorithm 2) stay far inside int64.
+# A float scale becomes t/s with s ≤ 10**6 (rounding adds at most 1e-6, or 2**-47 relative for
+# huge scales) and t ≤ 2**48 + 1, so t·k (Algorithm 1, trial k) and U + t·V (Algorithm 2) stay
+# far inside int64.
 _MAX_DENOMINATOR = 10**6
 _MAX_NUMERATOR = 2**48
 _MAX_SCALE = Fraction(2**48)
