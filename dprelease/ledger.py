@@ -608,10 +608,15 @@ class Ledger:
                 )
 
             cap = Fraction(row.cap)
-            spent_query = select(charges.c.epsilon).where(charges.c.scope == scope)
+            # Exact sum in Python; grouping first keeps it cheap (releases reuse a few epsilons).
+            spent_query = (
+                select(charges.c.epsilon, func.count())
+                .where(charges.c.scope == scope)
+                .group_by(charges.c.epsilon)
+            )
             if row.composition == "parallel":
                 spent_query = spent_query.where(charges.c.period == period)
-            spent = sum((Fraction(e) for e in conn.execute(spent_query).scalars()), Fraction(0))
+            spent = sum((Fraction(e) * n for e, n in conn.execute(spent_query)), Fraction(0))
             if spent + eps > cap:
                 label = scope if row.composition == "sequential" else f"{scope}, period {period}"
                 exc = BudgetExhausted(label, float(spent), float(cap), float(eps))
