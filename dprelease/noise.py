@@ -23,6 +23,7 @@ import math
 import numbers
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
@@ -50,6 +51,9 @@ _MAX_SCALE = Fraction(2**48)
 # Output draws per chunk: bounds working memory (~50 MB) for any requested size.
 _CHUNK = 1 << 18
 
+# Chunks are sampled on a few threads: numpy and os.urandom release the GIL.
+_WORKERS = min(4, os.cpu_count() or 1)
+
 _RawReader = Callable[[int], np.ndarray]
 _CONSTRUCTOR_KEY = object()
 
@@ -62,13 +66,21 @@ class NoiseSource:
     a forked process cannot replay its parent's noise and there is no key to re-seed.
     `seeded_for_tests` and `zero_for_tests` exist so tests are reproducible; they set
     `is_seeded`, and `require_private` refuses them on a release path.
+
+    Internally a source opens one independent stream per chunk of work, so chunks can be
+    sampled in parallel and a seeded source still gives the same draws every run.
     """
 
     bit_source: str
     is_seeded: bool
 
     def __init__(
-        self, bit_source: str, is_seeded: bool, reader: _RawReader | None, *, _key: object = None
+        self,
+        bit_source: str,
+        is_seeded: bool,
+        open_stream: Callable[[], _RawReader] | None,
+        *,
+        _key: object = None,
     ) -> None:
         if _key is not _CONSTRUCTOR_KEY:
             raise TypeError(
@@ -78,25 +90,30 @@ class NoiseSource:
             )
         self.bit_source = bit_source
         self.is_seeded = is_seeded
-        self._reader = reader
+        self._open_stream = open_stream
 
     @classmethod
     def system(cls) -> NoiseSource:
         """The production source: the OS CSPRNG."""
-        return cls("os.urandom", False, _read_urandom, _key=_CONSTRUCTOR_KEY)
+        return cls("os.urandom", False, lambda: _read_urandom, _key=_CONSTRUCTOR_KEY)
 
     @classmethod
     def seeded_for_tests(cls, seed: int) -> NoiseSource:
         """A reproducible stream (numpy Philox keyed by `seed`). NOT private: tests only."""
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise NoiseError(f"seed must be a non-negative integer, got {seed!r}")
-        bit_generator = np.random.Philox(key=int(seed))
+        seeds = np.random.SeedSequence(int(seed))
 
-        def read(nbytes: int) -> np.ndarray:
-            words = bit_generator.random_raw(-(-nbytes // 8))
-            return words.view(np.uint8)[:nbytes]
+        def open_stream() -> _RawReader:
+            bit_generator = np.random.Philox(seeds.spawn(1)[0])
 
-        return cls(f"philox(seed={int(seed)}) [test-only]", True, read, _key=_CONSTRUCTOR_KEY)
+            def read(nbytes: int) -> np.ndarray:
+                return bit_generator.random_raw(-(-nbytes // 8)).view(np.uint8)[:nbytes]
+
+            return read
+
+        name = f"philox(seed={int(seed)}) [test-only]"
+        return cls(name, True, open_stream, _key=_CONSTRUCTOR_KEY)
 
     @classmethod
     def zero_for_tests(cls) -> NoiseSource:
@@ -204,7 +221,7 @@ class _BitStream:
 
     def __init__(self, reader: _RawReader, block_bytes: int) -> None:
         self._reader = reader
-        self._block = min(max(block_bytes, 4096), 1 << 22)
+        self._block = min(max(block_bytes, 4096), 1 << 21)
         self._buf = np.empty(0, dtype=np.uint8)
         self._pos = 0
 
@@ -226,24 +243,25 @@ class _BitStream:
 def _uniform_below(stream: _BitStream, m: int, n: int) -> np.ndarray:
     """n independent uniform integers in [0, m).
 
-    Exact rejection: a word w from [0, 2**w_bits) is kept only below the largest multiple of m,
-    and then w % m is exactly uniform. The word width keeps the rejection rate ≤ 1/16.
+    Exact rejection: a word w from [0, 2**width) is kept only below the largest multiple of m,
+    and then w % m is exactly uniform. The narrowest word whose rejection rate is ≤ 1/8 is
+    used, because random bytes are the main cost of sampling.
     """
     if m == 1:
         return np.zeros(n, dtype=np.int64)
-    if m <= 1 << 12:
-        dtype: type[np.unsignedinteger] = np.uint16
-        width = 16
-    elif m <= 1 << 28:
-        dtype, width = np.uint32, 32
-    elif m < 1 << 64:
-        dtype, width = np.uint64, 64
-    else:  # unreachable for supported scales: would need ~2**15 Algorithm-1 trials in a row
+    if m >= 1 << 64:  # unreachable for supported scales: would need ~2**15 Algorithm-1 trials
         raise NoiseError(f"internal: modulus {m} exceeds 64 bits")
-    limit = (1 << width) - (1 << width) % m
+    dtype: type[np.unsignedinteger] = np.uint64
+    for candidate in (np.uint8, np.uint16, np.uint32):
+        span = 1 << (8 * np.dtype(candidate).itemsize)
+        if m < span and 8 * (span % m) <= span:
+            dtype = candidate
+            break
+    span = 1 << (8 * np.dtype(dtype).itemsize)
+    limit = span - span % m
     raw = stream.words(n, dtype)
     out = raw % dtype(m)
-    if limit == 1 << width:  # m is a power of two: nothing to reject
+    if limit == span:  # m is a power of two: nothing to reject
         return out
     bad = np.flatnonzero(raw >= dtype(limit))
     while bad.size:
@@ -347,9 +365,9 @@ def bernoulli_exp(
         raise NoiseError("gamma must have a denominator of at most 2**32")
     n = _check_size(size)
     src = _check_source(source)
-    if src._reader is None:
+    if src._open_stream is None:
         raise NoiseError("source: the zero test source only supports noise draws")
-    stream = _BitStream(src._reader, n * 4)
+    stream = _BitStream(src._open_stream(), n * 4)
     return _bern_exp_rational(stream, g.numerator, g.denominator, n)
 
 
@@ -423,15 +441,25 @@ def discrete_laplace(
     b = exact_scale(scale)
     n = _check_size(size)
     src = _check_source(source)
-    if src._reader is None:
+    if src._open_stream is None:
         return np.zeros(n, dtype=np.int64)
     out = np.empty(n, dtype=np.int64)
     t, s = b.numerator, b.denominator
     accept = _acceptance(t, s)
-    stream = _BitStream(src._reader, min(n, _CHUNK) * 24)
-    for start in range(0, n, _CHUNK):
+    starts = range(0, n, _CHUNK)
+    # Streams are opened here, in chunk order, so a seeded source is reproducible.
+    streams = [_BitStream(src._open_stream(), min(n, _CHUNK) * 16) for _ in starts]
+
+    def fill(start: int, stream: _BitStream) -> None:
         stop = min(start + _CHUNK, n)
         out[start:stop] = _discrete_laplace_batch(stream, t, s, stop - start, accept)
+
+    if len(streams) == 1 or _WORKERS == 1:
+        for start, stream in zip(starts, streams, strict=True):
+            fill(start, stream)
+    else:
+        with ThreadPoolExecutor(_WORKERS) as pool:
+            list(pool.map(fill, starts, streams))
     return out
 
 

@@ -125,10 +125,10 @@ def test_e1_table_is_algorithm_1_at_gamma_1() -> None:
     assert counts.tolist() == [720 - 264 - 1, 264, 1]
 
 
-@pytest.mark.parametrize("m", [3, 720, 3000, 5000, 2**40 + 3])
+@pytest.mark.parametrize("m", [3, 200, 720, 3000, 40_000, 2**40 + 3])  # 8/16/32/64-bit words
 def test_uniform_below_is_uniform(m: int) -> None:
     """χ² over 10 equal-width bins of [0, m); false-alarm rate 1e-4."""
-    stream = noise._BitStream(NoiseSource.seeded_for_tests(15)._reader, 1 << 20)
+    stream = noise._BitStream(NoiseSource.seeded_for_tests(15)._open_stream(), 1 << 20)
     draws = noise._uniform_below(stream, m, 100_000).astype(np.int64)
     assert draws.min() >= 0 and draws.max() < m
     bins = 10 if m > 10 else m
@@ -247,6 +247,15 @@ def test_seeded_sources_are_reproducible_and_refused_on_release_paths() -> None:
         with pytest.raises(UnsafeNoiseSourceError):
             require_private(source)
         require_private(source, allow_unsafe=True)
+
+
+def test_seeded_draws_are_reproducible_across_parallel_chunks() -> None:
+    size = 3 * noise._CHUNK + 5  # several chunks, sampled on worker threads
+    first = discrete_laplace(7, size, NoiseSource.seeded_for_tests(6))
+    second = discrete_laplace(7, size, NoiseSource.seeded_for_tests(6))
+    assert np.array_equal(first, second)
+    chunks = first[: 3 * noise._CHUNK].reshape(3, -1)
+    assert not np.array_equal(chunks[0], chunks[1])  # each chunk has its own stream
 
 
 def test_zero_source_draws_zeros() -> None:
