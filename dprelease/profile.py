@@ -433,8 +433,9 @@ def choose_budget_for(
 ) -> BudgetChoice:
     """ε_min over all profiles, rounded down if asked, with the tables that explain it.
 
-    `prior_risk_epsilon` (the companion posterior-to-prior selector) is reported alongside, not
-    folded into `epsilon`: the odds risk profile is the budget's definition here.
+    `prior_risk_epsilon` (the companion posterior-to-prior selector), when configured, must hold
+    too: `epsilon` is then the smaller of the two before rounding, and `epsilon_min` stays the
+    odds profile's own minimum so both are visible.
     """
     listed = _as_list(profiles)
     lowest = epsilon_min(listed, neighbours)
@@ -444,15 +445,18 @@ def choose_budget_for(
             f"B = 1 at P10 = {lowest.p10:g} allows no change in the odds at all, so ε_min = 0 "
             "and nothing can be released; raise B above 1 there",
         )
-    epsilon = lowest.epsilon
+    binding = (
+        lowest.epsilon if prior_risk_epsilon is None else min(lowest.epsilon, prior_risk_epsilon)
+    )
+    epsilon = binding
     rounding_text = None
     if rounding is not None:
-        epsilon = round_down(lowest.epsilon, rounding)
+        epsilon = round_down(binding, rounding)
         rounding_text = str(as_decimal(rounding))
         if epsilon <= 0:
             raise ConfigError(
                 "rounding",
-                f"rounding down ε_min = {lowest.epsilon:.6g} to a multiple of {rounding_text} "
+                f"rounding down ε = {binding:.6g} to a multiple of {rounding_text} "
                 "gives 0; use a smaller step or leave rounding out",
             )
     return BudgetChoice(

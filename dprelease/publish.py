@@ -1,6 +1,7 @@
 """The one path to publication: reserve budget → release → commit to the ledger → write files.
 
-The CLI and the Dagster assets both call `publish`; neither re-implements the order. Nothing is
+The CLI calls `publish`; the Dagster assets call its two halves, `record_release` and then (after
+their blocking checks pass) `write_release_files`; neither re-implements the order. Nothing is
 written before the ledger has stored the release, so a crash can leave an uncommitted reservation
 (resumed by the next run of the same release id, without a second charge) but never a published
 file that the ledger does not know. A release id that is already stored is returned as stored:
@@ -29,18 +30,31 @@ RELEASE_FILES = ("release.parquet", "release.csv", "manifest.json")
 
 
 @dataclass(frozen=True)
-class Published:
-    """What a publication produced, and whether it charged the budget."""
+class Recorded:
+    """A release as the ledger stores it, and whether recording it charged the budget."""
 
     release_id: str
     status: str  # "reserved" (new charge), "resumed" (crashed run finished), "committed" (stored)
-    table: pl.DataFrame
-    manifest: dict[str, Any]
-    files: dict[str, Path]
+    stored: StoredRelease
 
     @property
     def charged(self) -> bool:
         return self.status == "reserved"
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.stored.manifest
+
+    @property
+    def table(self) -> pl.DataFrame:
+        return pl.read_parquet(io.BytesIO(self.stored.table_parquet))
+
+
+@dataclass(frozen=True)
+class Published(Recorded):
+    """A recorded release and the files written from the ledger's copy."""
+
+    files: dict[str, Path]
 
 
 def _parquet_bytes(table: pl.DataFrame) -> bytes:
@@ -74,24 +88,23 @@ def write_release_files(stored: StoredRelease, out_dir: Path) -> dict[str, Path]
     return written
 
 
-def publish(
+def record_release(
     prepared: PreparedRelease,
     *,
     ledger: Ledger,
     scope: str,
     asset: str,
-    out_dir: Path,
     run_id: str | None = None,
     force_new: bool = False,
     noise: NoiseSource | None = None,
     allow_unsafe_noise: bool = False,
     on_stage: Callable[[str], None] = lambda stage: None,
-) -> Published:
-    """Release `prepared` through the ledger and write its files to `out_dir`.
+) -> Recorded:
+    """Reserve ε, draw the release and store it in the ledger; writes no file.
 
     `prepared` has already validated spec, ε and schema, so bad input never reaches the ledger.
-    Raises `BudgetExhausted` (nothing charged, nothing written) when the scope's cap would be
-    exceeded.
+    Raises `BudgetExhausted` (nothing charged) when the scope's cap would be exceeded. A release
+    id the ledger already stores is returned as stored, with nothing charged or drawn.
     """
     source = noise or default_noise_source()
     require_private(source, allow_unsafe=allow_unsafe_noise)  # refuse before charging anything
@@ -123,7 +136,18 @@ def publish(
             stored = ledger.commit(reservation, _parquet_bytes(result.table), manifest)
         except ReleaseConflict as conflict:  # another run of this id committed first: use its
             stored = conflict.stored
+    return Recorded(release_id, reservation.status, stored)
+
+
+def publish(
+    prepared: PreparedRelease,
+    *,
+    out_dir: Path,
+    on_stage: Callable[[str], None] = lambda stage: None,
+    **record_options: Any,
+) -> Published:
+    """`record_release`, then write its files to `out_dir` (the CLI's one-step path)."""
+    recorded = record_release(prepared, on_stage=on_stage, **record_options)
     on_stage("writing files")
-    files = write_release_files(stored, out_dir)
-    table = pl.read_parquet(io.BytesIO(stored.table_parquet))
-    return Published(release_id, reservation.status, table, stored.manifest, files)
+    files = write_release_files(recorded.stored, out_dir)
+    return Published(recorded.release_id, recorded.status, recorded.stored, files)

@@ -42,6 +42,17 @@ def test_substitute_and_individual_profiles_and_companion() -> None:
     assert choice.prior_risk_epsilon == pytest.approx(math.log(2))  # ½ log 4
 
 
+def test_a_stricter_prior_risk_profile_binds_the_budget() -> None:
+    """Odds profile allows ½ ln 2 ≈ 0.347; a constant r* = 1.5 allows only ½ ln 1.5 ≈ 0.203."""
+    config = PrivacyConfig.from_mapping(
+        {"profile": PAPER_PROFILE, "prior_risk": {"kind": "constant", "r": 1.5}, "rounding": 0.05}
+    )
+    choice = choose_budget(config)
+    assert choice.epsilon_min == pytest.approx(0.5 * math.log(2))
+    assert choice.prior_risk_epsilon == pytest.approx(0.5 * math.log(1.5))
+    assert choice.epsilon == pytest.approx(0.20)
+
+
 def bad(**section: Any) -> dict[str, Any]:
     return {"profile": PAPER_PROFILE, **section}
 
