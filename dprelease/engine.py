@@ -63,14 +63,14 @@ def validate_schema(schema: pl.Schema, loaded: LoadedSpec, plan: Plan, period: s
     spec = loaded.spec
     if spec.privacy_unit is not None and spec.privacy_unit not in schema:
         raise SchemaError(spec.privacy_unit, "privacy unit column not found in the input")
-    for group in spec.group_by:
-        if group.column not in schema:
-            raise SchemaError(group.column, "group-by column not found in the input")
-        domain_dtype = loaded.domains[group.column].dtype
-        if not _key_dtype_fits(schema[group.column], domain_dtype):
+    for column in spec.key_columns:
+        if column not in schema:
+            raise SchemaError(column, "group-by column not found in the input")
+        domain_dtype = loaded.key_dtype(column)
+        if not _key_dtype_fits(schema[column], domain_dtype):
             raise SchemaError(
-                group.column,
-                f"has dtype {schema[group.column]} but its public key "
+                column,
+                f"has dtype {schema[column]} but its public key "
                 f"domain holds {domain_dtype} keys; fix the domain or the column",
             )
     for m in plan.measurements:
@@ -119,7 +119,7 @@ def _bound_contributions(lf: pl.LazyFrame, loaded: LoadedSpec) -> pl.LazyFrame:
     unit = spec.privacy_unit
     if unit is None:
         return lf  # each row is its own unit: one row, one group
-    keys = [g.column for g in spec.group_by]
+    keys = spec.key_columns
     lf = lf.with_columns(_salted_hash(pl.int_range(pl.len(), dtype=pl.UInt64)).alias("__order"))
     if spec.max_groups_per_unit is not None and keys:
         group_order = _salted_hash(pl.struct(unit, *keys)).rank("dense").over(unit)
@@ -149,7 +149,7 @@ def build_plan(
     lf = scan(data)
     validate_schema(lf.collect_schema(), loaded, plan, period)
     spec = loaded.spec
-    keys = [g.column for g in spec.group_by]
+    keys = spec.key_columns
     sums = [m for m in plan.measurements if m.kind is StatisticKind.SUM]
     needed = {*keys, *(m.column for m in sums)}
     needed |= {spec.privacy_unit} if spec.privacy_unit else set()
@@ -159,11 +159,13 @@ def build_plan(
         year, month = (int(part) for part in period.split("-"))
         column = pl.col(spec.period.column)
         lf = lf.filter((column.dt.year() == year) & (column.dt.month() == month))
-    for key in keys:
-        domain = loaded.domains[key]
-        lf = lf.with_columns(pl.col(key).cast(domain.dtype)).filter(
-            pl.col(key).is_in(domain.implode())
-        )
+    lf = lf.with_columns(pl.col(key).cast(loaded.key_dtype(key)) for key in keys)
+    for domain in loaded.domains:  # keys outside the public domain (or null) are dropped here
+        if domain.width == 1:
+            column = domain.columns[0]
+            lf = lf.filter(pl.col(column).is_in(domain.get_column(column).implode()))
+        else:
+            lf = lf.join(domain.lazy(), on=domain.columns, how="semi")
     lf = _bound_contributions(lf, loaded)
     lf = lf.with_columns(_discretized(m) for m in sums)
     aggregations = [pl.len().alias(_ROWS), *(pl.col(m.name).sum() for m in sums)]
@@ -175,7 +177,7 @@ def aggregate(
 ) -> ExactAggregates:
     """Run the plan (streaming) and lay it on the full public key grid, missing groups = 0."""
     observed = build_plan(data, loaded, plan, period).collect(engine="streaming")
-    keys = [g.column for g in loaded.spec.group_by]
+    keys = loaded.spec.key_columns
     grid = loaded.key_grid()
     table = grid.join(observed, on=keys, how="left", maintain_order="left") if keys else observed
     table = table.with_columns(pl.exclude(keys).fill_null(0).cast(pl.Int64))

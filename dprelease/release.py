@@ -79,7 +79,7 @@ class PreparedRelease:
         for m in self.plan.measurements:
             draws = pl.Series(m.name, discrete_laplace(m.scale_units, cells, source))
             noisy[m.name] = exact.values(m) + draws  # int64, in units of m.granularity
-        keys = [g.column for g in self.loaded.spec.group_by]
+        keys = self.loaded.spec.key_columns
         table = pl.DataFrame(
             [
                 *(exact.grid.get_column(k) for k in keys),
@@ -118,11 +118,11 @@ class PreparedRelease:
             "composition": "sequential over the statistics: their ε add up to the total",
             "group_by": [
                 {
-                    "column": g.column,
-                    "keys": self.loaded.domains[g.column].len(),
-                    "domain": type(g.domain).__name__.removesuffix("Domain").lower(),
+                    "columns": group.key_columns,
+                    "keys": domain.height,
+                    "domain": type(group.domain).__name__.removesuffix("Domain").lower(),
                 }
-                for g in spec.group_by
+                for group, domain in zip(spec.group_by, self.loaded.domains, strict=True)
             ],
             "cells": cells,
             "out_of_domain": "rows whose keys are null or outside the public domain are dropped",

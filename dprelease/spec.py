@@ -69,11 +69,15 @@ class RangeDomain(_Strict):
 
 
 class FileDomain(_Strict):
-    """Keys read from a public file (CSV or parquet), relative to the spec file."""
+    """Keys read from a public file (CSV or parquet), relative to the spec file.
+
+    With several group columns the file lists the valid key *combinations* (e.g. the clinics of
+    each region), so the released grid has no structurally impossible cells.
+    """
 
     file: str
     column: str | None = Field(
-        default=None, description="column in the file; default: the group column"
+        default=None, description="column in the file (single group column only); default: its name"
     )
 
 
@@ -94,8 +98,28 @@ KeyDomain = Annotated[
 
 
 class GroupBy(_Strict):
-    column: str
+    """One group-by column (`column`) or several released jointly (`columns`, from a keys file)."""
+
+    column: str | None = None
+    columns: Annotated[list[str], Field(min_length=2)] | None = None
     domain: KeyDomain
+
+    @model_validator(mode="after")
+    def _one_form(self) -> GroupBy:
+        if (self.column is None) == (self.columns is None):
+            raise ValueError("give either 'column' or 'columns'")
+        if self.columns is not None:
+            if not isinstance(self.domain, FileDomain):
+                raise ValueError(
+                    "'columns' needs a public keys file listing the valid combinations"
+                )
+            if self.domain.column is not None:
+                raise ValueError("with 'columns' the keys file uses the same column names")
+        return self
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [self.column] if self.column is not None else list(self.columns or [])
 
 
 class StatisticKind(StrEnum):
@@ -190,7 +214,7 @@ class ReleaseSpec(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate statistic names {dupes}")
-        columns = [g.column for g in self.group_by]
+        columns = self.key_columns
         if len(set(columns)) != len(columns):
             raise ValueError("a group-by column is listed twice")
         clash = set(names) & set(columns)
@@ -205,8 +229,9 @@ class ReleaseSpec(_Strict):
         return self
 
     @property
-    def unit_is_row(self) -> bool:
-        return self.privacy_unit is None
+    def key_columns(self) -> list[str]:
+        """All group-by columns, in declared order: the key columns of the released table."""
+        return [column for group in self.group_by for column in group.key_columns]
 
     def canonical_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -218,22 +243,27 @@ class LoadedSpec(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     spec: ReleaseSpec
-    domains: dict[str, pl.Series]
+    domains: list[pl.DataFrame]  # one per `group_by` entry, with that entry's key columns
 
     def key_grid(self) -> pl.DataFrame:
         """Every combination of public keys, in declared order: the rows of the released table."""
         grid = pl.DataFrame()
-        for group in self.spec.group_by:
-            frame = self.domains[group.column].to_frame()
-            grid = frame if grid.is_empty() and grid.width == 0 else grid.join(frame, how="cross")
+        for frame in self.domains:
+            grid = (
+                frame
+                if grid.width == 0
+                else grid.join(frame, how="cross", maintain_order="left_right")
+            )
         return grid
+
+    def key_dtype(self, column: str) -> pl.DataType:
+        return next(frame.schema[column] for frame in self.domains if column in frame.columns)
 
     def hash(self, epsilon: str) -> str:
         """Identity of what gets released: spec, resolved key domains and the total ε."""
         digest = hashlib.sha256(self.spec.canonical_json().encode())
-        for column, keys in self.domains.items():
-            digest.update(column.encode())
-            digest.update(json.dumps(keys.to_list(), default=str).encode())
+        for frame in self.domains:
+            digest.update(json.dumps(frame.to_dict(as_series=False), default=str).encode())
         digest.update(epsilon.encode())
         return digest.hexdigest()
 
@@ -258,12 +288,10 @@ def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "releas
         first = exc.errors()[0]
         message = first["msg"].removeprefix("Value error, ")
         raise SpecError(_yaml_path(prefix, first["loc"]), message) from None
-    domains = {
-        group.column: _resolve_domain(
-            group, base_dir or Path.cwd(), f"{prefix}.group_by[{i}].domain"
-        )
+    domains = [
+        _resolve_domain(group, base_dir or Path.cwd(), f"{prefix}.group_by[{i}].domain")
         for i, group in enumerate(spec.group_by)
-    }
+    ]
     return LoadedSpec(spec=spec, domains=domains)
 
 
@@ -281,25 +309,34 @@ def load_spec(path: str | Path) -> LoadedSpec:
     return parse_spec(document["release"], base_dir=path.parent)
 
 
-def _resolve_domain(group: GroupBy, base_dir: Path, path: str) -> pl.Series:
+def _resolve_domain(group: GroupBy, base_dir: Path, path: str) -> pl.DataFrame:
     domain = group.domain
     if isinstance(domain, ValuesDomain):
-        return pl.Series(group.column, domain.values)
+        return pl.DataFrame({group.column: domain.values})
     if isinstance(domain, RangeDomain):
-        return pl.Series(group.column, range(domain.min, domain.max + 1), dtype=pl.Int64)
+        return pl.DataFrame(
+            {group.column: range(domain.min, domain.max + 1)}, schema={group.column: pl.Int64}
+        )
     file = base_dir / domain.file
     if not file.is_file():
         raise SpecError(f"{path}.file", f"public keys file {str(file)!r} not found")
     frame = pl.read_parquet(file) if file.suffix == ".parquet" else pl.read_csv(file)
-    column = domain.column or group.column
-    if column not in frame.columns:
-        raise SpecError(f"{path}.column", f"public keys file has no column {column!r}")
-    keys = frame.get_column(column).alias(group.column)
-    if keys.len() == 0:
+    wanted = group.key_columns
+    if domain.column is not None:
+        frame = (
+            frame.rename({domain.column: group.column}) if domain.column in frame.columns else frame
+        )
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise SpecError(f"{path}.file", f"public keys file has no column {missing[0]!r}")
+    keys = frame.select(wanted)
+    if keys.height == 0:
         raise SpecError(f"{path}.file", "empty key domain: the public keys file has no keys")
-    if keys.null_count():
+    if keys.null_count().sum_horizontal().item():
         raise SpecError(f"{path}.file", "the public keys file contains an empty key")
-    if keys.is_duplicated().any():
-        first = keys.filter(keys.is_duplicated()).item(0)
-        raise SpecError(f"{path}.file", f"duplicate key {first!r} in the public keys file")
+    duplicated = keys.is_duplicated()
+    if duplicated.any():
+        first = keys.filter(duplicated).row(0)
+        shown = first[0] if len(first) == 1 else first
+        raise SpecError(f"{path}.file", f"duplicate key {shown!r} in the public keys file")
     return keys

@@ -108,6 +108,27 @@ def test_full_key_grid_with_empty_groups_and_range_domains() -> None:
     assert table.filter(pl.col("n") > 0).select("region", "age").rows() == [("n", 3)]
 
 
+def test_joint_domain_drops_impossible_combinations(tmp_path) -> None:
+    pl.DataFrame({"region": ["n", "s"], "clinic": ["n1", "s1"]}).write_csv(tmp_path / "keys.csv")
+    df = pl.DataFrame(
+        {
+            "pid": [1, 2, 3],
+            "region": ["n", "n", "s"],
+            "clinic": ["n1", "s1", "s1"],
+            "cost": [1.0, 2.0, 4.0],
+        }
+    )
+    spec = {
+        "name": "t",
+        "source": "t",
+        "privacy_unit": "pid",
+        "group_by": [{"columns": ["region", "clinic"], "domain": {"file": "keys.csv"}}],
+        "statistics": [{"name": "n", "kind": "count"}],
+    }
+    table = exact(df, parse_spec(spec, base_dir=tmp_path))
+    assert table.select("region", "clinic", "n").rows() == [("n", "n1", 1), ("s", "s1", 1)]
+
+
 def test_ungrouped_release_is_one_row() -> None:
     df = pl.DataFrame({"pid": [1, 2], "cost": [3.0, 4.0]})
     table = exact(df, spec_of(group_by=[]))

@@ -54,7 +54,27 @@ def test_keys_file_domain(tmp_path: Path) -> None:
         base_spec(group_by=[{"column": "clinic", "domain": {"file": "clinics.csv"}}]),
         base_dir=tmp_path,
     )
-    assert loaded.domains["clinic"].to_list() == ["a", "b", "c"]
+    assert loaded.domains[0].get_column("clinic").to_list() == ["a", "b", "c"]
+
+
+def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
+    pl.DataFrame({"region": ["n", "n", "s"], "clinic": ["n1", "n2", "s1"]}).write_csv(
+        tmp_path / "clinics.csv"
+    )
+    loaded = parse_spec(
+        base_spec(
+            group_by=[
+                {"column": "sex", "domain": {"values": ["F", "M"]}},
+                {"columns": ["region", "clinic"], "domain": {"file": "clinics.csv"}},
+            ]
+        ),
+        base_dir=tmp_path,
+    )
+    assert loaded.spec.key_columns == ["sex", "region", "clinic"]
+    assert loaded.key_grid().rows()[:3] == [("F", "n", "n1"), ("F", "n", "n2"), ("F", "s", "s1")]
+    assert loaded.key_grid().height == 6
+    with pytest.raises(SpecError, match=r"group_by\[0\]: .*keys file"):
+        parse_spec(base_spec(group_by=[{"columns": ["a", "b"], "domain": {"values": [1]}}]))
 
 
 @pytest.mark.parametrize(
