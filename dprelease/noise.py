@@ -48,7 +48,8 @@ __all__ = [
 _MAX_DENOMINATOR = 10**6
 _MAX_NUMERATOR = 2**48
 _MAX_SCALE = Fraction(2**48)
-# Output draws per chunk: bounds working memory (~50 MB) for any requested size.
+# Output draws per chunk: working memory is a few tens of MB per chunk in flight, whatever the
+# requested size.
 _CHUNK = 1 << 18
 
 # Chunks are sampled on a few threads: numpy and os.urandom release the GIL.
@@ -61,9 +62,9 @@ _CONSTRUCTOR_KEY = object()
 class NoiseSource:
     """Where the random bits come from. Build one only with the named constructors.
 
-    `system()` reads the operating system's CSPRNG (`os.urandom`, i.e. getrandom(2)) on every
-    draw; bytes are buffered only for the duration of one sampling call and never reused, so
-    a forked process cannot replay its parent's noise and there is no key to re-seed.
+    `system()` reads the operating system's CSPRNG (`os.urandom`, i.e. getrandom(2)) in blocks
+    during each sampling call; leftover bytes die with the call and are never reused, so a
+    forked process cannot replay its parent's noise and there is no key to re-seed after fork.
     `seeded_for_tests` and `zero_for_tests` exist so tests are reproducible; they set
     `is_seeded`, and `require_private` refuses them on a release path.
 
@@ -216,7 +217,7 @@ def _check_source(source: NoiseSource | None) -> NoiseSource:
 class _BitStream:
     """Serves random words from a source, reading it in large blocks to save syscalls.
 
-    One stream lives for one sampling call; unused bytes are dropped with it, never reused.
+    One stream serves one chunk of one sampling call; unused bytes die with it, never reused.
     """
 
     def __init__(self, reader: _RawReader, block_bytes: int) -> None:
