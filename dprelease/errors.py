@@ -12,7 +12,10 @@ class DPReleaseError(Exception):
 
 
 class ConfigError(DPReleaseError, ValueError):
-    """A configuration value is invalid; `path` is its location in the YAML, e.g. `privacy.profile.points[2]`."""
+    """A configuration value is invalid.
+
+    `path` is its location in the YAML, e.g. `privacy.profile.points[2]`.
+    """
 
     def __init__(self, path: str, message: str) -> None:
         self.path = path
@@ -29,11 +32,16 @@ class SpecError(ConfigError):
 
 
 class SchemaError(DPReleaseError, ValueError):
-    """The input table does not fit the spec (missing column, wrong dtype). Names the column only."""
+    """The input does not fit the spec (missing column, wrong dtype); names the column only."""
 
     def __init__(self, column: str, message: str) -> None:
         self.column = column
         super().__init__(f"column {column!r}: {message}")
+
+
+class DataError(DPReleaseError):
+    """Reading or aggregating the confidential input failed. The engine's own message is withheld
+    because it may quote confidential values; the error says where to look instead."""
 
 
 class NoiseError(DPReleaseError, ValueError):
@@ -45,7 +53,7 @@ class UnsafeNoiseSourceError(DPReleaseError):
 
 
 class BudgetExhausted(DPReleaseError):
-    """A release would take the scope's spent budget past its cap; nothing was charged or written."""
+    """A release would take the scope's spending past its cap; nothing was charged or written."""
 
     def __init__(self, scope: str, spent: float, cap: float, requested: float) -> None:
         self.scope = scope
@@ -55,8 +63,8 @@ class BudgetExhausted(DPReleaseError):
         self.remaining = max(cap - spent, 0.0)
         super().__init__(
             f"privacy budget exhausted for scope {scope!r}: spent {spent:.6g} of cap {cap:.6g}, "
-            f"requested {requested:.6g}, remaining {self.remaining:.6g}. Lower the release's epsilon, "
-            f"raise the scope's cap, or wait for a new scope/period."
+            f"requested {requested:.6g}, remaining {self.remaining:.6g}. Lower the release's "
+            "epsilon, raise the scope's cap, or wait for a new scope/period."
         )
 
 

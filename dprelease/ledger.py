@@ -30,14 +30,12 @@ import base64
 import getpass
 import hashlib
 import json
-import math
 import os
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -67,10 +65,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from dprelease.errors import BudgetExhausted, LedgerError, ReleaseConflict
+from dprelease.rational import Epsilon, exact_positive
 
 Composition = Literal["sequential", "parallel"]
 ReservationStatus = Literal["reserved", "resumed", "committed"]
-Epsilon = float | int | Fraction | Decimal | str
 
 LEDGER_URL_ENV = "DPRELEASE_LEDGER_URL"
 DEFAULT_LEDGER_PATH = ".dprelease/ledger.sqlite"
@@ -284,20 +282,10 @@ class LedgerEvent:
 
 def exact_epsilon(value: Epsilon, what: str = "epsilon") -> Fraction:
     """`value` as an exact positive rational; a float counts as the decimal it prints as."""
-    if isinstance(value, bool):
-        raise LedgerError(f"{what} must be a number > 0, got {value!r}")
     try:
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise ValueError
-            exact = Fraction(repr(value))
-        else:
-            exact = Fraction(value)
-    except (ValueError, TypeError, ZeroDivisionError):
-        raise LedgerError(f"{what} must be a finite number > 0, got {value!r}") from None
-    if exact <= 0:
-        raise LedgerError(f"{what} must be > 0, got {value!r}")
-    return exact
+        return exact_positive(value)
+    except ValueError as exc:
+        raise LedgerError(f"{what} {exc}") from None
 
 
 def resolve_ledger_url(

@@ -7,7 +7,6 @@ reads the data, draws the noise and post-processes. Nothing here knows about led
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -18,9 +17,10 @@ import polars as pl
 import dprelease
 from dprelease.accounting import Measurement, Plan, StatisticPlan, plan_release
 from dprelease.engine import DataSource, aggregate, build_plan
-from dprelease.errors import SpecError
+from dprelease.errors import DataError, DPReleaseError, SpecError
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.profile import Neighbours
+from dprelease.rational import Epsilon, exact_positive, float_down
 from dprelease.spec import LoadedSpec, StatisticKind
 
 MECHANISM = (
@@ -29,23 +29,12 @@ MECHANISM = (
 )
 
 
-def float_down(value: Fraction) -> float:
-    """The largest float ≤ value: reported budgets never exceed what was accounted."""
-    approx = float(value)
-    return approx if Fraction(approx) <= value else math.nextafter(approx, -math.inf)
-
-
-def as_fraction(epsilon: float | Fraction | str, field_name: str = "epsilon") -> Fraction:
-    """ε as an exact rational; rejects ε ≤ 0, NaN and infinity by name."""
+def as_fraction(epsilon: Epsilon, field_name: str = "epsilon") -> Fraction:
+    """ε as an exact rational (see `dprelease.rational`); errors name the field."""
     try:
-        value = Fraction(epsilon)
-    except (ValueError, TypeError, OverflowError):
-        raise SpecError(
-            field_name, f"ε must be a positive finite number, got {epsilon!r}"
-        ) from None
-    if value <= 0:
-        raise SpecError(field_name, f"ε must be > 0, got {epsilon!r}")
-    return value
+        return exact_positive(epsilon)
+    except ValueError as exc:
+        raise SpecError(field_name, f"ε {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -73,7 +62,16 @@ class PreparedRelease:
         post-process; the batch size is the public grid size, never a data value."""
         source = noise or default_noise_source()
         require_private(source, allow_unsafe=allow_unsafe_noise)
-        exact = aggregate(self.data, self.loaded, self.plan, self.period)
+        try:
+            exact = aggregate(self.data, self.loaded, self.plan, self.period)
+        except DPReleaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - engine messages may quote confidential values
+            raise DataError(
+                f"aggregating the input of release {self.loaded.spec.name!r} failed "
+                f"({type(exc).__name__}); inspect the confidential table inside the secure "
+                "environment (details are withheld from this message)"
+            ) from None
         cells = exact.grid.height
         noisy: dict[str, pl.Series] = {}
         for m in self.plan.measurements:
@@ -214,6 +212,61 @@ def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
     return entry
 
 
+def spec_hash(loaded: LoadedSpec, epsilon: float | Fraction) -> str:
+    """What identifies a release's content: the spec, its key domains and its total ε."""
+    return loaded.hash(str(as_fraction(epsilon)))
+
+
+#: What a manifest must state for a release to be explainable (checked before publication).
+REQUIRED_MANIFEST_FIELDS = (
+    "release_id",
+    "created_at",
+    "library_version",
+    "spec_hash",
+    "mechanism",
+    "noise_source",
+    "neighbours",
+    "privacy_unit",
+    "contribution_bounds",
+    "epsilon_total",
+    "epsilon_total_exact",
+    "budget_split",
+    "statistics",
+)
+REQUIRED_MEASUREMENT_FIELDS = (
+    "epsilon",
+    "sensitivity",
+    "derivation",
+    "granularity",
+    "noise_scale",
+    "noise_scale_units_exact",
+    "ci95_halfwidth",
+)
+
+
+def manifest_problems(manifest: dict[str, Any]) -> list[str]:
+    """Why a manifest does not fully explain its release (empty: complete and consistent)."""
+    problems = [f"missing {key}" for key in REQUIRED_MANIFEST_FIELDS if manifest.get(key) is None]
+    if problems:
+        return problems
+    if not manifest["noise_source"].get("private"):
+        problems.append("noise source is seeded: not a private release")
+    for stat in manifest["statistics"]:
+        parts = stat.get("measurements", [stat])
+        problems += [
+            f"statistic {stat.get('name')!r}: missing {key}"
+            for part in parts
+            for key in REQUIRED_MEASUREMENT_FIELDS
+            if part.get(key) is None
+        ]
+    spent = sum((Fraction(s["epsilon_exact"]) for s in manifest["statistics"]), Fraction(0))
+    if spent != Fraction(manifest["epsilon_total_exact"]):
+        problems.append(
+            f"statistics spend {spent}, the total says {manifest['epsilon_total_exact']}"
+        )
+    return problems
+
+
 def prepare(
     data: DataSource,
     loaded: LoadedSpec,
@@ -233,7 +286,7 @@ def prepare(
         )
     plan = plan_release(loaded.spec, eps, chosen)
     build_plan(data, loaded, plan, period)  # schema and period checks, no rows read
-    return PreparedRelease(data, loaded, plan, chosen, period, loaded.hash(str(eps)))
+    return PreparedRelease(data, loaded, plan, chosen, period, spec_hash(loaded, eps))
 
 
 def release(

@@ -15,7 +15,8 @@ from dprelease.accounting import plan_release, split_budget
 from dprelease.errors import SchemaError, SpecError, UnsafeNoiseSourceError
 from dprelease.noise import NoiseSource, variance
 from dprelease.profile import Neighbours
-from dprelease.release import float_down, prepare, release
+from dprelease.rational import float_down
+from dprelease.release import prepare, release
 from dprelease.spec import parse_spec
 
 ZERO = NoiseSource.zero_for_tests
