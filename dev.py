@@ -47,7 +47,7 @@ def main() -> int:
     extra = sys.argv[2:]
     if command == "demo":
         _ensure_venv()
-        return _run("dprelease", "demo", *extra)
+        return _run("python", "-m", "pipelines.demo", *extra)
     if command == "test":
         _ensure_venv()
         rc = _run("ruff", "check", ".")

@@ -1,0 +1,91 @@
+"""Release spec files for the pipeline: the library's `release:` section plus a `publish:` section.
+
+`publish:` says which budget scope a release draws from, what share of the scope's cap one
+release (one period) spends, and which reporting periods exist. Adding a YAML file to
+`pipelines/specs/` adds a release asset; no Python is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from dprelease.errors import SpecError
+from dprelease.spec import LoadedSpec, parse_spec
+
+SPECS_DIR = Path(__file__).resolve().parent / "specs"
+_MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
+
+
+class PublishSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scope: Annotated[str, Field(min_length=1)]
+    share: Fraction = Field(description="fraction of the scope's cap one release spends, e.g. 1/12")
+    first_period: Annotated[str, Field(pattern=_MONTH)] | None = None
+    last_period: Annotated[str, Field(pattern=_MONTH)] | None = None
+
+    @field_validator("share", mode="before")
+    @classmethod
+    def _fraction(cls, value: object) -> Fraction:
+        try:
+            share = Fraction(str(value))
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"share must be a fraction like 1/12 or 0.25, got {value!r}") from None
+        if not 0 < share <= 1:
+            raise ValueError(f"share must be in (0, 1], got {value!r}")
+        return share
+
+
+@dataclass(frozen=True)
+class PipelineRelease:
+    """One spec file: what to release and how it draws on the budget."""
+
+    path: Path
+    loaded: LoadedSpec
+    publish: PublishSettings
+
+    @property
+    def name(self) -> str:
+        return self.loaded.spec.name
+
+
+def load_release(path: Path) -> PipelineRelease:
+    """Validate one spec file; errors name the file and the YAML path."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), f"not valid YAML ({exc.__class__.__name__})") from None
+    if not isinstance(document, dict) or not {"release", "publish"} <= document.keys():
+        raise SpecError(str(path), "a pipeline spec needs top-level 'release:' and 'publish:'")
+    loaded = parse_spec(document["release"], base_dir=path.parent, prefix=f"{path.name}: release")
+    try:
+        publish = PublishSettings.model_validate(document["publish"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise SpecError(
+            f"{path.name}: publish.{where}", first["msg"].removeprefix("Value error, ")
+        ) from None
+    period = loaded.spec.period
+    if period is not None and not (publish.first_period and publish.last_period):
+        raise SpecError(
+            f"{path.name}: publish",
+            "a periodic release needs first_period and last_period (YYYY-MM) for its partitions",
+        )
+    return PipelineRelease(path, loaded, publish)
+
+
+def load_releases(directory: Path = SPECS_DIR) -> list[PipelineRelease]:
+    """Every `*.yaml` spec in `directory`, sorted by file name; release names must be unique."""
+    releases = [load_release(path) for path in sorted(directory.glob("*.yaml"))]
+    names = [r.name for r in releases]
+    for name in names:
+        if names.count(name) > 1:
+            raise SpecError(str(directory), f"two spec files release {name!r}")
+    return releases
