@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from dprelease.cli import _register, app
+from dprelease.cli import app
 from dprelease.errors import BudgetExhausted, UnsafeNoiseSourceError
 from dprelease.ledger import Ledger
 from dprelease.noise import NoiseSource
@@ -155,7 +155,6 @@ runner = CliRunner()
 
 
 def _cli(*args: str):
-    _register()
     return runner.invoke(app, list(args))
 
 

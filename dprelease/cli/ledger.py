@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from dprelease.cli import app
+from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors
 from dprelease.ledger import Ledger, ScopeStatus
 

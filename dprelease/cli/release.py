@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from dprelease.cli import app
+from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, LedgerError
