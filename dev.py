@@ -23,7 +23,7 @@ STAMP = VENV / ".pyproject.sha256"
 
 
 def _ensure_venv() -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036  (dev.py runs on whatever python3 is)
         sys.exit(f"dprelease needs Python 3.11+, this is {sys.version.split()[0]}")
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text() == digest:
