@@ -27,6 +27,12 @@ from dprelease.noise import NoiseSource, default_noise_source, require_private
 from dprelease.release import PreparedRelease
 
 RELEASE_FILES = ("release.parquet", "release.csv", "manifest.json")
+#: What the ledger did for a release, in words for people (keys: `Reservation.status`).
+STATUS_TEXT = {
+    "reserved": "released and charged",
+    "resumed": "finished an interrupted release (charged once)",
+    "committed": "already released: stored copy returned, nothing charged",
+}
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,7 @@ def release_assets(release: PipelineRelease) -> list[dg.AssetsDefinition]:
         book = ledger.open()
         book.ensure_scope(scope, policy.cap(), composition)
         recorded = record_release(
-            prepared, ledger=book, scope=scope, asset=spec.name, run_id=context.run_id
+            prepared, ledger=book, scope=scope, asset=spec.name, run_id=context.run.run_id
         )
         status = book.status(scope)[0]
         context.log.info(f"{recorded.release_id}: {recorded.status}")

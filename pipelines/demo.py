@@ -16,10 +16,13 @@ import dagster as dg
 from rich.console import Console
 from rich.table import Table
 
+from dprelease.publish import STATUS_TEXT
 from pipelines.definitions import defs
 from pipelines.resources import LedgerResource, PublicStore
 
 MONTHS_TO_RELEASE = 3
+#: Dagster's step-by-step DEBUG log is for the UI; the demo prints a summary instead.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _instance() -> dg.DagsterInstance:
@@ -29,18 +32,46 @@ def _instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.local_temp(tempfile.mkdtemp(prefix="dprelease-dagster-"))
 
 
+def _releases(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, str, str]]:
+    """(release, period, what the ledger did, ε) for each release asset in a run."""
+    rows = []
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        metadata = materialization.metadata
+        if "ledger_status" in metadata:
+            rows.append(
+                (
+                    materialization.asset_key.to_user_string(),
+                    materialization.partition or "-",
+                    STATUS_TEXT[metadata["ledger_status"].value],
+                    f"{metadata['epsilon'].value:.4f}",
+                )
+            )
+    return rows
+
+
 def main() -> int:
     console = Console(soft_wrap=True)
     instance = _instance()
     jobs = {job.name: defs.resolve_job_def(job.name) for job in defs.jobs}
     console.print("materializing the privacy budget and the unperiodic releases ...")
-    jobs["publish_releases"].execute_in_process(instance=instance)
+    released = _releases(
+        jobs["publish_releases"].execute_in_process(instance=instance, run_config=QUIET)
+    )
     for name, job in sorted(jobs.items()):
         if job.partitions_def is None:
             continue
         for period in job.partitions_def.get_partition_keys()[-MONTHS_TO_RELEASE:]:
             console.print(f"materializing {name} for {period} ...")
-            job.execute_in_process(instance=instance, partition_key=period)
+            released += _releases(
+                job.execute_in_process(instance=instance, partition_key=period, run_config=QUIET)
+            )
+    summary = Table(title="releases", title_justify="left")
+    for column in ("release", "period", "ledger", "ε"):
+        summary.add_column(column)
+    for row in released:
+        summary.add_row(*row)
+    console.print(summary)
 
     public: PublicStore = defs.resources["public"]
     console.print(f"\npublic files in {Path(public.directory).resolve()}:")

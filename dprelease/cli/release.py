@@ -16,7 +16,7 @@ from dprelease.cli._common import cli_errors
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, LedgerError
 from dprelease.ledger import Ledger
-from dprelease.publish import publish
+from dprelease.publish import STATUS_TEXT, publish
 from dprelease.release import as_fraction, prepare
 from dprelease.spec import load_spec
 
@@ -119,14 +119,9 @@ def release(
     if as_json:
         typer.echo(json.dumps(result.manifest, sort_keys=True))
         return
-    state = {
-        "reserved": "released and charged",
-        "resumed": "finished an interrupted release",
-        "committed": "already released: stored copy returned, nothing charged",
-    }[result.status]
     remaining = ledger.status(scope_name)[0].remaining
     console = Console(soft_wrap=True)
-    console.print(f"{result.release_id}: {state}", highlight=False)
+    console.print(f"{result.release_id}: {STATUS_TEXT[result.status]}", highlight=False)
     console.print(
         f"ε = {result.manifest['epsilon_total']:g}; scope {scope_name!r} has "
         f"{float(remaining):g} left; files in {out}",
