@@ -58,38 +58,53 @@ def _key_dtype_fits(data_dtype: pl.DataType, domain_dtype: pl.DataType) -> bool:
     return data_dtype == domain_dtype
 
 
+def _column_paths(loaded: LoadedSpec) -> dict[str, str]:
+    """Where each column the spec reads is declared, for error messages."""
+    spec = loaded.spec
+    paths = {}
+    if spec.privacy_unit is not None:
+        paths[spec.privacy_unit] = "release.privacy_unit"
+    for i, group in enumerate(spec.group_by):
+        for column in group.key_columns:
+            paths[column] = f"release.group_by[{i}].{'column' if group.column else 'columns'}"
+    for i, stat in enumerate(spec.statistics):
+        if stat.column is not None:
+            paths.setdefault(stat.column, f"release.statistics[{i}].column")
+    if spec.period is not None:
+        paths[spec.period.column] = "release.period.column"
+    return paths
+
+
 def validate_schema(schema: pl.Schema, loaded: LoadedSpec, plan: Plan, period: str | None) -> None:
     """Check every column the spec needs, before anything is charged or read."""
     spec = loaded.spec
-    if spec.privacy_unit is not None and spec.privacy_unit not in schema:
-        raise SchemaError(spec.privacy_unit, "privacy unit column not found in the input")
+    paths = _column_paths(loaded)
+    missing = next((column for column in paths if column not in schema), None)
+    if missing is not None:
+        raise SchemaError(missing, "not found in the input", paths[missing])
     for column in spec.key_columns:
-        if column not in schema:
-            raise SchemaError(column, "group-by column not found in the input")
         domain_dtype = loaded.key_dtype(column)
         if not _key_dtype_fits(schema[column], domain_dtype):
             raise SchemaError(
                 column,
-                f"has dtype {schema[column]} but its public key "
-                f"domain holds {domain_dtype} keys; fix the domain or the column",
+                f"has dtype {schema[column]} but its public key domain holds {domain_dtype} keys; "
+                "fix the domain or the column",
+                paths[column],
             )
     for m in plan.measurements:
-        if m.kind is StatisticKind.SUM:
-            dtype = schema.get(m.column)
-            if dtype is None:
-                raise SchemaError(m.column, "summed column not found in the input")
-            if not dtype.is_numeric():
-                raise SchemaError(
-                    m.column,
-                    f"has dtype {dtype} but a numeric column is needed for statistic {m.name!r}",
-                )
+        if m.kind is StatisticKind.SUM and not schema[m.column].is_numeric():
+            raise SchemaError(
+                m.column,
+                f"has dtype {schema[m.column]} but statistic {m.name!r} needs a numeric column",
+                paths[m.column],
+            )
     if spec.period is not None:
         column = spec.period.column
-        if column not in schema:
-            raise SchemaError(column, "period column not found in the input")
-        if schema[column] not in (pl.Date,) and not isinstance(schema[column], pl.Datetime):
+        if schema[column] != pl.Date and not isinstance(schema[column], pl.Datetime):
             raise SchemaError(
-                column, f"period column has dtype {schema[column]}; need Date or Datetime"
+                column,
+                f"has dtype {schema[column]}; a period column needs Date or Datetime",
+                paths[column],
             )
         if period is None:
             raise SpecError(

@@ -32,11 +32,16 @@ class SpecError(ConfigError):
 
 
 class SchemaError(DPReleaseError, ValueError):
-    """The input does not fit the spec (missing column, wrong dtype); names the column only."""
+    """The input does not fit the spec (missing column, wrong dtype).
 
-    def __init__(self, column: str, message: str) -> None:
+    Names the column and, where the spec declares it, its YAML path; never a data value.
+    """
+
+    def __init__(self, column: str, message: str, path: str | None = None) -> None:
         self.column = column
-        super().__init__(f"column {column!r}: {message}")
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__(f"{where}column {column!r}: {message}")
 
 
 class DataError(DPReleaseError):

@@ -280,11 +280,15 @@ def test_accuracy_first_split_shares_in_proportion_to_needs_and_reports_targets(
 
 def test_schema_errors_name_the_column_before_any_row_is_read() -> None:
     df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": ["12"]})
-    with pytest.raises(SchemaError, match="'cost'.*numeric"):
+    with pytest.raises(
+        SchemaError, match=r"^release\.statistics\[1\]\.column: column 'cost'.*numeric"
+    ):
         prepare(df, spec_of(), 1.0)
-    with pytest.raises(SchemaError, match="'pid'"):
+    with pytest.raises(SchemaError, match=r"^release\.privacy_unit: column 'pid': not found"):
         prepare(df.drop("pid"), spec_of(), 1.0)
-    with pytest.raises(SchemaError, match="'region'.*domain"):
+    with pytest.raises(
+        SchemaError, match=r"^release\.group_by\[0\]\.column: column 'region'.*domain"
+    ):
         prepare(df.with_columns(pl.lit(1).alias("region")), spec_of(), 1.0)
     for bad in (0, -1.0, float("nan"), float("inf")):
         with pytest.raises(SpecError, match="epsilon"):
