@@ -168,14 +168,19 @@ def split_budget(
     return shares
 
 
+@dataclass(frozen=True)
+class _Basis:
+    """What every measurement of one release is derived from (all public)."""
+
+    spec: ReleaseSpec
+    neighbours: Neighbours
+    integer_columns: frozenset[str]
+
+
 def _measure(
-    name: str,
-    kind: StatisticKind,
-    stat: Statistic | None,
-    epsilon: Fraction,
-    spec: ReleaseSpec,
-    neighbours: Neighbours,
+    name: str, kind: StatisticKind, stat: Statistic | None, epsilon: Fraction, basis: _Basis
 ) -> Measurement:
+    spec, neighbours = basis.spec, basis.neighbours
     bounds = ContributionBounds.of(spec)
     grouped = bool(spec.group_by)
     if kind is StatisticKind.COUNT:
@@ -197,22 +202,26 @@ def _measure(
     assert stat is not None and stat.lower is not None and stat.upper is not None
     reach, _ = _l1_reach(bounds, neighbours, grouped)
     largest = max(abs(stat.lower), abs(stat.upper))
-    granularity = (
-        Fraction(stat.granularity)
-        if stat.granularity
-        else auto_granularity(reach * largest, epsilon)
-    )
+    path = f"release.statistics[{spec.statistics.index(stat)}].granularity"
+    if stat.granularity:
+        granularity = Fraction(stat.granularity)
+    elif (
+        stat.column in basis.integer_columns and stat.lower.is_integer() and stat.upper.is_integer()
+    ):
+        granularity = Fraction(1)  # integer data in integer bounds: exact, integer-valued sums
+    else:
+        granularity = auto_granularity(reach * largest, epsilon)
     lower_u = round(Fraction(stat.lower) / granularity)
     upper_u = round(Fraction(stat.upper) / granularity)
     if lower_u == upper_u:
         raise SpecError(
-            f"release.statistics[{stat.name}].granularity",
+            path,
             "granularity is coarser than the bounds' range; choose a smaller one",
         )
     delta, derivation = _sum_sensitivity(bounds, neighbours, grouped, lower_u, upper_u, granularity)
     if delta > 2**53:
         raise SpecError(
-            f"release.statistics[{stat.name}].granularity",
+            path,
             "granularity too fine for these bounds (sensitivity above 2^53 units)",
         )
     return Measurement(
@@ -241,14 +250,23 @@ def _need(stat: Statistic, spec: ReleaseSpec, neighbours: Neighbours) -> Fractio
     return Fraction(delta * LN_20 / stat.target_ci95)
 
 
-def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -> Plan:
+def plan_release(
+    spec: ReleaseSpec,
+    epsilon: Fraction,
+    neighbours: Neighbours,
+    integer_columns: frozenset[str] = frozenset(),
+) -> Plan:
     """Split ε over the statistics and derive every measurement's sensitivity and noise scale.
+
+    `integer_columns` (from the input's schema) are summed in units of 1 when their bounds are
+    integers; other sums get an automatic power-of-two granularity far below the noise.
 
     A mean reuses the release's first count as its denominator (post-processing, no extra ε);
     without one it spends half of its share on a count of its own.
     """
     if epsilon <= 0:
         raise SpecError("epsilon", "ε must be > 0")
+    basis = _Basis(spec, neighbours, integer_columns)
     accuracy_first = spec.statistics[0].target_ci95 is not None
     needs = [_need(s, spec, neighbours) for s in spec.statistics] if accuracy_first else None
     shares = dict(
@@ -259,7 +277,7 @@ def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -
         )
     )
     counts = {
-        s.name: _measure(s.name, s.kind, None, shares[s.name], spec, neighbours)
+        s.name: _measure(s.name, s.kind, None, shares[s.name], basis)
         for s in spec.statistics
         if s.kind is StatisticKind.COUNT
     }
@@ -271,9 +289,7 @@ def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -
             plans.append(StatisticPlan(stat, share, counts[stat.name]))
         elif stat.kind is StatisticKind.SUM:
             plans.append(
-                StatisticPlan(
-                    stat, share, _measure(stat.name, stat.kind, stat, share, spec, neighbours)
-                )
+                StatisticPlan(stat, share, _measure(stat.name, stat.kind, stat, share, basis))
             )
         else:
             count, sum_share = shared_count, share
@@ -284,12 +300,9 @@ def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -
                     StatisticKind.COUNT,
                     None,
                     share - sum_share,
-                    spec,
-                    neighbours,
+                    basis,
                 )
-            total = _measure(
-                f"{stat.name}__sum", StatisticKind.SUM, stat, sum_share, spec, neighbours
-            )
+            total = _measure(f"{stat.name}__sum", StatisticKind.SUM, stat, sum_share, basis)
             plans.append(StatisticPlan(stat, share, total, count))
     measurements = {m.name: m for p in plans for m in (p.measurement, p.count) if m is not None}
     return Plan(
@@ -307,6 +320,7 @@ def check_no_overflow(measurement: Measurement, rows: int) -> None:
     """
     if rows * measurement.max_abs_units() > _INT64_MAX:
         raise SpecError(
-            f"release.statistics[{measurement.name}].granularity",
-            "the exact int64 sum could overflow; choose a coarser granularity",
+            "release.statistics",
+            f"the exact int64 sum of {measurement.name!r} could overflow; give its statistic a "
+            "coarser 'granularity'",
         )

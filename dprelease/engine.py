@@ -75,7 +75,7 @@ def _column_paths(loaded: LoadedSpec) -> dict[str, str]:
     return paths
 
 
-def validate_schema(schema: pl.Schema, loaded: LoadedSpec, plan: Plan, period: str | None) -> None:
+def validate_schema(schema: pl.Schema, loaded: LoadedSpec, period: str | None) -> None:
     """Check every column the spec needs, before anything is charged or read."""
     spec = loaded.spec
     paths = _column_paths(loaded)
@@ -91,12 +91,13 @@ def validate_schema(schema: pl.Schema, loaded: LoadedSpec, plan: Plan, period: s
                 "fix the domain or the column",
                 paths[column],
             )
-    for m in plan.measurements:
-        if m.kind is StatisticKind.SUM and not schema[m.column].is_numeric():
+    for stat in spec.statistics:
+        if stat.column is not None and not schema[stat.column].is_numeric():
             raise SchemaError(
-                m.column,
-                f"has dtype {schema[m.column]} but statistic {m.name!r} needs a numeric column",
-                paths[m.column],
+                stat.column,
+                f"has dtype {schema[stat.column]} but statistic {stat.name!r} needs a numeric "
+                "column",
+                paths[stat.column],
             )
     if spec.period is not None:
         column = spec.period.column
@@ -162,7 +163,7 @@ def build_plan(
 ) -> pl.LazyFrame:
     """The lazy aggregation over observed in-domain groups (validated before it is built)."""
     lf = scan(data)
-    validate_schema(lf.collect_schema(), loaded, plan, period)
+    validate_schema(lf.collect_schema(), loaded, period)
     spec = loaded.spec
     keys = spec.key_columns
     sums = [m for m in plan.measurements if m.kind is StatisticKind.SUM]

@@ -16,7 +16,7 @@ import polars as pl
 
 import dprelease
 from dprelease.accounting import Measurement, Plan, StatisticPlan, plan_release
-from dprelease.engine import DataSource, aggregate, build_plan
+from dprelease.engine import DataSource, aggregate, scan, validate_schema
 from dprelease.errors import DataError, DPReleaseError, SpecError
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.profile import Neighbours
@@ -284,8 +284,10 @@ def prepare(
             f"spec says {loaded.spec.neighbours.value} but the "
             f"privacy configuration says {neighbours.value}; make them agree",
         )
-    plan = plan_release(loaded.spec, eps, chosen)
-    build_plan(data, loaded, plan, period)  # schema and period checks, no rows read
+    schema = scan(data).collect_schema()  # reads no rows
+    validate_schema(schema, loaded, period)
+    integer_columns = frozenset(name for name, dtype in schema.items() if dtype.is_integer())
+    plan = plan_release(loaded.spec, eps, chosen, integer_columns)
     return PreparedRelease(data, loaded, plan, chosen, period, spec_hash(loaded, eps))
 
 

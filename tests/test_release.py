@@ -202,6 +202,23 @@ def test_discretization_granularity_is_exact_for_representable_values() -> None:
     assert exact(df, loaded).get_column("c").to_list()[0] in {0.5, 1.0}
 
 
+def test_integer_columns_are_summed_in_whole_units() -> None:
+    """Integer data in integer bounds: granularity 1, so noisy sums stay integers; float data
+    gets a power of two 2^20 below the noise scale (here Δ/ε = 2·100/0.5 = 400 → 2^-12)."""
+    df = pl.DataFrame({"pid": [1, 2], "region": ["n", "s"], "visits": [3, 5], "cost": [1.0, 2.0]})
+    stats = [
+        {"name": "v", "kind": "sum", "column": "visits", "lower": 0, "upper": 20},
+        {"name": "c", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
+    ]
+    loaded = spec_of(statistics=stats, postprocess={"nonnegative": False})
+    result = release(
+        df, loaded, 1.0, noise=NoiseSource.seeded_for_tests(5), allow_unsafe_noise=True
+    )
+    v, c = result.manifest["statistics"]
+    assert (v["granularity"], c["granularity"]) == (1.0, 2.0**-12)
+    assert all(value == int(value) for value in result.table.get_column("v"))
+
+
 def test_sensitivity_comes_from_bounds_for_both_neighbour_definitions() -> None:
     loaded = spec_of(
         max_rows_per_unit=3,
