@@ -17,6 +17,7 @@ checks (B ≥ 1, sorted points, q in (0, 1)) so the rules live in one place.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -51,13 +52,14 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 _UNION_TAGS = frozenset({"piecewise_linear", "step", "constant", "max_fixed_q", "max_fixed_p"})
 
 
-class _Section(BaseModel):
+class _Section(BaseModel, ABC):
     """A YAML section that builds a library object; building it runs the semantic checks."""
 
     model_config = _STRICT
 
+    @abstractmethod
     def build(self) -> Any:
-        raise NotImplementedError
+        """The library object this section describes (raises on semantic errors)."""
 
     @model_validator(mode="after")
     def _check_by_building(self) -> Self:
