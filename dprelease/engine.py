@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from dprelease.accounting import Measurement, Plan, check_no_overflow
-from dprelease.errors import SchemaError, SpecError
+from dprelease.errors import DataError, DPReleaseError, SchemaError, SpecError
 from dprelease.spec import LoadedSpec, StatisticKind
 
 #: What `release` accepts as confidential input; paths are scanned lazily so large files stream.
@@ -48,6 +50,27 @@ def scan(data: DataSource) -> pl.LazyFrame:
     if module == "pyarrow":
         return pl.from_arrow(data).lazy()
     raise SchemaError("<input>", f"unsupported input type {type(data).__name__}")
+
+
+@contextmanager
+def _withholding_engine_errors(what: str) -> Iterator[None]:
+    """Polars' messages may quote confidential values (a cell that failed to parse, say): keep
+    our own typed errors, replace anything else by a message that names only the step."""
+    try:
+        yield
+    except (DPReleaseError, FileNotFoundError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the point is to catch whatever the engine raises
+        raise DataError(
+            f"{what} failed ({type(exc).__name__}); inspect the confidential input inside the "
+            "secure environment (the engine's message is withheld: it may quote data)"
+        ) from None
+
+
+def input_schema(data: DataSource) -> pl.Schema:
+    """Column names and types of the input; reads no rows (CSV: only what type inference needs)."""
+    with _withholding_engine_errors("reading the input's schema"):
+        return scan(data).collect_schema()
 
 
 def _key_dtype_fits(data_dtype: pl.DataType, domain_dtype: pl.DataType) -> bool:
@@ -163,7 +186,7 @@ def build_plan(
 ) -> pl.LazyFrame:
     """The lazy aggregation over observed in-domain groups (validated before it is built)."""
     lf = scan(data)
-    validate_schema(lf.collect_schema(), loaded, period)
+    validate_schema(input_schema(lf), loaded, period)
     spec = loaded.spec
     keys = spec.key_columns
     sums = [m for m in plan.measurements if m.kind is StatisticKind.SUM]
@@ -192,7 +215,8 @@ def aggregate(
     data: DataSource, loaded: LoadedSpec, plan: Plan, period: str | None
 ) -> ExactAggregates:
     """Run the plan (streaming) and lay it on the full public key grid, missing groups = 0."""
-    observed = build_plan(data, loaded, plan, period).collect(engine="streaming")
+    with _withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
+        observed = build_plan(data, loaded, plan, period).collect(engine="streaming")
     keys = loaded.spec.key_columns
     grid = loaded.key_grid()
     table = grid.join(observed, on=keys, how="left", maintain_order="left") if keys else observed

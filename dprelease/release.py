@@ -16,8 +16,8 @@ import polars as pl
 
 import dprelease
 from dprelease.accounting import Measurement, Plan, StatisticPlan, plan_release
-from dprelease.engine import DataSource, aggregate, scan, validate_schema
-from dprelease.errors import DataError, DPReleaseError, SpecError
+from dprelease.engine import DataSource, aggregate, input_schema, validate_schema
+from dprelease.errors import SpecError
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon, exact_positive, float_down
@@ -62,16 +62,7 @@ class PreparedRelease:
         post-process; the batch size is the public grid size, never a data value."""
         source = noise or default_noise_source()
         require_private(source, allow_unsafe=allow_unsafe_noise)
-        try:
-            exact = aggregate(self.data, self.loaded, self.plan, self.period)
-        except DPReleaseError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - engine messages may quote confidential values
-            raise DataError(
-                f"aggregating the input of release {self.loaded.spec.name!r} failed "
-                f"({type(exc).__name__}); inspect the confidential table inside the secure "
-                "environment (details are withheld from this message)"
-            ) from None
+        exact = aggregate(self.data, self.loaded, self.plan, self.period)
         cells = exact.grid.height
         noisy: dict[str, pl.Series] = {}
         for m in self.plan.measurements:
@@ -284,7 +275,7 @@ def prepare(
             f"spec says {loaded.spec.neighbours.value} but the "
             f"privacy configuration says {neighbours.value}; make them agree",
         )
-    schema = scan(data).collect_schema()  # reads no rows
+    schema = input_schema(data)
     validate_schema(schema, loaded, period)
     integer_columns = frozenset(name for name, dtype in schema.items() if dtype.is_integer())
     plan = plan_release(loaded.spec, eps, chosen, integer_columns)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from dprelease.accounting import plan_release, split_budget
-from dprelease.errors import SchemaError, SpecError, UnsafeNoiseSourceError
+from dprelease.errors import DataError, SchemaError, SpecError, UnsafeNoiseSourceError
 from dprelease.noise import NoiseSource, variance
 from dprelease.profile import Neighbours
 from dprelease.rational import float_down
@@ -310,6 +310,18 @@ def test_schema_errors_name_the_column_before_any_row_is_read() -> None:
     for bad in (0, -1.0, float("nan"), float("inf")):
         with pytest.raises(SpecError, match="epsilon"):
             prepare(df, spec_of(), bad)
+
+
+def test_engine_errors_never_quote_confidential_values(tmp_path) -> None:
+    """Polars infers `cost` as an integer from the first rows, then fails on a later cell; the
+    error must name the step, not the cell's value."""
+    rows = ["pid,region,cost"] + [f"{i},n,{i}" for i in range(5000)] + ["9999,n,SECRET-4711"]
+    path = tmp_path / "input.csv"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(DataError) as info:
+        release(path, spec_of(), 1.0)
+    assert "SECRET" not in str(info.value) and "aggregating the input" in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
 def test_seeded_noise_is_refused_without_the_explicit_flag() -> None:
