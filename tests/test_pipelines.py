@@ -169,6 +169,22 @@ def test_exhausted_budget_fails_the_month_writes_nothing_keeps_earlier(root: Pat
     assert spent(root, "hospital_patients") == (CAP, 3)
 
 
+def test_a_failing_check_blocks_publication(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release is recorded, but with an incomplete manifest no public file is written."""
+    import pipelines.assets
+
+    monkeypatch.setattr(pipelines.assets, "manifest_problems", lambda manifest: ["missing ci95"])
+    defs = build_definitions(resources=resources(root))
+    result = materialize(
+        defs, dg.DagsterInstance.ephemeral(), [MONTHLY, f"public/{MONTHLY}"], "2024-06"
+    )
+    failed = {e.check_name for e in result.get_asset_check_evaluations() if not e.passed}
+    assert failed == {"manifest_complete"}
+    assert not result.success
+    assert not result.asset_materializations_for_node(f"public__{MONTHLY}")
+    assert not (root / "public" / MONTHLY).exists()
+
+
 def _published(root: Path, confidential: Path) -> tuple[dict, dict]:
     """Metadata of every materialization and every published manifest, for one dataset."""
     defs = build_definitions(resources=resources(root, confidential))
