@@ -7,7 +7,7 @@ write files from the ledger's stored copy. Metadata holds noisy values and spec-
 
 import base64
 import json
-from datetime import date
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -52,7 +52,7 @@ def confidential_source(table: str) -> dg.AssetsDefinition:
     return source
 
 
-def _png_markdown(path) -> str:
+def _png_markdown(path: Path) -> str:
     encoded = base64.b64encode(path.read_bytes()).decode()
     return f"![{path.stem}](data:image/png;base64,{encoded})"
 
@@ -108,13 +108,12 @@ def privacy_budget(policy: PrivacyPolicy, public: PublicStore) -> dg.Materialize
 
 def monthly_partitions(release: PipelineRelease) -> dg.MonthlyPartitionsDefinition:
     """Reporting periods YYYY-MM from first_period to last_period (open-ended if none)."""
-    first = date.fromisoformat(f"{release.publish.first_period}-01")
     end = None
-    if release.publish.last_period:
+    if release.publish.last_period:  # Dagster's end date is exclusive: the month after
         year, month = map(int, release.publish.last_period.split("-"))
         end = f"{year + month // 12}-{month % 12 + 1:02d}"
     return dg.MonthlyPartitionsDefinition(
-        start_date=first.strftime("%Y-%m"), end_date=end, fmt="%Y-%m"
+        start_date=release.publish.first_period, end_date=end, fmt="%Y-%m"
     )
 
 

@@ -73,10 +73,11 @@ def load_release(path: Path) -> PipelineRelease:
             f"{path.name}: publish.{where}", first["msg"].removeprefix("Value error, ")
         ) from None
     period = loaded.spec.period
-    if period is not None and not (publish.first_period and publish.last_period):
+    if period is not None and publish.first_period is None:
         raise SpecError(
-            f"{path.name}: publish",
-            "a periodic release needs first_period and last_period (YYYY-MM) for its partitions",
+            f"{path.name}: publish.first_period",
+            "a monthly release needs its first period (YYYY-MM); last_period is "
+            "optional (open-ended)",
         )
     return PipelineRelease(path, loaded, publish)
 

@@ -11,6 +11,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from dprelease.errors import SpecError
 from dprelease.ledger import Ledger
 from pipelines.definitions import build_definitions
 from pipelines.demo_data import generate_case_control, generate_visits
@@ -89,6 +90,28 @@ def test_definitions_load_with_jobs_schedules_and_no_retries() -> None:
     }
     assert checks == {"all_public_keys_present", "ledger_within_cap", "manifest_complete"}
     assert all(c.blocking for a in defs.assets for c in a.check_specs)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("share: 1/12", "share: 0"), r"publish\.share: .*\(0, 1\]"),
+        (("share: 1/12", "share: lots"), r"publish\.share: .*fraction"),
+        (("  first_period: 2024-01\n", ""), r"publish\.first_period: .*first period"),
+        (("publish:", "published:"), r"a pipeline spec needs top-level 'release:' and 'publish:'"),
+        (("upper: 2000", "upper: -1"), r"release\.statistics\[1\]: lower .* must be < upper"),
+    ],
+)
+def test_bad_pipeline_specs_name_file_and_field(
+    tmp_path: Path, edit: tuple[str, str], message: str
+) -> None:
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS_DIR, specs)
+    monthly = specs / "visits_monthly.yaml"
+    assert edit[0] in monthly.read_text()
+    monthly.write_text(monthly.read_text().replace(*edit))
+    with pytest.raises(SpecError, match=rf"visits_monthly\.yaml: {message}"):
+        build_definitions(specs, resources=resources(tmp_path))
 
 
 def test_every_asset_materializes_and_checks_pass(root: Path) -> None:
