@@ -29,9 +29,3 @@ def exact_positive(value: Epsilon) -> Fraction:
     if exact <= 0:
         raise ValueError(f"must be > 0, got {value!r}")
     return exact
-
-
-def float_down(value: Fraction) -> float:
-    """The largest float ≤ value: reported budgets never exceed what was accounted."""
-    approx = float(value)
-    return approx if Fraction(approx) <= value else math.nextafter(approx, -math.inf)

@@ -20,7 +20,7 @@ from dprelease.engine import DataSource, aggregate, input_schema, validate_schem
 from dprelease.errors import SpecError
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.profile import Neighbours
-from dprelease.rational import Epsilon, exact_positive, float_down
+from dprelease.rational import Epsilon, exact_positive
 from dprelease.spec import LoadedSpec, StatisticKind
 
 MECHANISM = (
@@ -101,7 +101,7 @@ class PreparedRelease:
                 "max_rows_per_group": spec.max_rows_per_group,
                 "how": "rows kept per unit are chosen at random (CSPRNG-salted hash order)",
             },
-            "epsilon_total": float_down(self.plan.epsilon_total),
+            "epsilon_total": float(self.plan.epsilon_total),
             "epsilon_total_exact": str(self.plan.epsilon_total),
             "budget_split": self.plan.split,
             "composition": "sequential over the statistics: their ε add up to the total",
@@ -159,7 +159,7 @@ def _measurement_entry(m: Measurement) -> dict[str, Any]:
     return {
         "name": m.name,
         "kind": m.kind.value,
-        "epsilon": float_down(m.epsilon),
+        "epsilon": float(m.epsilon),
         "epsilon_exact": str(m.epsilon),
         "sensitivity": m.sensitivity,
         "sensitivity_units": m.sensitivity_units,
@@ -180,7 +180,7 @@ def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
         "column": stat.column,
         "lower": stat.lower,
         "upper": stat.upper,
-        "epsilon": float_down(p.epsilon),
+        "epsilon": float(p.epsilon),
         "epsilon_exact": str(p.epsilon),
         "mechanism": MECHANISM,
     }
