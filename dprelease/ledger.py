@@ -293,16 +293,16 @@ def resolve_ledger_url(
 ) -> str:
     """The ledger to use: explicit `url` > env DPRELEASE_LEDGER_URL > SQLite file at default_path.
 
-    A value without ``://`` is taken as a SQLite file path. The default file's parent directories
-    are created so a fresh checkout works without setup.
+    A value without ``://`` is taken as a SQLite file path; its parent directories are created
+    so a fresh checkout (or `--ledger out/ledger.sqlite`) works without setup. `Ledger.created`
+    tells callers when that opened a brand-new, empty ledger.
     """
     chosen = url or os.environ.get(LEDGER_URL_ENV)
     if chosen and "://" in chosen:
         return chosen
-    path = Path(chosen) if chosen else Path(default_path)
-    if not chosen:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path.expanduser().resolve()}"
+    path = (Path(chosen) if chosen else Path(default_path)).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
 
 
 def make_release_id(asset: str, period: str | None, spec_hash: str) -> str:
@@ -341,6 +341,8 @@ def _fmt(value: Fraction) -> str:
 
 class Ledger:
     """A connection to one ledger database (SQLite file or PostgreSQL)."""
+
+    created: bool  # True when this open created the schema: a new, empty ledger
 
     def __init__(
         self, url: str | None = None, *, default_path: str | Path = DEFAULT_LEDGER_PATH
@@ -421,6 +423,7 @@ class Ledger:
                     f"ledger {self.display_url} has schema version {current}, newer than this "
                     f"dprelease supports ({len(MIGRATIONS)}); upgrade dprelease"
                 )
+            self.created = current == 0  # an empty ledger: no scope, nothing ever spent
             for version in range(current + 1, len(MIGRATIONS) + 1):
                 MIGRATIONS[version - 1](conn)
                 conn.execute(insert(schema_version).values(version=version, applied_at=_now()))

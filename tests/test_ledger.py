@@ -61,7 +61,11 @@ def test_exhaustion_refuses_release_k_plus_1_and_writes_nothing(ledger: Ledger) 
 
     exc = info.value
     assert (exc.scope, exc.spent, exc.cap, exc.requested, exc.remaining) == (
-        "visits", pytest.approx(0.3), pytest.approx(0.3), pytest.approx(0.1), pytest.approx(0.0)
+        "visits",
+        pytest.approx(0.3),
+        pytest.approx(0.3),
+        pytest.approx(0.1),
+        pytest.approx(0.0),
     )
     for words in ("spent 0.3", "cap 0.3", "requested 0.1", "remaining 0"):
         assert words in str(exc)
@@ -150,7 +154,9 @@ def test_stored_release_roundtrips_bytes_and_manifest(ledger: Ledger) -> None:
     stored = ledger.stored_release("r")
     assert stored is not None
     assert (stored.table_parquet, stored.manifest, stored.charge_id) == (
-        table, manifest, reservation.charge_id
+        table,
+        manifest,
+        reservation.charge_id,
     )
     assert stored.committed_at.tzinfo is not None
     assert ledger.stored_release("never") is None
@@ -360,6 +366,8 @@ def test_resolve_ledger_url_precedence(tmp_path: Path, monkeypatch: pytest.Monke
     assert resolve_ledger_url(None, default) == "postgresql+psycopg://h/env"
     assert resolve_ledger_url("sqlite:///x.db", default) == "sqlite:///x.db"
     assert resolve_ledger_url(str(tmp_path / "p.sqlite")) == f"sqlite:///{tmp_path / 'p.sqlite'}"
+    nested = tmp_path / "new" / "dir" / "l.sqlite"  # an explicit path's directories are made
+    assert Ledger(str(nested)).created and not Ledger(str(nested)).created
 
 
 def test_release_ids_are_deterministic() -> None:

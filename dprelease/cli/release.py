@@ -96,6 +96,10 @@ def release(
     chosen, stated_cap, neighbours = _budget(epsilon, config, cap)
     prepared = prepare(data, loaded, chosen, neighbours=neighbours, period=period)
     ledger = Ledger(ledger_url)
+    if ledger.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
+        Console(stderr=True, soft_wrap=True).print(
+            f"created a new, empty ledger at {ledger.display_url}", highlight=False
+        )
     scope_name = scope or loaded.spec.name
     composition = loaded.spec.period.composition if loaded.spec.period else "sequential"
     with Progress(
