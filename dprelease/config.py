@@ -8,7 +8,7 @@
       adversaries:
         - {name: prevalence, q: 0.5, q0: 0.00125}
       rounding: 0.05                    # optional: round ε_min down to this grid
-      prior_risk: {kind: constant, r: 3}  # optional companion selector, reported only
+      prior_risk: {kind: constant, r: 3}  # optional companion selector: ε ≤ its ε too
 
 Every error becomes a `ConfigError` whose path is the YAML path of the bad field, e.g.
 `privacy.adversaries[0].q` or `privacy.profile.points[2]`. The library types do the semantic

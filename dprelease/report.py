@@ -7,6 +7,7 @@ canvas directly: no pyplot global state, no display needed.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -60,12 +61,27 @@ def _mark_argmin(axes: Axes, choice: BudgetChoice, x_left: float, y: float) -> N
     )
 
 
+def _new_axes() -> Axes:
+    figure = Figure(figsize=(7, 4.2), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure.add_subplot()
+
+
+def _finish(axes: Axes, ylabel: str, title: str, path: Path) -> Path:
+    axes.set_xscale("log")
+    axes.set_xlabel("adversary's prior odds ratio P10 (log scale)")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(loc="upper right", fontsize=8)
+    axes.figure.savefig(path, dpi=120)
+    return path
+
+
 def plot_profile(choice: BudgetChoice, path: Path) -> Path:
     """Figure 1: B(P10) on a log P10 axis, each adversary marked and labelled."""
     p10 = _p10_axis(choice)
-    figure = Figure(figsize=(7, 4.2), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
+    axes = _new_axes()
     for index, profile in enumerate(choice.profiles):
         axes.plot(p10, profile.bound(p10), label=_label(choice, index))
     for row in choice.adversaries:
@@ -78,22 +94,13 @@ def plot_profile(choice: BudgetChoice, path: Path) -> Path:
             fontsize=8,
         )
     _mark_argmin(axes, choice, float(p10[0]), choice.bound_at_argmin)
-    axes.set_xscale("log")
-    axes.set_xlabel("adversary's prior odds ratio P10 (log scale)")
-    axes.set_ylabel("tolerated factor B(P10) on the odds ratio")
-    axes.set_title("Odds risk profile")
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(loc="upper right", fontsize=8)
-    figure.savefig(path, dpi=120)
-    return path
+    return _finish(axes, "tolerated factor B(P10) on the odds ratio", "Odds risk profile", path)
 
 
 def plot_epsilon(choice: BudgetChoice, path: Path) -> Path:
     """Figure 2: ε_P10 on a log P10 axis with ε_min (and the rounded ε) marked."""
     p10 = _p10_axis(choice)
-    figure = Figure(figsize=(7, 4.2), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
+    axes = _new_axes()
     for index, profile in enumerate(choice.profiles):
         epsilon = choice.neighbours.epsilon_for_bound(profile.bound(p10))
         axes.plot(p10, epsilon, label=f"ε_P10 of {_label(choice, index)}")
@@ -108,17 +115,11 @@ def plot_epsilon(choice: BudgetChoice, path: Path) -> Path:
             choice.epsilon,
             color="grey",
             linestyle=":",
-            label=f"ε used = {choice.epsilon:.4g} (rounded down)",
+            label=f"ε used = {choice.epsilon:.4g} ({_epsilon_reason(choice)})",
         )
     _mark_argmin(axes, choice, float(p10[0]), choice.epsilon_min)
-    axes.set_xscale("log")
-    axes.set_xlabel("adversary's prior odds ratio P10 (log scale)")
-    axes.set_ylabel("largest ε allowed at P10")
-    axes.set_title(f"ε per prior odds ratio, {_NEIGHBOURS_TEXT[choice.neighbours.value]}")
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(loc="upper right", fontsize=8)
-    figure.savefig(path, dpi=120)
-    return path
+    title = f"ε per prior odds ratio, {_NEIGHBOURS_TEXT[choice.neighbours.value]}"
+    return _finish(axes, "largest ε allowed at P10", title, path)
 
 
 def write_plots(choice: BudgetChoice, directory: Path) -> tuple[Path, Path]:
@@ -165,11 +166,28 @@ def _markdown_table(table: Table) -> str:
     return "\n".join(lines)
 
 
+def _prior_risk_binds(choice: BudgetChoice) -> bool:
+    return choice.prior_risk_epsilon is not None and choice.prior_risk_epsilon < choice.epsilon_min
+
+
+def _epsilon_reason(choice: BudgetChoice) -> str:
+    """Why the ε used differs from the odds profile's ε_min (empty when it does not)."""
+    reasons = []
+    if _prior_risk_binds(choice):
+        reasons.append(
+            f"bounded by the posterior-to-prior profile's {choice.prior_risk_epsilon:.4f}"
+        )
+    if choice.rounding:
+        reasons.append(f"rounded down to a multiple of {choice.rounding}")
+    return ", ".join(reasons)
+
+
 def budget_summary(choice: BudgetChoice) -> list[str]:
     """Two plain sentences: the ε used and where ε_min binds."""
-    rounding = f", rounded down to a multiple of {choice.rounding}" if choice.rounding else ""
+    reason = _epsilon_reason(choice)
+    why = f", {reason}" if reason else ""
     return [
-        f"ε = {choice.epsilon:.4g} (ε_min = {choice.epsilon_min:.4f}{rounding}); "
+        f"ε = {choice.epsilon:.4g} (ε_min = {choice.epsilon_min:.4f}{why}); "
         f"neighbours: {_NEIGHBOURS_TEXT[choice.neighbours.value]}.",
         f"ε_min is reached at {argmin_text(choice)}, where the profile tolerates "
         f"B = {choice.bound_at_argmin:.4g}.",
@@ -177,22 +195,27 @@ def budget_summary(choice: BudgetChoice) -> list[str]:
 
 
 def companion_text(choice: BudgetChoice) -> str | None:
-    """The posterior-to-prior selector's ε, if configured (reported, not applied)."""
+    """The posterior-to-prior selector's ε, if configured; the smaller of the two ε is used."""
     if choice.prior_risk_epsilon is None:
         return None
+    effect = "binds: it is below ε_min" if _prior_risk_binds(choice) else "holds at ε_min too"
     return (
         "Companion posterior-to-prior selector (Kazan & Reiter 2024): "
-        f"ε = {choice.prior_risk_epsilon:.4f} (reported only, not applied)."
+        f"ε = {choice.prior_risk_epsilon:.4f} ({effect})."
     )
 
 
-def budget_markdown(choice: BudgetChoice, image_paths: Sequence[Path | str] | None = None) -> str:
-    """ε_min, where it binds, the adversary and group-privacy tables (and images) as markdown."""
+def budget_markdown(choice: BudgetChoice, images: Sequence[Path] = ()) -> str:
+    """ε_min, where it binds, the adversary and group-privacy tables as markdown; PNG `images`
+    are embedded as data URIs so the markdown shows them wherever it is rendered (Dagster UI)."""
     parts = budget_summary(choice)
     if choice.adversaries:
         parts.append(_markdown_table(adversary_table(choice)))
     parts.append(_markdown_table(group_privacy_table(choice)))
     if companion := companion_text(choice):
         parts.append(companion)
-    parts += [f"![{Path(image).stem}]({image})" for image in image_paths or ()]
+    parts += [
+        f"![{image.stem}](data:image/png;base64,{base64.b64encode(image.read_bytes()).decode()})"
+        for image in images
+    ]
     return "\n\n".join(parts) + "\n"

@@ -5,9 +5,7 @@ the ledger and reports blocking checks, and only when they pass does its `public
 write files from the ledger's stored copy. Metadata holds noisy values and spec-derived facts only.
 """
 
-import base64
 import json
-from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -52,11 +50,6 @@ def confidential_source(table: str) -> dg.AssetsDefinition:
     return source
 
 
-def _png_markdown(path: Path) -> str:
-    encoded = base64.b64encode(path.read_bytes()).decode()
-    return f"![{path.stem}](data:image/png;base64,{encoded})"
-
-
 @dg.asset(
     key=BUDGET_KEY,
     group_name="privacy",
@@ -91,7 +84,7 @@ def privacy_budget(policy: PrivacyPolicy, public: PublicStore) -> dg.Materialize
             ]
         ),
     )
-    report = budget_markdown(choice) + "\n\n".join(_png_markdown(p) for p in plots)
+    report = budget_markdown(choice, plots)
     return dg.MaterializeResult(
         metadata={
             "epsilon_min": choice.epsilon_min,

@@ -11,6 +11,7 @@ import pytest
 from dprelease.config import PrivacyConfig, choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, ProfileError
 from dprelease.profile import Neighbours
+from dprelease.report import budget_summary, companion_text
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "case_control.yaml"
 PAPER_PROFILE = {"kind": "piecewise_linear", "points": [[0, 10], [1, 2], [10, 5]]}
@@ -51,6 +52,9 @@ def test_a_stricter_prior_risk_profile_binds_the_budget() -> None:
     assert choice.epsilon_min == pytest.approx(0.5 * math.log(2))
     assert choice.prior_risk_epsilon == pytest.approx(0.5 * math.log(1.5))
     assert choice.epsilon == pytest.approx(0.20)
+    summary = budget_summary(choice)[0]
+    assert "bounded by the posterior-to-prior profile's 0.2027" in summary
+    assert "binds" in companion_text(choice)
 
 
 def bad(**section: Any) -> dict[str, Any]:
