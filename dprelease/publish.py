@@ -16,6 +16,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,9 @@ class Recorded:
     def manifest(self) -> dict[str, Any]:
         return self.stored.manifest
 
-    @property
+    @cached_property
     def table(self) -> pl.DataFrame:
+        """The stored noisy table, decoded once."""
         return pl.read_parquet(io.BytesIO(self.stored.table_parquet))
 
 

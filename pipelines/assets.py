@@ -6,6 +6,7 @@ write files from the ledger's stored copy. Metadata holds noisy values and spec-
 """
 
 import json
+from fractions import Fraction
 
 import dagster as dg
 import polars as pl
@@ -16,7 +17,13 @@ from dprelease.publish import Recorded, record_release, write_release_files
 from dprelease.release import manifest_problems, prepare, spec_hash
 from dprelease.report import budget_markdown, write_plots
 from pipelines.release_specs import PipelineRelease
-from pipelines.resources import ConfidentialStore, LedgerResource, PrivacyPolicy, PublicStore
+from pipelines.resources import (
+    Budget,
+    ConfidentialStore,
+    LedgerResource,
+    PrivacyPolicy,
+    PublicStore,
+)
 
 BUDGET_KEY = dg.AssetKey("privacy_budget")
 PREVIEW_ROWS = 20
@@ -57,7 +64,7 @@ def confidential_source(table: str) -> dg.AssetsDefinition:
     description="ε from the configured odds risk profile: ε_min over all prior odds ratios P10.",
 )
 def privacy_budget(policy: PrivacyPolicy, public: PublicStore) -> dg.MaterializeResult:
-    choice = policy.choose()
+    choice = policy.budget().choice
     directory = public.budget_dir()
     plots = write_plots(choice, directory)
     (directory / "budget.json").write_text(json.dumps(choice.to_json_dict(), indent=2) + "\n")
@@ -156,8 +163,8 @@ def release_assets(release: PipelineRelease) -> list[dg.AssetsDefinition]:
     composition = spec.period.composition if spec.period else "sequential"
     scope = release.publish.scope
 
-    def epsilon(policy: PrivacyPolicy):
-        return policy.cap() * release.publish.share
+    def epsilon(budget: Budget) -> Fraction:
+        return budget.cap * release.publish.share
 
     @dg.asset(
         name=spec.name,
@@ -180,20 +187,20 @@ def release_assets(release: PipelineRelease) -> list[dg.AssetsDefinition]:
         policy: PrivacyPolicy,
     ) -> dg.MaterializeResult:
         period = context.partition_key if partitions else None
-        choice = policy.choose()
+        budget = policy.budget()
         prepared = prepare(
             confidential.table_path(spec.source),
             release.loaded,
-            epsilon(policy),
-            neighbours=choice.neighbours,
+            epsilon(budget),
+            neighbours=budget.choice.neighbours,
             period=period,
         )
-        book = ledger.open()
-        book.ensure_scope(scope, policy.cap(), composition)
-        recorded = record_release(
-            prepared, ledger=book, scope=scope, asset=spec.name, run_id=context.run.run_id
-        )
-        status = book.status(scope)[0]
+        with ledger.open() as book:
+            book.ensure_scope(scope, budget.cap, composition)
+            recorded = record_release(
+                prepared, ledger=book, scope=scope, asset=spec.name, run_id=context.run.run_id
+            )
+            status = book.status(scope)[0]
         context.log.info(f"{recorded.release_id}: {recorded.status}")
         return dg.MaterializeResult(
             metadata={
@@ -227,8 +234,11 @@ def release_assets(release: PipelineRelease) -> list[dg.AssetsDefinition]:
         public: PublicStore,
     ) -> dg.MaterializeResult:
         period = context.partition_key if partitions else None
-        release_id = make_release_id(spec.name, period, spec_hash(release.loaded, epsilon(policy)))
-        stored = ledger.open().stored_release(release_id)
+        release_id = make_release_id(
+            spec.name, period, spec_hash(release.loaded, epsilon(policy.budget()))
+        )
+        with ledger.open() as book:
+            stored = book.stored_release(release_id)
         if stored is None:
             raise dg.Failure(
                 f"{release_id} is not recorded in the ledger; materialize "

@@ -80,11 +80,12 @@ def main() -> int:
             console.print(f"  {path}")
     ledger = defs.resources["ledger"]
     assert isinstance(ledger, LedgerResource)
-    book = ledger.open()
-    table = Table(title=f"ledger {book.display_url}", title_justify="left")
+    with ledger.open() as book:
+        scopes, where = book.status(), book.display_url
+    table = Table(title=f"ledger {where}", title_justify="left")
     for column in ("scope", "composition", "cap", "spent", "remaining", "releases"):
         table.add_column(column, justify="left" if column in {"scope", "composition"} else "right")
-    for scope in book.status():
+    for scope in scopes:
         table.add_row(
             scope.name,
             scope.composition,

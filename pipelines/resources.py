@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -79,6 +80,14 @@ class LedgerResource(dg.ConfigurableResource):
         return Ledger(self.url)
 
 
+@dataclass(frozen=True)
+class Budget:
+    """ε chosen from the odds risk profile, and the same ε as an exact lifetime cap per scope."""
+
+    choice: BudgetChoice
+    cap: Fraction
+
+
 class PrivacyPolicy(dg.ConfigurableResource):
     """The odds risk profile (a `privacy:` YAML) every scope's lifetime cap is derived from."""
 
@@ -86,11 +95,10 @@ class PrivacyPolicy(dg.ConfigurableResource):
         default_factory=_env("DPRELEASE_PRIVACY_CONFIG", str(PACKAGE_DIR / "privacy.yaml"))
     )
 
-    def choose(self) -> BudgetChoice:
-        return choose_budget(load_privacy_config(self.config_path))
-
-    def cap(self) -> Fraction:
-        return as_fraction(self.choose().epsilon, "privacy (ε from the profile)")
+    def budget(self) -> Budget:
+        """Read the profile once per run: the choice to explain and the exact cap to enforce."""
+        choice = choose_budget(load_privacy_config(self.config_path))
+        return Budget(choice, as_fraction(choice.epsilon, "privacy (ε from the profile)"))
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:
