@@ -170,35 +170,20 @@ def test_mean_is_noisy_sum_over_noisy_count_and_reuses_the_count() -> None:
     assert len(entry["measurements"]) == 1
 
 
-def test_discretization_granularity_is_exact_for_representable_values() -> None:
+@pytest.mark.parametrize(
+    ("granularity", "expected"),
+    [
+        (0.25, 0.75),  # 0.25 and 0.5 are 1 and 2 units of 0.25
+        (0.5, 0.5),  # 0.25 → round(0.5 units) = 0 (half to even), 0.5 → 1 unit
+    ],
+)
+def test_discretization_granularity_is_exact_for_representable_values(
+    granularity: float, expected: float
+) -> None:
     df = pl.DataFrame({"pid": [1, 2], "region": ["n", "n"], "cost": [0.25, 0.5]})
-    loaded = spec_of(
-        statistics=[
-            {
-                "name": "c",
-                "kind": "sum",
-                "column": "cost",
-                "lower": 0,
-                "upper": 1,
-                "granularity": 0.25,
-            }
-        ]
-    )
-    assert exact(df, loaded).get_column("c").to_list() == [0.75, 0.0, 0.0]
-    loaded = spec_of(
-        statistics=[
-            {
-                "name": "c",
-                "kind": "sum",
-                "column": "cost",
-                "lower": 0,
-                "upper": 1,
-                "granularity": 0.5,
-            }
-        ]
-    )
-    # 0.25 → round(0.5 units) = 0 (half to even), 0.5 → 1 unit: 0.5 in all
-    assert exact(df, loaded).get_column("c").to_list() == [0.5, 0.0, 0.0]
+    stat = {"name": "c", "kind": "sum", "column": "cost", "lower": 0, "upper": 1}
+    loaded = spec_of(statistics=[{**stat, "granularity": granularity}])
+    assert exact(df, loaded).get_column("c").to_list() == [expected, 0.0, 0.0]
 
 
 def test_integer_columns_are_summed_in_whole_units() -> None:

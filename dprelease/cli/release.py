@@ -16,6 +16,7 @@ from dprelease.cli._common import cli_errors
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, LedgerError
 from dprelease.ledger import Ledger
+from dprelease.profile import Neighbours
 from dprelease.publish import STATUS_TEXT, publish
 from dprelease.release import as_fraction, prepare
 from dprelease.spec import load_spec
@@ -23,7 +24,7 @@ from dprelease.spec import load_spec
 
 def _budget(
     epsilon: float | None, config: Path | None, cap: float | None
-) -> tuple[Fraction, Fraction | None, object]:
+) -> tuple[Fraction, Fraction | None, Neighbours | None]:
     """(ε of this release, the scope's cap if the user stated one, neighbours from the config)."""
     if epsilon is None and config is None:
         raise ConfigError("--epsilon", "give --epsilon X or --config PRIVACY_YAML")
