@@ -37,7 +37,6 @@ __all__ = [
     "default_noise_source",
     "discrete_laplace",
     "exact_scale",
-    "laplace_noise",
     "require_private",
     "variance",
 ]
@@ -462,17 +461,6 @@ def discrete_laplace(
         with ThreadPoolExecutor(_WORKERS) as pool:
             list(pool.map(fill, starts, streams))
     return out
-
-
-def laplace_noise(
-    scale: float | int | Fraction, size: int, source: NoiseSource | None = None
-) -> np.ndarray:
-    """Laplace-style noise for callers: integer (int64) draws from the exact discrete Laplace.
-
-    Deliberately not continuous (floating-point Laplace is attackable); add it to integer
-    aggregates in integer units.
-    """
-    return discrete_laplace(scale, size, source)
 
 
 # --------------------------------------------------------------------------- reporting helpers

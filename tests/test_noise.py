@@ -23,7 +23,6 @@ from dprelease.noise import (
     default_noise_source,
     discrete_laplace,
     exact_scale,
-    laplace_noise,
     require_private,
     variance,
 )
@@ -186,7 +185,7 @@ def test_invalid_size_names_size(size: object) -> None:
 def test_size_zero_and_dtype() -> None:
     empty = discrete_laplace(1, 0)
     assert empty.dtype == np.int64 and empty.shape == (0,)
-    draws = laplace_noise(2.5, np.int64(1000))
+    draws = discrete_laplace(2.5, np.int64(1000))
     assert draws.dtype == np.int64 and draws.shape == (1000,)
     assert np.unique(draws).size > 5
 
