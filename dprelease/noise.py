@@ -262,7 +262,7 @@ def _uniform_below(stream: _BitStream, m: int, n: int) -> np.ndarray:
     """
     if m == 1:
         return np.zeros(n, dtype=np.int64)
-    if m >= 1 << 64:  # unreachable for supported scales: would need ~2**15 Algorithm-1 trials
+    if m >= 1 << 64:  # probability < 2**-900000, data-independent: see _alg1_continue
         raise NoiseError(f"internal: modulus {m} exceeds 64 bits")
     dtype: type[np.unsignedinteger] = np.uint64
     for candidate in (np.uint8, np.uint16, np.uint32):
@@ -295,6 +295,11 @@ def _alg1_continue(
     Trial k draws A_k ~ Bernoulli(γ/k) as [uniform below den·k < num]; the first A_k = 0 stops
     with K = k, and the output is 1 iff K is odd. `result[idx]` must be True on entry, so only
     stops at even k need a write.
+
+    den·k must stay below 2**64 (`_uniform_below` raises otherwise). Every caller has
+    den ≤ 2**48 + 1, so that takes k ≥ 2**16 trials, reached with probability
+    γ^(k−1)/(k−1)! ≤ 1/(2**16 − 1)! < 2**-900000 per entry: it never happens in practice, and
+    it depends only on random bits and γ, never on the data.
     """
     while idx.size:
         go_on = _uniform_below(stream, den * k, idx.size) < num
@@ -418,7 +423,11 @@ def _geometric_e1(stream: _BitStream, n: int) -> np.ndarray:
     return out
 
 
-# t ≤ 2**48 + 1 and V < 2**14 keep U + t·V below 2**63; P(V ≥ 2**14) = e^{−16384}.
+# t ≤ 2**48 + 1 and V < 2**14 keep U + t·V below 2**63. An int64 cannot hold the unbounded
+# support of the discrete Laplace, so a larger V raises instead of being truncated (which would
+# bias the law): P(V ≥ 2**14) = e^{−16384} < 2**-23000 per draw, so no feasible release (even
+# 2**63 draws) will ever see it, and it depends only on the random bits and the scale, never
+# on the data. Like an OS error, it would fail the release closed (nothing published).
 _V_LIMIT = 1 << 14
 
 
