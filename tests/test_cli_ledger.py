@@ -22,10 +22,16 @@ def url(tmp_path: Path) -> str:
     ledger = Ledger(url)
     ledger.ensure_scope("visits", 0.5)
     ledger.ensure_scope("cases", 1, "parallel")
-    done = ledger.reserve("visits_release/2024-01/h", "visits", "2024-01", 0.25, run_id="run-7")
+    done = ledger.reserve(
+        "visits_release/2024-01", "visits", "2024-01", 0.25, spec_hash="h", run_id="run-7"
+    )
     ledger.commit(done, b"PAR1 table", {"epsilon_total": 0.25})
-    ledger.reserve("visits_release/2024-02/h", "visits", "2024-02", 0.125, run_id="run-8")
-    ledger.reserve("cases_release/2024-01/h", "cases", "2024-01", 0.75)
+    ledger.reserve(
+        "visits_release/2024-02", "visits", "2024-02", 0.125, spec_hash="h", run_id="run-8"
+    )
+    ledger.reserve(
+        "cases_release/2024-01", "cases", "2024-01", 0.75, spec_hash="h", composition="parallel"
+    )
     return url
 
 
