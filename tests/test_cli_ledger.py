@@ -185,6 +185,7 @@ def test_ledger_from_environment(url: str, monkeypatch: pytest.MonkeyPatch) -> N
     ("args", "words"),
     [
         (["status", "--scope", "nope"], "unknown budget scope 'nope'"),
+        (["history", "--scope", "nope"], "unknown budget scope 'nope'"),
         (["set-cap", "visits", "0"], "CAP: ε must be > 0"),
         (["set-cap", "visits", "abc"], "CAP: ε must be a finite number > 0, got 'abc'"),
         (["set-cap", "nope", "1"], "unknown budget scope 'nope'"),

@@ -142,12 +142,16 @@ def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
 def history(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
     """Every reservation, commit, re-use, void and cap change, oldest first (nothing is deleted)."""
     with Ledger(ledger_url, mode="read") as ledger:
+        if scope is not None:
+            ledger.status(scope)  # UnknownScope (exit 2) rather than an empty history
         events = ledger.history(scope)
     if as_json:
         _print_json([e.to_dict() for e in events])
         return
     console = Console(highlight=False)
     console.print(f"ledger history: {ledger.display_url}", soft_wrap=True)
+    if not events:
+        console.print("no events yet")
     for name in dict.fromkeys(e.scope for e in events):
         console.print(_history_table(name, [e for e in events if e.scope == name]))
 
