@@ -14,7 +14,7 @@ from dagster import AssetExecutionContext
 
 from dprelease.ledger import ScopeStatus, make_release_id
 from dprelease.publish import Recorded, record_release, write_release_files
-from dprelease.release import manifest_problems, prepare, spec_hash
+from dprelease.release import manifest_problems, prepare
 from dprelease.report import budget_markdown, write_plots
 from pipelines.release_specs import PipelineRelease
 from pipelines.resources import (
@@ -234,9 +234,7 @@ def release_assets(release: PipelineRelease) -> list[dg.AssetsDefinition]:
         public: PublicStore,
     ) -> dg.MaterializeResult:
         period = context.partition_key if partitions else None
-        release_id = make_release_id(
-            spec.name, period, spec_hash(release.loaded, epsilon(policy.budget()))
-        )
+        release_id = make_release_id(spec.name, period)
         with ledger.open() as book:
             stored = book.stored_release(release_id)
         if stored is None:
