@@ -145,7 +145,7 @@ def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
             "empty key domain",
         ),
         ({"max_rows_per_unit": 0}, "release.max_rows_per_unit", "greater than or equal to 1"),
-        ({"privacy_unit": None, "max_rows_per_unit": 4}, "release", "privacy_unit"),
+        ({"privacy_unit": None, "max_rows_per_unit": 4}, "release.privacy_unit", "privacy_unit"),
         ({"statistics": []}, "release.statistics", "at least 1"),
         (
             {"statistics": [{"name": "n", "kind": "count"}, {"name": "n", "kind": "count"}]},
