@@ -16,7 +16,7 @@ from dprelease.cli._common import cli_errors
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, LedgerError
 from dprelease.ledger import Ledger
-from dprelease.profile import Neighbours
+from dprelease.profile import Neighbours, cap_from_profile
 from dprelease.publish import STATUS_TEXT, publish
 from dprelease.release import as_fraction, prepare
 from dprelease.spec import load_spec
@@ -34,7 +34,7 @@ def _budget(
         privacy = load_privacy_config(config)
         choice = choose_budget(privacy)
         neighbours = choice.neighbours
-        stated_cap = stated_cap or as_fraction(choice.epsilon, "privacy (ε from the profile)")
+        stated_cap = stated_cap or cap_from_profile(choice)
     chosen = as_fraction(epsilon, "--epsilon") if epsilon is not None else stated_cap
     return chosen, stated_cap, neighbours
 
