@@ -173,6 +173,7 @@ def _noise_scale(delta: int, epsilon: Fraction, path: str) -> Fraction:
 
 def _checked(m: Measurement, path: str) -> Measurement:
     """Every number the manifest states about `m` must be a finite float."""
+    stated: tuple[float, ...]
     try:
         stated = (m.sensitivity, m.scale, m.ci95, m.variance, float(m.epsilon))
     except OverflowError:

@@ -67,7 +67,9 @@ def scan(data: DataSource) -> pl.LazyFrame:
     if _is_pandas(data):
         return pl.from_pandas(data.astype(dict.fromkeys(_pandas_objects(data), "string"))).lazy()
     if type(data).__module__.split(".")[0] == "pyarrow":
-        return pl.from_arrow(data).lazy()
+        table = pl.from_arrow(data)
+        if isinstance(table, pl.DataFrame):
+            return table.lazy()
     raise SchemaError("<input>", f"unsupported input type {type(data).__name__}")
 
 
@@ -166,14 +168,14 @@ def validate_schema(schema: pl.Schema, loaded: LoadedSpec, text: frozenset[str] 
                 paths[column],
             )
     for stat in spec.statistics:
-        column = stat.column
-        if column is None or column in untyped:
+        summed = stat.column
+        if summed is None or summed in untyped:
             continue
-        if not (schema[column].is_numeric() or schema[column] == pl.Null):
+        if not (schema[summed].is_numeric() or schema[summed] == pl.Null):
             raise SchemaError(
-                column,
-                f"has dtype {schema[column]} but statistic {stat.name!r} needs a numeric column",
-                paths[column],
+                summed,
+                f"has dtype {schema[summed]} but statistic {stat.name!r} needs a numeric column",
+                paths[summed],
             )
     if spec.period is not None and spec.period.column not in untyped:
         dtype = schema[spec.period.column]
