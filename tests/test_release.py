@@ -377,3 +377,39 @@ def test_noisy_cells_are_unbiased_with_the_manifest_variance() -> None:
     assert stats["n"]["variance"] == pytest.approx(
         variance(Fraction(stats["n"]["noise_scale_units_exact"]))
     )
+
+
+def test_text_keys_values_and_dates_are_parsed_never_refused(tmp_path) -> None:
+    """CSV is text: integral numbers are integer keys, booleans are true/false, periods are ISO
+    dates; whatever does not parse is outside the domain, in no period, or a null value."""
+    path = tmp_path / "in.csv"
+    path.write_text(
+        "pid,age,member,cost,day\n"
+        "1,1,true,5,2024-03-01\n"
+        "2,1.0,False,x,2024-03-31 23:59:00\n"
+        "3,1.5,true,5,2024-03-02\n"  # 1.5 is no integer key
+        "4,2,yes,5,2024-03-02\n"  # yes is no boolean
+        "5,2,true,5,03/02/2024\n"  # not an ISO date: in no period
+        "6,2,true,5,2024-04-01\n"
+    )
+    loaded = spec_of(
+        max_rows_per_unit=1,
+        period={"column": "day"},
+        group_by=[
+            {"column": "age", "domain": {"min": 1, "max": 2}},
+            {"column": "member", "domain": {"values": [True, False]}},
+        ],
+    )
+    table = exact(path, loaded, period="2024-03")
+    assert table.select("age", "member", "n", "cost").rows() == [
+        (1, True, 1, 5.0),
+        (1, False, 1, 0.0),
+        (2, True, 0, 0.0),
+        (2, False, 0, 0.0),
+    ]
+
+
+def test_pandas_object_columns_are_text() -> None:
+    df = pd.DataFrame({"pid": [1, 2, 3], "region": ["n", "n", "s"], "cost": [7, "x", None]})
+    assert df["cost"].dtype == object
+    assert exact(df, spec_of()).get_column("cost").to_list() == [7.0, 0.0, 0.0]

@@ -98,12 +98,6 @@ def text_columns(data: DataSource) -> frozenset[str] | None:
     return frozenset()
 
 
-def input_schema(data: DataSource) -> pl.Schema:
-    """Column names and declared types of the input; reads no rows (CSV: only its header)."""
-    with withholding_engine_errors("reading the input's schema"):
-        return scan(data).collect_schema()
-
-
 def columns_read(loaded: LoadedSpec) -> dict[str, str]:
     """Every input column the spec reads, with the YAML path that declares it."""
     spec = loaded.spec
