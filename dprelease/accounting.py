@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dprelease.errors import SpecError
+from dprelease.errors import NoiseError, SpecError
 from dprelease.noise import ci95_halfwidth, exact_scale, variance
 from dprelease.profile import Neighbours
 from dprelease.spec import ReleaseSpec, Statistic, StatisticKind
@@ -20,28 +20,9 @@ from dprelease.spec import ReleaseSpec, Statistic, StatisticKind
 GRANULARITY_HEADROOM_BITS = 20
 #: P(|Laplace| > t) = exp(-t/b): the 95% half-width of Laplace(b) is b·ln(20).
 LN_20 = math.log(20)
-_INT64_MAX = 2**63 - 1
-
-
-@dataclass(frozen=True)
-class ContributionBounds:
-    """What one privacy unit can contribute after bounding: rows in total and per group."""
-
-    max_rows_per_unit: int
-    max_groups_per_unit: int | None
-    max_rows_per_group: int | None
-
-    @property
-    def max_rows_total(self) -> int:
-        """L1 reach of one unit in rows: total cap, tightened by groups × rows per group."""
-        rows = self.max_rows_per_unit
-        if self.max_groups_per_unit and self.max_rows_per_group:
-            rows = min(rows, self.max_groups_per_unit * self.max_rows_per_group)
-        return rows
-
-    @classmethod
-    def of(cls, spec: ReleaseSpec) -> ContributionBounds:
-        return cls(spec.max_rows_per_unit, spec.max_groups_per_unit, spec.max_rows_per_group)
+#: Largest sensitivity in integer units. One row moves a sum by at most Δ units, so with fewer
+#: than 2^63 rows an Int128 accumulator cannot overflow whatever the data (2^53 · 2^63 < 2^127).
+MAX_SENSITIVITY_UNITS = 2**53
 
 
 @dataclass(frozen=True)
@@ -77,9 +58,6 @@ class Measurement:
     def variance(self) -> float:
         return variance(self.scale_units) * float(self.granularity) ** 2
 
-    def max_abs_units(self) -> int:
-        return max(abs(self.lower_units), abs(self.upper_units))
-
 
 @dataclass(frozen=True)
 class StatisticPlan:
@@ -99,16 +77,23 @@ class Plan:
     split: str
 
 
-def _l1_reach(bounds: ContributionBounds, neighbours: Neighbours, grouped: bool) -> tuple[int, str]:
-    """Rows one unit can move in L1, and why. Substitution = one removal plus one addition."""
-    rows = bounds.max_rows_total
-    reason = f"one unit contributes at most {rows} row(s)"
-    if bounds.max_groups_per_unit and bounds.max_rows_per_group and rows < bounds.max_rows_per_unit:
-        reason += (
-            f" (≤ {bounds.max_groups_per_unit} group(s) × {bounds.max_rows_per_group} "
-            f"row(s) per group)"
+def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
+    """Rows one unit can move in L1, and why. Substitution = one removal plus one addition.
+
+    R is exactly what the engine enforces last (`max_rows_per_unit`, which the spec keeps at or
+    below max_groups_per_unit × max_rows_per_group), so nothing else is assumed.
+    """
+    rows = spec.rows_per_unit
+    if spec.privacy_unit is None:
+        reason = "each row is a privacy unit: one unit is 1 row"
+    elif spec.max_rows_per_unit is None:
+        reason = (
+            f"one unit keeps at most {rows} row(s) (max_rows_per_unit defaults to "
+            f"{spec.max_groups_per_unit} group(s) × {spec.max_rows_per_group} row(s) per group)"
         )
-    if neighbours is Neighbours.SUBSTITUTE and grouped:
+    else:
+        reason = f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
+    if neighbours is Neighbours.SUBSTITUTE and spec.group_by:
         return (
             2 * rows,
             reason + "; substitution removes those rows and adds as many (possibly "
@@ -117,31 +102,24 @@ def _l1_reach(bounds: ContributionBounds, neighbours: Neighbours, grouped: bool)
     return rows, reason
 
 
-def _count_sensitivity(
-    bounds: ContributionBounds, neighbours: Neighbours, grouped: bool
-) -> tuple[int, str]:
-    reach, reason = _l1_reach(bounds, neighbours, grouped)
+def _count_sensitivity(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
+    reach, reason = _l1_reach(spec, neighbours)
     return reach, f"count: {reason} → Δ = {reach}"
 
 
 def _sum_sensitivity(
-    bounds: ContributionBounds,
-    neighbours: Neighbours,
-    grouped: bool,
-    lower_u: int,
-    upper_u: int,
-    granularity: Fraction,
+    spec: ReleaseSpec, neighbours: Neighbours, lower_u: int, upper_u: int, granularity: Fraction
 ) -> tuple[int, str]:
     g = f"{float(granularity):g}"
-    if neighbours is Neighbours.SUBSTITUTE and not grouped:
-        rows = bounds.max_rows_total
+    if neighbours is Neighbours.SUBSTITUTE and not spec.group_by:
+        rows = spec.rows_per_unit
         span = max(upper_u, 0) - min(lower_u, 0)
         delta = rows * span
         return delta, (
             f"sum: one unit's ≤ {rows} row(s) replaced, each in [{lower_u}, {upper_u}] "
             f"units of {g} → Δ = {rows} × {span} = {delta} units"
         )
-    reach, reason = _l1_reach(bounds, neighbours, grouped)
+    reach, reason = _l1_reach(spec, neighbours)
     largest = max(abs(lower_u), abs(upper_u))
     delta = reach * largest
     return delta, (
@@ -150,11 +128,17 @@ def _sum_sensitivity(
     )
 
 
-def auto_granularity(sensitivity: float, epsilon: Fraction) -> Fraction:
-    """A power of two far below the noise scale Δ/ε, so discretizing costs nothing visible."""
-    scale = sensitivity / float(epsilon)
-    exponent = math.floor(math.log2(scale)) - GRANULARITY_HEADROOM_BITS
-    return Fraction(2) ** exponent
+def auto_granularity(sensitivity: Fraction, epsilon: Fraction) -> Fraction:
+    """A power of two 2^20 below the noise scale Δ/ε, so discretizing costs nothing visible.
+
+    Computed exactly from the declared Δ and ε (never from the data), so no bound or ε can make
+    it overflow.
+    """
+    scale = sensitivity / epsilon
+    exponent = scale.numerator.bit_length() - scale.denominator.bit_length()
+    if Fraction(2) ** exponent > scale:  # now 2^exponent ≤ scale < 2^(exponent + 1)
+        exponent -= 1
+    return Fraction(2) ** (exponent - GRANULARITY_HEADROOM_BITS)
 
 
 def split_budget(
@@ -168,141 +152,145 @@ def split_budget(
     return shares
 
 
-@dataclass(frozen=True)
-class _Basis:
-    """What every measurement of one release is derived from (all public)."""
-
-    spec: ReleaseSpec
-    neighbours: Neighbours
-    integer_columns: frozenset[str]
-
-
-def _measure(
-    name: str, kind: StatisticKind, stat: Statistic | None, epsilon: Fraction, basis: _Basis
-) -> Measurement:
-    spec, neighbours = basis.spec, basis.neighbours
-    bounds = ContributionBounds.of(spec)
-    grouped = bool(spec.group_by)
-    if kind is StatisticKind.COUNT:
-        delta, derivation = _count_sensitivity(bounds, neighbours, grouped)
-        return Measurement(
-            name,
-            kind,
-            None,
-            None,
-            None,
-            Fraction(1),
-            0,
-            1,
-            delta,
-            derivation,
-            epsilon,
-            exact_scale(Fraction(delta) / epsilon),
+def _noise_scale(delta: int, epsilon: Fraction, path: str) -> Fraction:
+    """The exact sampling scale for Δ/ε, refused here (before any budget is reserved) when
+    the sampler cannot draw it."""
+    if delta > MAX_SENSITIVITY_UNITS:
+        raise SpecError(
+            path,
+            f"sensitivity of {delta} units is above 2^53; lower the bounds or "
+            "max_rows_per_unit, or choose a coarser 'granularity'",
         )
-    assert stat is not None and stat.lower is not None and stat.upper is not None
-    reach, _ = _l1_reach(bounds, neighbours, grouped)
-    largest = max(abs(stat.lower), abs(stat.upper))
-    path = f"release.statistics[{spec.statistics.index(stat)}].granularity"
-    if stat.granularity:
+    try:
+        return exact_scale(Fraction(delta) / epsilon)
+    except NoiseError:
+        raise SpecError(
+            path,
+            "the noise scale Δ/ε is beyond what the noise sampler can draw; raise ε, or lower "
+            "the bounds or max_rows_per_unit (or choose a coarser 'granularity')",
+        ) from None
+
+
+def _checked(m: Measurement, path: str) -> Measurement:
+    """Every number the manifest states about `m` must be a finite float."""
+    stated: tuple[float, ...]
+    try:
+        stated = (m.sensitivity, m.scale, m.ci95, m.variance, float(m.epsilon))
+    except OverflowError:
+        stated = (math.inf,)
+    if not all(math.isfinite(x) for x in stated):
+        raise SpecError(
+            path,
+            "the noise scale or variance of this statistic is too large to state as a number; "
+            "raise ε or narrow the bounds",
+        )
+    return m
+
+
+def _count(
+    name: str, epsilon: Fraction, spec: ReleaseSpec, neighbours: Neighbours, path: str
+) -> Measurement:
+    delta, derivation = _count_sensitivity(spec, neighbours)
+    scale = _noise_scale(delta, epsilon, path)
+    m = Measurement(
+        name, StatisticKind.COUNT, None, None, None, Fraction(1), 0, 1, delta, derivation, epsilon,
+        scale,
+    )  # fmt: skip
+    return _checked(m, path)
+
+
+def _sum(
+    name: str,
+    stat: Statistic,
+    epsilon: Fraction,
+    spec: ReleaseSpec,
+    neighbours: Neighbours,
+    path: str,
+) -> Measurement:
+    """A sum in integer units of the declared granularity, else an automatic power of two."""
+    assert stat.lower is not None and stat.upper is not None
+    reach, _ = _l1_reach(spec, neighbours)
+    if stat.granularity is not None:
         granularity = Fraction(stat.granularity)
-    elif (
-        stat.column in basis.integer_columns and stat.lower.is_integer() and stat.upper.is_integer()
-    ):
-        granularity = Fraction(1)  # integer data in integer bounds: exact, integer-valued sums
     else:
+        largest = max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
         granularity = auto_granularity(reach * largest, epsilon)
     lower_u = round(Fraction(stat.lower) / granularity)
     upper_u = round(Fraction(stat.upper) / granularity)
     if lower_u == upper_u:
         raise SpecError(
-            path,
+            f"{path}.granularity",
             "granularity is coarser than the bounds' range; choose a smaller one",
         )
-    delta, derivation = _sum_sensitivity(bounds, neighbours, grouped, lower_u, upper_u, granularity)
-    if delta > 2**53:
-        raise SpecError(
-            path,
-            "granularity too fine for these bounds (sensitivity above 2^53 units)",
-        )
-    return Measurement(
-        name,
-        kind,
-        stat.column,
-        stat.lower,
-        stat.upper,
-        granularity,
-        lower_u,
-        upper_u,
-        delta,
-        derivation,
-        epsilon,
-        exact_scale(Fraction(delta) / epsilon),
-    )
+    delta, derivation = _sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity)
+    scale = _noise_scale(delta, epsilon, path)
+    m = Measurement(
+        name, StatisticKind.SUM, stat.column, stat.lower, stat.upper, granularity, lower_u,
+        upper_u, delta, derivation, epsilon, scale,
+    )  # fmt: skip
+    return _checked(m, path)
 
 
 def _need(stat: Statistic, spec: ReleaseSpec, neighbours: Neighbours) -> Fraction:
-    """ε a statistic needs for its target half-width, Δ·ln(20)/target (DESIGN §5)."""
-    bounds = ContributionBounds.of(spec)
-    reach, _ = _l1_reach(bounds, neighbours, bool(spec.group_by))
-    delta = (
-        reach if stat.kind is StatisticKind.COUNT else reach * max(abs(stat.lower), abs(stat.upper))
-    )
-    return Fraction(delta * LN_20 / stat.target_ci95)
+    """ε a statistic needs for its target half-width, Δ·ln(20)/target (in exact rationals)."""
+    reach, _ = _l1_reach(spec, neighbours)
+    delta = Fraction(reach)
+    if stat.kind is not StatisticKind.COUNT:
+        assert stat.lower is not None and stat.upper is not None
+        delta *= max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
+    assert stat.target_ci95 is not None
+    return delta * Fraction(LN_20) / Fraction(stat.target_ci95)
 
 
-def plan_release(
-    spec: ReleaseSpec,
-    epsilon: Fraction,
-    neighbours: Neighbours,
-    integer_columns: frozenset[str] = frozenset(),
-) -> Plan:
+def _path(index: int) -> str:
+    return f"release.statistics[{index}]"
+
+
+def internal_name(stat: Statistic, part: str) -> str:
+    """Name of a measurement a mean makes for itself; ':' keeps it apart from every name a spec
+    can give (see `spec.NAME_PATTERN`)."""
+    return f"{stat.kind.value}:{stat.name}:{part}"
+
+
+def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -> Plan:
     """Split ε over the statistics and derive every measurement's sensitivity and noise scale.
 
-    `integer_columns` (from the input's schema) are summed in units of 1 when their bounds are
-    integers; other sums get an automatic power-of-two granularity far below the noise.
+    Everything comes from the spec and ε alone (granularity too: declared, else automatic), so
+    the plan and every refusal are the same whatever the data. Raises SpecError, naming the
+    statistic, for anything the sampler or the manifest could not handle.
 
     A mean reuses the release's first count as its denominator (post-processing, no extra ε);
     without one it spends half of its share on a count of its own.
     """
     if epsilon <= 0:
         raise SpecError("epsilon", "ε must be > 0")
-    basis = _Basis(spec, neighbours, integer_columns)
     accuracy_first = spec.statistics[0].target_ci95 is not None
     needs = [_need(s, spec, neighbours) for s in spec.statistics] if accuracy_first else None
-    shares = dict(
-        zip(
-            (s.name for s in spec.statistics),
-            split_budget(spec.statistics, epsilon, needs),
-            strict=True,
-        )
-    )
+    shares = split_budget(spec.statistics, epsilon, needs)
+    items = list(enumerate(zip(spec.statistics, shares, strict=True)))
     counts = {
-        s.name: _measure(s.name, s.kind, None, shares[s.name], basis)
-        for s in spec.statistics
-        if s.kind is StatisticKind.COUNT
+        index: _count(stat.name, share, spec, neighbours, _path(index))
+        for index, (stat, share) in items
+        if stat.kind is StatisticKind.COUNT
     }
     shared_count = next(iter(counts.values()), None)
     plans: list[StatisticPlan] = []
-    for stat in spec.statistics:
-        share = shares[stat.name]
+    for index, (stat, share) in items:
+        path = _path(index)
         if stat.kind is StatisticKind.COUNT:
-            plans.append(StatisticPlan(stat, share, counts[stat.name]))
+            plans.append(StatisticPlan(stat, share, counts[index]))
         elif stat.kind is StatisticKind.SUM:
             plans.append(
-                StatisticPlan(stat, share, _measure(stat.name, stat.kind, stat, share, basis))
+                StatisticPlan(stat, share, _sum(stat.name, stat, share, spec, neighbours, path))
             )
         else:
             count, sum_share = shared_count, share
             if count is None:
                 sum_share = share / 2
-                count = _measure(
-                    f"{stat.name}__count",
-                    StatisticKind.COUNT,
-                    None,
-                    share - sum_share,
-                    basis,
+                count = _count(
+                    internal_name(stat, "count"), share - sum_share, spec, neighbours, path
                 )
-            total = _measure(f"{stat.name}__sum", StatisticKind.SUM, stat, sum_share, basis)
+            total = _sum(internal_name(stat, "sum"), stat, sum_share, spec, neighbours, path)
             plans.append(StatisticPlan(stat, share, total, count))
     measurements = {m.name: m for p in plans for m in (p.measurement, p.count) if m is not None}
     return Plan(
@@ -311,16 +299,3 @@ def plan_release(
         epsilon,
         "accuracy targets" if accuracy_first else "weights",
     )
-
-
-def check_no_overflow(measurement: Measurement, rows: int) -> None:
-    """int64 aggregation is exact only if rows × max|value| fits; checked before noise is added.
-
-    `rows` is data-derived and never appears in the message.
-    """
-    if rows * measurement.max_abs_units() > _INT64_MAX:
-        raise SpecError(
-            "release.statistics",
-            f"the exact int64 sum of {measurement.name!r} could overflow; give its statistic a "
-            "coarser 'granularity'",
-        )

@@ -473,3 +473,33 @@ def choose_budget_for(
         profiles=tuple(listed),
         prior_risk_epsilon=prior_risk_epsilon,
     )
+
+
+#: A profile's ε is a float computed through logarithms (and square roots for the companion
+#: selector); 2^-40 ≈ 9.1e-13 is far above that computation's error, so a value at least this far
+#: below the float lies below the true ε.
+PROFILE_EPSILON_MARGIN = Fraction(1, 2**40)
+#: Caps from a profile without a rounding step are multiples of this.
+CAP_RESOLUTION = Fraction(1, 10**12)
+
+
+def cap_from_profile(choice: BudgetChoice) -> Fraction:
+    """The exact budget cap a profile allows, rounded DOWN, never up.
+
+    ε from a profile is a float that can exceed the true ε_min by an ulp, and the decimal it
+    prints as can exceed it too. The cap is the largest multiple of the profile's rounding step
+    (else of 10^-12) at least `PROFILE_EPSILON_MARGIN` below the float, so 0.30 with
+    `rounding: 0.05` stays exactly 3/10 and ½·ln 2 becomes 0.346573590279.
+    """
+    binding = choice.epsilon_min
+    if choice.prior_risk_epsilon is not None:
+        binding = min(binding, choice.prior_risk_epsilon)
+    step = CAP_RESOLUTION if choice.rounding is None else Fraction(as_decimal(choice.rounding))
+    cap = math.floor((Fraction(binding) - PROFILE_EPSILON_MARGIN) / step) * step
+    if cap <= 0:
+        raise ConfigError(
+            "rounding" if choice.rounding is not None else "profile",
+            f"ε = {binding:.3g} from the profile rounds down to a cap of 0 at a resolution of "
+            f"{float(step):g}; use a smaller rounding step or a profile that allows more",
+        )
+    return cap

@@ -1,13 +1,15 @@
 """The pure release: data + spec + ε + noise source → noisy table + manifest.
 
-`prepare` validates everything that can be checked without reading a row (spec, schema, budget
-split), so a caller can refuse bad input before charging a ledger; `PreparedRelease.run` then
-reads the data, draws the noise and post-processes. Nothing here knows about ledgers or files.
+`prepare` decides everything from the spec, ε and the input's declared schema without reading a
+row (period, budget split, sensitivity, granularity, noise scales, the manifest), so every
+refusal happens before a ledger is charged; `PreparedRelease.run` then reads the data, draws the
+noise and post-processes, and nothing in it can fail because of a data value. Nothing here knows
+about ledgers or files. PRIVACY.md states the rule this follows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
@@ -15,13 +17,20 @@ from typing import Any
 import polars as pl
 
 import dprelease
-from dprelease.accounting import Measurement, Plan, StatisticPlan, plan_release
-from dprelease.engine import DataSource, aggregate, input_schema, validate_schema
+from dprelease.accounting import Measurement, Plan, StatisticPlan, internal_name, plan_release
+from dprelease.engines import DataSource, get_engine, new_salt
 from dprelease.errors import SpecError
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon, exact_positive
-from dprelease.spec import LoadedSpec, StatisticKind
+from dprelease.spec import (
+    CI95_SUFFIX,
+    LoadedSpec,
+    Month,
+    ReleaseSpec,
+    StatisticKind,
+    resolve_period,
+)
 
 MECHANISM = (
     "discrete Laplace (geometric) mechanism, exact sampling after Canonne, Kamath & "
@@ -29,12 +38,19 @@ MECHANISM = (
 )
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def as_fraction(epsilon: Epsilon, field_name: str = "epsilon") -> Fraction:
     """ε as an exact rational (see `dprelease.rational`); errors name the field."""
     try:
-        return exact_positive(epsilon)
+        exact = exact_positive(epsilon)
+        float(exact)  # the manifest states it as a float too
     except ValueError as exc:
         raise SpecError(field_name, f"ε {exc}") from None
+    except OverflowError:
+        raise SpecError(field_name, "ε is too large to state as a number") from None
+    return exact
 
 
 @dataclass(frozen=True)
@@ -47,91 +63,136 @@ class Release:
 
 @dataclass(frozen=True)
 class PreparedRelease:
-    """A validated release waiting for its noise; holds a lazy plan, no data yet."""
+    """A validated release waiting for its data and noise: everything it will publish but the
+    noisy values is already decided (`manifest` lacks only the noise source)."""
 
     data: DataSource
     loaded: LoadedSpec
     plan: Plan
     neighbours: Neighbours
     period: str | None
+    month: Month | None
     spec_hash: str
-    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    engine: str
+    manifest: dict[str, Any]
 
     def run(self, noise: NoiseSource | None = None, *, allow_unsafe_noise: bool = False) -> Release:
         """Aggregate exactly, add one batch of discrete Laplace noise per measurement, then
         post-process; the batch size is the public grid size, never a data value."""
         source = noise or default_noise_source()
         require_private(source, allow_unsafe=allow_unsafe_noise)
-        exact = aggregate(self.data, self.loaded, self.plan, self.period)
-        cells = exact.grid.height
-        noisy: dict[str, pl.Series] = {}
-        for m in self.plan.measurements:
-            draws = pl.Series(m.name, discrete_laplace(m.scale_units, cells, source))
-            noisy[m.name] = exact.values(m) + draws  # int64, in units of m.granularity
-        keys = self.loaded.spec.key_columns
+        engine = get_engine(self.engine)
+        exact = engine.aggregate(self.data, self.loaded, self.plan, self.month, new_salt())
+        cells = self.loaded.cells
+        noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
+            m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
+            for m in self.plan.measurements
+        }
         table = pl.DataFrame(
             [
-                *(exact.grid.get_column(k) for k in keys),
+                *exact.keys.get_columns(),
                 *(col for p in self.plan.statistics for col in _columns(p, noisy, self.loaded)),
             ]
         )
-        return Release(table, self._manifest(source, cells))
-
-    def _manifest(self, source: NoiseSource, cells: int) -> dict[str, Any]:
-        spec = self.loaded.spec
-        return {
-            "release_id": None,
-            "created_at": self.created,
-            "library_version": dprelease.__version__,
-            "release": spec.name,
-            "source": spec.source,
-            "period": self.period,
-            "spec_hash": self.spec_hash,
-            "mechanism": MECHANISM,
-            "noise_source": {
-                "bits": source.bit_source,
-                "seeded": source.is_seeded,
-                "private": not source.is_seeded,
-            },
-            "neighbours": self.neighbours.value,
-            "privacy_unit": spec.privacy_unit or "each row is a privacy unit",
-            "contribution_bounds": {
-                "max_rows_per_unit": spec.max_rows_per_unit,
-                "max_groups_per_unit": spec.max_groups_per_unit,
-                "max_rows_per_group": spec.max_rows_per_group,
-                "how": "rows kept per unit are chosen at random (CSPRNG-salted hash order)",
-            },
-            "epsilon_total": float(self.plan.epsilon_total),
-            "epsilon_total_exact": str(self.plan.epsilon_total),
-            "budget_split": self.plan.split,
-            "composition": "sequential over the statistics: their ε add up to the total",
-            "group_by": [
-                {
-                    "columns": group.key_columns,
-                    "keys": domain.height,
-                    "domain": type(group.domain).__name__.removesuffix("Domain").lower(),
-                }
-                for group, domain in zip(spec.group_by, self.loaded.domains, strict=True)
-            ],
-            "cells": cells,
-            "out_of_domain": "rows whose keys are null or outside the public domain are dropped",
-            "nulls": "a null or NaN summed value counts as 0 if 0 is within [lower, upper], "
-            "else as lower; ±inf is clamped to the bounds",
-            "postprocessing": spec.postprocess.model_dump(),
-            "statistics": [_statistic_entry(p) for p in self.plan.statistics],
+        noise_source = {
+            "bits": source.bit_source,
+            "seeded": source.is_seeded,
+            "private": not source.is_seeded,
         }
+        return Release(table, {**self.manifest, "noise_source": noise_source})
+
+
+def _guarantee(spec: ReleaseSpec) -> str:
+    """What ε protects, in words; under parallel periods only a person within one period."""
+    unit = spec.privacy_unit or "row"
+    if spec.period is None:
+        return f"ε-DP for each privacy unit ({unit}) over the whole input"
+    if spec.period.composition == "sequential":
+        return (
+            f"ε-DP per period for each privacy unit ({unit}); periods compose sequentially: "
+            "every period's ε is charged to one lifetime budget, which bounds what all periods "
+            "together reveal about a unit"
+        )
+    return (
+        f"ε-DP per period; the privacy unit is a person within a period ({unit} within one "
+        "period): periods compose in parallel, each may spend the full budget, so someone "
+        "present in k periods is protected only at k times the per-period ε"
+    )
+
+
+def _bounds_entry(spec: ReleaseSpec) -> dict[str, Any]:
+    if spec.privacy_unit is None:
+        return {"max_rows_per_unit": 1, "how": "each row is a privacy unit"}
+    how = "rows kept per unit are chosen at random (CSPRNG-salted hash order)"
+    if spec.max_rows_per_unit is None:
+        how += "; max_rows_per_unit defaults to max_groups_per_unit × max_rows_per_group"
+    return {
+        "max_rows_per_unit": spec.rows_per_unit,
+        "max_groups_per_unit": spec.max_groups_per_unit,
+        "max_rows_per_group": spec.max_rows_per_group,
+        "null_units": "rows with a null privacy unit are dropped",
+        "how": how,
+    }
+
+
+def _manifest(
+    loaded: LoadedSpec,
+    plan: Plan,
+    neighbours: Neighbours,
+    period: str | None,
+    spec_hash: str,
+    engine: str,
+) -> dict[str, Any]:
+    """Everything the manifest says but the noise source, from public inputs only."""
+    spec = loaded.spec
+    return {
+        "release_id": None,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "library_version": dprelease.__version__,
+        "engine": engine,
+        "release": spec.name,
+        "source": spec.source,
+        "period": period,
+        "period_composition": spec.period.composition if spec.period else None,
+        "guarantee": _guarantee(spec),
+        "spec_hash": spec_hash,
+        "mechanism": MECHANISM,
+        "neighbours": neighbours.value,
+        "privacy_unit": spec.privacy_unit or "each row is a privacy unit",
+        "contribution_bounds": _bounds_entry(spec),
+        "epsilon_total": float(plan.epsilon_total),
+        "epsilon_total_exact": str(plan.epsilon_total),
+        "budget_split": plan.split,
+        "composition": "sequential over the statistics: their ε add up to the total",
+        "group_by": [
+            {
+                "columns": group.key_columns,
+                "keys": domain.height,
+                "domain": type(group.domain).__name__.removesuffix("Domain").lower(),
+            }
+            for group, domain in zip(spec.group_by, loaded.domains, strict=True)
+        ],
+        "cells": loaded.cells,
+        "out_of_domain": "rows whose keys are null, do not convert to the domain's key type, or "
+        "lie outside the public domain are dropped",
+        "nulls": "a null or NaN summed value (or text that does not parse as a number) counts "
+        "as 0 if 0 is within [lower, upper], else as lower; ±inf is clamped to the bounds",
+        "postprocessing": spec.postprocess.model_dump(),
+        "statistics": [_statistic_entry(p) for p in plan.statistics],
+    }
 
 
 def _columns(p: StatisticPlan, noisy: dict[str, pl.Series], loaded: LoadedSpec) -> list[pl.Series]:
     post = loaded.spec.postprocess
     stat, m = p.statistic, p.measurement
     if stat.kind is StatisticKind.COUNT:
-        values = noisy[m.name]
-        if post.nonnegative:
-            values = values.clip(lower_bound=0)
+        lowest = 0 if post.nonnegative else _INT64[0]
+        values = noisy[m.name].clip(lowest, _INT64[1]).cast(pl.Int64)
         out = [values.alias(stat.name)]
         if post.ci95_columns:
-            out.append(pl.Series(f"{stat.name}_ci95", [m.ci95] * len(values), dtype=pl.Float64))
+            out.append(
+                pl.Series(f"{stat.name}{CI95_SUFFIX}", [m.ci95] * len(values), dtype=pl.Float64)
+            )
         return out
     total = noisy[m.name].cast(pl.Float64) * float(m.granularity)
     if stat.kind is StatisticKind.SUM:
@@ -139,7 +200,9 @@ def _columns(p: StatisticPlan, noisy: dict[str, pl.Series], loaded: LoadedSpec) 
             total = total.clip(lower_bound=0.0)
         out = [_round(total, post.decimals).alias(stat.name)]
         if post.ci95_columns:
-            out.append(pl.Series(f"{stat.name}_ci95", [m.ci95] * len(total), dtype=pl.Float64))
+            out.append(
+                pl.Series(f"{stat.name}{CI95_SUFFIX}", [m.ci95] * len(total), dtype=pl.Float64)
+            )
         return out
     assert p.count is not None
     count = noisy[p.count.name].cast(pl.Float64).clip(lower_bound=1.0)
@@ -147,7 +210,7 @@ def _columns(p: StatisticPlan, noisy: dict[str, pl.Series], loaded: LoadedSpec) 
     out = [_round(mean, post.decimals).alias(stat.name)]
     if post.ci95_columns:  # first-order propagation of both half-widths through sum / count
         half = (m.ci95 + mean.abs() * p.count.ci95) / count
-        out.append(_round(half, post.decimals).alias(f"{stat.name}_ci95"))
+        out.append(_round(half, post.decimals).alias(f"{stat.name}{CI95_SUFFIX}"))
     return out
 
 
@@ -185,7 +248,7 @@ def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
         "mechanism": MECHANISM,
     }
     if stat.kind is StatisticKind.MEAN:
-        shared = p.count.name != f"{stat.name}__count"
+        shared = p.count.name != internal_name(stat, "count")
         entry["how"] = "noisy sum / noisy count (post-processing), clamped to [lower, upper]; " + (
             "the count is the release's count statistic, at no extra ε"
             if shared
@@ -206,7 +269,7 @@ def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
 def spec_hash(loaded: LoadedSpec) -> str:
     """What a release slot was released from: the spec and its key domains, not ε (the ledger
     stores ε with the charge; a changed ε alone must not look like a changed spec)."""
-    return loaded.hash("")
+    return loaded.hash()
 
 
 #: What a manifest must state for a release to be explainable (checked before publication).
@@ -266,8 +329,11 @@ def prepare(
     *,
     neighbours: Neighbours | None = None,
     period: str | None = None,
+    engine: str = "polars",
 ) -> PreparedRelease:
-    """Validate spec, ε and the input's schema, and plan the budget split; reads no rows."""
+    """Decide the whole release from spec, ε, period and the input's declared schema; reads no
+    rows. Every refusal (a typed error naming the field or column) happens here, before a
+    caller reserves any budget."""
     eps = as_fraction(epsilon)
     chosen = loaded.spec.neighbours or neighbours or Neighbours.ADD_REMOVE
     if neighbours is not None and loaded.spec.neighbours not in (None, neighbours):
@@ -276,11 +342,12 @@ def prepare(
             f"spec says {loaded.spec.neighbours.value} but the "
             f"privacy configuration says {neighbours.value}; make them agree",
         )
-    schema = input_schema(data)
-    validate_schema(schema, loaded, period)
-    integer_columns = frozenset(name for name, dtype in schema.items() if dtype.is_integer())
-    plan = plan_release(loaded.spec, eps, chosen, integer_columns)
-    return PreparedRelease(data, loaded, plan, chosen, period, spec_hash(loaded))
+    month = resolve_period(loaded.spec.period, period)
+    plan = plan_release(loaded.spec, eps, chosen)
+    get_engine(engine).check(data, loaded, plan, month)
+    digest = spec_hash(loaded)
+    manifest = _manifest(loaded, plan, chosen, period, digest, engine)
+    return PreparedRelease(data, loaded, plan, chosen, period, month, digest, engine, manifest)
 
 
 def release(
@@ -290,9 +357,10 @@ def release(
     *,
     neighbours: Neighbours | None = None,
     period: str | None = None,
+    engine: str = "polars",
     noise: NoiseSource | None = None,
     allow_unsafe_noise: bool = False,
 ) -> Release:
     """One-shot release without a ledger (library use and tests); `publish` adds the ledger."""
-    prepared = prepare(data, loaded, epsilon, neighbours=neighbours, period=period)
+    prepared = prepare(data, loaded, epsilon, neighbours=neighbours, period=period, engine=engine)
     return prepared.run(noise, allow_unsafe_noise=allow_unsafe_noise)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import polars as pl
 import yaml
@@ -33,6 +34,14 @@ from dprelease.profile import Neighbours
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _FieldError(ValueError):
+    """A cross-field check that blames one field, so the error names that field's YAML path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ValuesDomain(_Strict):
@@ -128,19 +137,31 @@ class StatisticKind(StrEnum):
     MEAN = "mean"
 
 
+#: Names a spec gives (release, statistics). Internal measurement names contain ':' (see
+#: `accounting`), which this pattern forbids, so no spec can name a column like them.
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+#: Suffix of the generated half-width column of a statistic.
+CI95_SUFFIX = "_ci95"
+#: Largest |bound| a sum or mean may declare: beyond 2^53 a float no longer holds every integer,
+#: and the noise scale and variance stated in the manifest could overflow.
+MAX_ABS_BOUND = 2.0**53
+
+_Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
 class Statistic(_Strict):
     """One released column. `sum` and `mean` need declared bounds on the summed column."""
 
-    name: str
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
     kind: StatisticKind
     column: str | None = None
     lower: float | None = None
     upper: float | None = None
-    weight: Annotated[float, Field(gt=0)] | None = None
-    target_ci95: Annotated[float, Field(gt=0)] | None = None
-    granularity: Annotated[float, Field(gt=0)] | None = Field(
+    weight: _Positive | None = None
+    target_ci95: _Positive | None = None
+    granularity: _Positive | None = Field(
         default=None,
-        description="unit of discretization; default: a power of two far below the noise",
+        description="unit of discretization; default: a power of two 2^20 below the noise scale",
     )
 
     @model_validator(mode="after")
@@ -156,6 +177,11 @@ class Statistic(_Strict):
             raise ValueError(f"{self.kind.value} needs declared 'lower' and 'upper' bounds")
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ValueError("bounds must be finite numbers")
+        if max(abs(self.lower), abs(self.upper)) > MAX_ABS_BOUND:
+            raise ValueError(
+                "bounds must lie within ±2^53 (about ±9.007e15); express the column in larger "
+                "units (thousands, millions)"
+            )
         if self.lower >= self.upper:
             raise ValueError(f"lower ({self.lower}) must be < upper ({self.upper})")
         if self.kind is StatisticKind.MEAN and self.target_ci95 is not None:
@@ -179,6 +205,39 @@ class PeriodSpec(_Strict):
     )
 
 
+class Month(NamedTuple):
+    """One reporting period of a monthly spec."""
+
+    year: int
+    month: int
+
+
+_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+
+
+def resolve_period(period_spec: PeriodSpec | None, period: str | None) -> Month | None:
+    """The month a release covers; SpecError unless the period and the spec agree.
+
+    A spec with `period:` needs one, and its rows are always filtered to it. A spec without
+    `period:` refuses one: its release covers every row, so a made-up period would only let the
+    same rows be released (and charged) again under another name.
+    """
+    if period_spec is None:
+        if period is not None:
+            raise SpecError(
+                "period",
+                "this spec has no 'period:' section, so its release covers every row; "
+                "leave the period out (or add 'period:' to the spec)",
+            )
+        return None
+    if period is None:
+        raise SpecError("period", "this spec is released per period: give a period (YYYY-MM)")
+    found = _MONTH.match(period)
+    if found is None:
+        raise SpecError("period", f"{period!r} is not a month of the form YYYY-MM")
+    return Month(int(found.group(1)), int(found.group(2)))
+
+
 class PostProcessing(_Strict):
     """Free by DP's post-processing property: applied to noisy values only."""
 
@@ -190,10 +249,14 @@ class PostProcessing(_Strict):
 class ReleaseSpec(_Strict):
     """One published table, as declared in YAML under `release:`."""
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
     source: str
     privacy_unit: str | None = None
-    max_rows_per_unit: Annotated[int, Field(ge=1)] = 1
+    max_rows_per_unit: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description="R: rows kept per unit; required with a privacy unit unless both "
+        "max_groups_per_unit and max_rows_per_group are set (then R defaults to their product)",
+    )
     max_groups_per_unit: Annotated[int, Field(ge=1)] | None = None
     max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
     neighbours: Neighbours | None = None
@@ -204,12 +267,7 @@ class ReleaseSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseSpec:
-        if self.privacy_unit is None and (
-            self.max_rows_per_unit != 1 or self.max_groups_per_unit or self.max_rows_per_group
-        ):
-            raise ValueError(
-                "contribution bounds need 'privacy_unit' (without it each row is a unit)"
-            )
+        self._check_contribution_bounds()
         names = [s.name for s in self.statistics]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -217,9 +275,14 @@ class ReleaseSpec(_Strict):
         columns = self.key_columns
         if len(set(columns)) != len(columns):
             raise ValueError("a group-by column is listed twice")
-        clash = set(names) & set(columns)
+        outputs = columns + names + [f"{name}{CI95_SUFFIX}" for name in names]
+        clash = sorted({n for n in outputs if outputs.count(n) > 1})
         if clash:
-            raise ValueError(f"statistic names clash with group-by columns: {sorted(clash)}")
+            raise ValueError(
+                f"output column names {clash} would repeat: statistic names, group-by columns "
+                f"and the generated '<statistic>{CI95_SUFFIX}' columns must all differ; rename "
+                "the statistic"
+            )
         targets = [s.target_ci95 is not None for s in self.statistics]
         if any(targets) and not all(targets):
             raise ValueError(
@@ -227,6 +290,47 @@ class ReleaseSpec(_Strict):
                 "or none has (split by weights)"
             )
         return self
+
+    def _check_contribution_bounds(self) -> None:
+        """Bounds say what they do: only those the engine enforces may be set, R is explicit
+        unless it is the product G × R_g, and never larger than that product."""
+        groups, per_group = self.max_groups_per_unit, self.max_rows_per_group
+        if self.privacy_unit is None:
+            if self.max_rows_per_unit or groups or per_group:
+                raise _FieldError(
+                    "privacy_unit",
+                    "contribution bounds need 'privacy_unit' (without it each row is a unit "
+                    "and contributes one row); remove the bounds or name the unit column",
+                )
+            return
+        if not self.group_by and (groups or per_group):
+            raise _FieldError(
+                "max_groups_per_unit" if groups else "max_rows_per_group",
+                "max_groups_per_unit and max_rows_per_group bound groups, and this release has "
+                "no group_by; remove them and set max_rows_per_unit",
+            )
+        if self.max_rows_per_unit is None and not (groups and per_group):
+            raise _FieldError(
+                "max_rows_per_unit",
+                "set max_rows_per_unit (the rows one unit may contribute), or both "
+                "max_groups_per_unit and max_rows_per_group (it then defaults to their product)",
+            )
+        if groups and per_group and (self.max_rows_per_unit or 0) > groups * per_group:
+            raise _FieldError(
+                "max_rows_per_unit",
+                f"max_rows_per_unit ({self.max_rows_per_unit}) exceeds max_groups_per_unit × "
+                f"max_rows_per_group = {groups * per_group}, which no unit can exceed; lower it "
+                "or leave it out (it defaults to that product)",
+            )
+
+    @property
+    def rows_per_unit(self) -> int:
+        """R, the rows one unit keeps after bounding: declared, else G × R_g; 1 without a unit."""
+        if self.max_rows_per_unit is not None:
+            return self.max_rows_per_unit
+        if self.max_groups_per_unit and self.max_rows_per_group:
+            return self.max_groups_per_unit * self.max_rows_per_group
+        return 1
 
     @property
     def key_columns(self) -> list[str]:
@@ -256,15 +360,20 @@ class LoadedSpec(BaseModel):
             )
         return grid
 
+    @property
+    def cells(self) -> int:
+        """Cells of the released table: the key grid's size (1 when ungrouped); public."""
+        return math.prod(frame.height for frame in self.domains)
+
     def key_dtype(self, column: str) -> pl.DataType:
         return next(frame.schema[column] for frame in self.domains if column in frame.columns)
 
-    def hash(self, epsilon: str) -> str:
-        """Identity of what gets released: spec, resolved key domains and the total ε."""
+    def hash(self) -> str:
+        """Identity of what gets released: the spec and its resolved key domains (not ε, which the
+        ledger stores with each charge)."""
         digest = hashlib.sha256(self.spec.canonical_json().encode())
         for frame in self.domains:
             digest.update(json.dumps(frame.to_dict(as_series=False), default=str).encode())
-        digest.update(epsilon.encode())
         return digest.hexdigest()
 
 
@@ -287,7 +396,9 @@ def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "releas
     except ValidationError as exc:
         first = exc.errors()[0]
         message = first["msg"].removeprefix("Value error, ")
-        raise SpecError(_yaml_path(prefix, first["loc"]), message) from None
+        cause = first.get("ctx", {}).get("error")
+        loc = (*first["loc"], cause.field) if isinstance(cause, _FieldError) else first["loc"]
+        raise SpecError(_yaml_path(prefix, loc), message) from None
     domains = [
         _resolve_domain(group, base_dir or Path.cwd(), f"{prefix}.group_by[{i}].domain")
         for i, group in enumerate(spec.group_by)

@@ -17,8 +17,7 @@ from pydantic import Field
 
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.ledger import Ledger
-from dprelease.profile import BudgetChoice
-from dprelease.release import as_fraction
+from dprelease.profile import BudgetChoice, cap_from_profile
 from pipelines.demo_data import write_demo_data
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -98,7 +97,7 @@ class PrivacyPolicy(dg.ConfigurableResource):
     def budget(self) -> Budget:
         """Read the profile once per run: the choice to explain and the exact cap to enforce."""
         choice = choose_budget(load_privacy_config(self.config_path))
-        return Budget(choice, as_fraction(choice.epsilon, "privacy (ε from the profile)"))
+        return Budget(choice, cap_from_profile(choice))
 
 
 def default_resources() -> dict[str, dg.ConfigurableResource]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -17,6 +18,7 @@ from dprelease.profile import (
     Neighbours,
     PiecewiseLinearProfile,
     StepProfile,
+    cap_from_profile,
     check_epsilon,
     choose_budget_for,
     epsilon_min,
@@ -119,6 +121,35 @@ def test_rounding_does_not_fall_a_step_on_float_artefacts() -> None:
     assert round_down(0.3, 0.1) == 0.3
     assert round_down(0.30000000000000004, 0.1) == 0.3
     assert round_down(0.2999999, 0.1) == pytest.approx(0.2)
+
+
+def _half_log(bound: int) -> Decimal:
+    """½·ln B to 50 digits: the true ε_min of a constant profile B."""
+    with localcontext() as context:
+        context.prec = 50
+        return Decimal(bound).ln() / 2
+
+
+@pytest.mark.parametrize("bound", [2, 3, 5, 9, 10, 12])
+def test_cap_from_a_profile_is_rounded_down_below_the_true_epsilon(bound: int) -> None:
+    """The float ε (and the decimal it prints as) can lie above ½·ln B; the cap never does,
+    and it stays within 2·10^-12 of it."""
+    true = _half_log(bound)
+    cap = cap_from_profile(choose_budget_for(ConstantProfile(bound)))
+    assert cap.denominator <= 10**12
+    assert Decimal(cap.numerator) / Decimal(cap.denominator) < true
+    assert true - Decimal(cap.numerator) / Decimal(cap.denominator) < Decimal("2e-12")
+
+
+def test_the_decimal_of_a_profile_float_can_exceed_the_true_epsilon() -> None:
+    """Why `cap_from_profile` exists: for B = 3 the old conversion overstated the cap."""
+    decimal = Fraction(repr(choose_budget_for(ConstantProfile(3)).epsilon))
+    assert Decimal(decimal.numerator) / Decimal(decimal.denominator) > _half_log(3)
+
+
+def test_cap_from_a_rounded_profile_is_the_exact_grid_value() -> None:
+    assert cap_from_profile(choose_budget_for(PAPER, rounding=0.05)) == Fraction(3, 10)
+    assert cap_from_profile(choose_budget_for(PAPER)) == Fraction(346573590279, 10**12)
 
 
 def test_a_rounding_step_above_epsilon_min_is_rejected() -> None:

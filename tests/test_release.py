@@ -83,16 +83,25 @@ def test_contributions_are_bounded_by_a_random_choice_of_rows() -> None:
     assert len(sums) >= 4  # not first-k by file order; false alarm: C(10,3)·0.3^40 ≈ 1.5e-19
 
 
-def test_max_groups_and_rows_per_group_bound_and_tighten_sensitivity() -> None:
+def test_max_groups_and_rows_per_group_bound_rows_and_default_the_unit_total() -> None:
     df = pl.DataFrame(
         {"pid": [1, 1, 1, 1, 1, 1], "region": ["n", "n", "n", "s", "s", "e"], "cost": [1.0] * 6}
     )
-    loaded = spec_of(max_rows_per_unit=4, max_groups_per_unit=2, max_rows_per_group=1)
+    loaded = spec_of(max_rows_per_unit=None, max_groups_per_unit=2, max_rows_per_group=1)
     for _ in range(10):
         counts = exact(df, loaded).get_column("n").to_list()
         assert sum(counts) == 2 and max(counts) == 1
-    plan = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE)
-    assert plan.measurements[0].sensitivity_units == 2  # min(4, 2 groups × 1 row)
+    count = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE).measurements[0]
+    assert count.sensitivity_units == 2  # R defaults to 2 groups × 1 row
+    assert "defaults to 2 group(s) × 1 row(s) per group" in count.derivation
+    tighter = spec_of(max_rows_per_unit=1, max_groups_per_unit=2, max_rows_per_group=1)
+    assert sum(exact(df, tighter).get_column("n")) == 1
+    assert (
+        plan_release(tighter.spec, Fraction(1), Neighbours.ADD_REMOVE)
+        .measurements[0]
+        .sensitivity_units
+        == 1
+    )
 
 
 def test_full_key_grid_with_empty_groups_and_range_domains() -> None:
@@ -122,6 +131,7 @@ def test_joint_domain_drops_impossible_combinations(tmp_path) -> None:
         "name": "t",
         "source": "t",
         "privacy_unit": "pid",
+        "max_rows_per_unit": 1,
         "group_by": [{"columns": ["region", "clinic"], "domain": {"file": "keys.csv"}}],
         "statistics": [{"name": "n", "kind": "count"}],
     }
@@ -186,20 +196,21 @@ def test_discretization_granularity_is_exact_for_representable_values(
     assert exact(df, loaded).get_column("c").to_list() == [expected, 0.0, 0.0]
 
 
-def test_integer_columns_are_summed_in_whole_units() -> None:
-    """Integer data in integer bounds: granularity 1, so noisy sums stay integers; float data
-    gets a power of two 2^20 below the noise scale (here Δ/ε = 2·100/0.5 = 400 → 2^-12)."""
+def test_declared_granularity_one_sums_in_whole_units_else_a_power_of_two() -> None:
+    """`granularity: 1` gives integer sums; otherwise a power of two 2^20 below the noise scale
+    (here Δ/ε = 2·100/0.5 = 400 → 2^-12), whatever the column's dtype."""
     df = pl.DataFrame({"pid": [1, 2], "region": ["n", "s"], "visits": [3, 5], "cost": [1.0, 2.0]})
     stats = [
-        {"name": "v", "kind": "sum", "column": "visits", "lower": 0, "upper": 20},
+        {"name": "v", "kind": "sum", "column": "visits", "lower": 0, "upper": 20, "granularity": 1},
         {"name": "c", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
+        {"name": "w", "kind": "sum", "column": "visits", "lower": 0, "upper": 100},
     ]
     loaded = spec_of(statistics=stats, postprocess={"nonnegative": False})
     result = release(
-        df, loaded, 1.0, noise=NoiseSource.seeded_for_tests(5), allow_unsafe_noise=True
+        df, loaded, 1.5, noise=NoiseSource.seeded_for_tests(5), allow_unsafe_noise=True
     )
-    v, c = result.manifest["statistics"]
-    assert (v["granularity"], c["granularity"]) == (1.0, 2.0**-12)
+    v, c, w = result.manifest["statistics"]
+    assert (v["granularity"], c["granularity"], w["granularity"]) == (1.0, 2.0**-12, 2.0**-12)
     assert all(value == int(value) for value in result.table.get_column("v"))
 
 
@@ -299,14 +310,17 @@ def test_schema_errors_name_the_column_before_any_row_is_read() -> None:
             prepare(df, spec_of(), bad)
 
 
-def test_engine_errors_never_quote_confidential_values(tmp_path) -> None:
-    """Polars infers `cost` as an integer from the first rows, then fails on a later cell; the
-    error must name the step, not the cell's value."""
-    rows = ["pid,region,cost"] + [f"{i},n,{i}" for i in range(5000)] + ["9999,n,SECRET-4711"]
-    path = tmp_path / "input.csv"
-    path.write_text("\n".join(rows) + "\n")
+def test_engine_errors_never_quote_confidential_values() -> None:
+    """A lazy input that fails only when its rows are read, with a message polars would quote
+    the offending value in: the error names the step, not the cell."""
+    lf = pl.LazyFrame({"pid": [1], "region": ["n"], "cost": ["SECRET-4711"]}).with_columns(
+        pl.col("cost").str.to_integer()
+    )
+    with pytest.raises(pl.exceptions.ComputeError, match="SECRET"):
+        lf.collect()
+    prepared = prepare(lf, spec_of(), 1.0)
     with pytest.raises(DataError) as info:
-        release(path, spec_of(), 1.0)
+        prepared.run()
     assert "SECRET" not in str(info.value) and "aggregating the input" in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
@@ -363,3 +377,39 @@ def test_noisy_cells_are_unbiased_with_the_manifest_variance() -> None:
     assert stats["n"]["variance"] == pytest.approx(
         variance(Fraction(stats["n"]["noise_scale_units_exact"]))
     )
+
+
+def test_text_keys_values_and_dates_are_parsed_never_refused(tmp_path) -> None:
+    """CSV is text: integral numbers are integer keys, booleans are true/false, periods are ISO
+    dates; whatever does not parse is outside the domain, in no period, or a null value."""
+    path = tmp_path / "in.csv"
+    path.write_text(
+        "pid,age,member,cost,day\n"
+        "1,1,true,5,2024-03-01\n"
+        "2,1.0,False,x,2024-03-31 23:59:00\n"
+        "3,1.5,true,5,2024-03-02\n"  # 1.5 is no integer key
+        "4,2,yes,5,2024-03-02\n"  # yes is no boolean
+        "5,2,true,5,03/02/2024\n"  # not an ISO date: in no period
+        "6,2,true,5,2024-04-01\n"
+    )
+    loaded = spec_of(
+        max_rows_per_unit=1,
+        period={"column": "day"},
+        group_by=[
+            {"column": "age", "domain": {"min": 1, "max": 2}},
+            {"column": "member", "domain": {"values": [True, False]}},
+        ],
+    )
+    table = exact(path, loaded, period="2024-03")
+    assert table.select("age", "member", "n", "cost").rows() == [
+        (1, True, 1, 5.0),
+        (1, False, 1, 0.0),
+        (2, True, 0, 0.0),
+        (2, False, 0, 0.0),
+    ]
+
+
+def test_pandas_object_columns_are_text() -> None:
+    df = pd.DataFrame({"pid": [1, 2, 3], "region": ["n", "n", "s"], "cost": [7, "x", None]})
+    assert df["cost"].dtype == object
+    assert exact(df, spec_of()).get_column("cost").to_list() == [7.0, 0.0, 0.0]

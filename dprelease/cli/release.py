@@ -19,9 +19,9 @@ from dprelease.cli._common import cli_errors, parse_epsilon, warn
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Composition, Ledger
-from dprelease.profile import Neighbours
+from dprelease.profile import Neighbours, cap_from_profile
 from dprelease.publish import Published, composition_of, publish
-from dprelease.release import as_fraction, prepare
+from dprelease.release import prepare
 from dprelease.spec import load_spec
 
 PREVIEW_ROWS = 12
@@ -48,7 +48,7 @@ def _budget(epsilon: str | None, config: Path | None, cap: str | None) -> _Budge
     if config is not None:
         choice = choose_budget(load_privacy_config(config))
         neighbours = choice.neighbours
-        profile_cap = as_fraction(choice.epsilon, "privacy (ε from the profile)")
+        profile_cap = cap_from_profile(choice)
         if stated_cap is not None and stated_cap > profile_cap:
             raise ConfigError(
                 "--cap",

@@ -1,0 +1,234 @@
+"""Engines turn confidential rows into exact integer aggregates over the public key grid.
+
+What every engine shares lives here: opening the input and checking its *declared* schema
+against the spec (before anything is charged), the aggregates an engine hands back, and choosing
+an engine by name. The semantics every engine implements identically (typing, filters,
+contribution bounds, discretization) are listed in PRIVACY.md; an engine knows nothing of noise
+or ledgers, and its output leaves the process only through `dprelease.release`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+
+from dprelease.accounting import Measurement, Plan
+from dprelease.errors import DataError, DPReleaseError, SchemaError, SpecError
+from dprelease.spec import LoadedSpec, Month
+
+#: What `release` accepts as confidential input; paths are scanned lazily so large files stream.
+DataSource = str | Path | pl.DataFrame | pl.LazyFrame | Any  # Any: pandas.DataFrame, pyarrow.Table
+
+
+def _is_csv(data: DataSource) -> bool:
+    return isinstance(data, str | Path) and Path(data).suffix in {".csv", ".txt"}
+
+
+def _is_pandas(data: DataSource) -> bool:
+    return type(data).__module__.split(".")[0] == "pandas"
+
+
+def _pandas_objects(data: Any) -> list[Any]:
+    return [name for name, dtype in data.dtypes.items() if dtype.kind == "O"]
+
+
+def scan(data: DataSource) -> pl.LazyFrame:
+    """Open any supported input as a LazyFrame without reading its rows.
+
+    Text has no declared types, so CSV is read with every column as String (never inferred
+    from the values) and so are pandas `object` columns; the engine then parses them
+    non-strictly, so no cell can make reading fail or change anything but the noisy values.
+    """
+    if isinstance(data, pl.LazyFrame):
+        return data
+    if isinstance(data, pl.DataFrame):
+        return data.lazy()
+    if isinstance(data, str | Path):
+        path = Path(data)
+        if not path.exists():
+            raise FileNotFoundError(f"input data {str(path)!r} not found")
+        if path.is_dir() or path.suffix in {".parquet", ".pq"}:
+            return pl.scan_parquet(path / "**/*.parquet" if path.is_dir() else path)
+        if _is_csv(path):
+            return pl.scan_csv(
+                path,
+                infer_schema=False,
+                truncate_ragged_lines=True,
+                ignore_errors=True,
+                encoding="utf8-lossy",
+            )
+        raise SchemaError(str(path), "unsupported input format: use parquet or CSV")
+    if _is_pandas(data):
+        return pl.from_pandas(data.astype(dict.fromkeys(_pandas_objects(data), "string"))).lazy()
+    if type(data).__module__.split(".")[0] == "pyarrow":
+        table = pl.from_arrow(data)
+        if isinstance(table, pl.DataFrame):
+            return table.lazy()
+    raise SchemaError("<input>", f"unsupported input type {type(data).__name__}")
+
+
+@contextmanager
+def withholding_engine_errors(what: str) -> Iterator[None]:
+    """An engine's messages may quote confidential values (a cell that failed to parse, say):
+    keep our own typed errors, replace anything else by a message that names only the step."""
+    try:
+        yield
+    except (DPReleaseError, FileNotFoundError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the point is to catch whatever the engine raises
+        raise DataError(
+            f"{what} failed ({type(exc).__name__}); inspect the confidential input inside the "
+            "secure environment (the engine's message is withheld: it may quote data)"
+        ) from None
+
+
+def text_columns(data: DataSource) -> frozenset[str] | None:
+    """Columns whose declared type is untyped text, parsed by every role that reads them:
+    every column of a CSV (None stands for all of them), and pandas `object` columns."""
+    if _is_csv(data):
+        return None
+    if _is_pandas(data):
+        return frozenset(str(name) for name in _pandas_objects(data))
+    return frozenset()
+
+
+def columns_read(loaded: LoadedSpec) -> dict[str, str]:
+    """Every input column the spec reads, with the YAML path that declares it."""
+    spec = loaded.spec
+    paths = {}
+    if spec.privacy_unit is not None:
+        paths[spec.privacy_unit] = "release.privacy_unit"
+    for i, group in enumerate(spec.group_by):
+        for column in group.key_columns:
+            paths[column] = f"release.group_by[{i}].{'column' if group.column else 'columns'}"
+    for i, stat in enumerate(spec.statistics):
+        if stat.column is not None:
+            paths.setdefault(stat.column, f"release.statistics[{i}].column")
+    if spec.period is not None:
+        paths[spec.period.column] = "release.period.column"
+    return paths
+
+
+def _atomic(dtype: pl.DataType) -> bool:
+    return not dtype.is_nested() and dtype != pl.Object
+
+
+def key_dtype_fits(data: pl.DataType, domain: pl.DataType) -> bool:
+    """Whether a typed key column can be typed as its domain's keys: the same dtype, text keys
+    from categoricals, integer or float keys from any number (1.0 is the integer key 1)."""
+    if data in (domain, pl.Null):
+        return True
+    if domain == pl.String:
+        return data == pl.Categorical or isinstance(data, pl.Enum)
+    return (domain.is_integer() or domain.is_float()) and data.is_numeric()
+
+
+def _parses_as_key(domain: pl.DataType) -> bool:
+    """Domains whose keys can be parsed from text."""
+    return domain in (pl.String, pl.Boolean) or domain.is_integer() or domain.is_float()
+
+
+def validate_schema(schema: pl.Schema, loaded: LoadedSpec, text: frozenset[str] | None) -> None:
+    """Check every column the spec reads against the declared schema, before anything is
+    charged or read; errors name the column and its YAML path, never a value.
+
+    `text` (see `text_columns`) are untyped: any role takes them and parses what they hold.
+    """
+    spec = loaded.spec
+    paths = columns_read(loaded)
+    missing = next((column for column in paths if column not in schema), None)
+    if missing is not None:
+        raise SchemaError(missing, "not found in the input", paths[missing])
+    for column, path in paths.items():
+        if not _atomic(schema[column]):
+            raise SchemaError(column, f"has dtype {schema[column]}; use a plain column", path)
+    untyped = set(schema.names()) if text is None else text
+    for column in spec.key_columns:
+        domain = loaded.key_dtype(column)
+        fits = (
+            _parses_as_key(domain) if column in untyped else key_dtype_fits(schema[column], domain)
+        )
+        if not fits:
+            raise SchemaError(
+                column,
+                f"has dtype {schema[column]} but its public key domain holds {domain} keys; "
+                "fix the domain or the column",
+                paths[column],
+            )
+    for stat in spec.statistics:
+        summed = stat.column
+        if summed is None or summed in untyped:
+            continue
+        if not (schema[summed].is_numeric() or schema[summed] == pl.Null):
+            raise SchemaError(
+                summed,
+                f"has dtype {schema[summed]} but statistic {stat.name!r} needs a numeric column",
+                paths[summed],
+            )
+    if spec.period is not None and spec.period.column not in untyped:
+        dtype = schema[spec.period.column]
+        if not (dtype in (pl.Date, pl.Null) or isinstance(dtype, pl.Datetime)):
+            raise SchemaError(
+                spec.period.column,
+                f"has dtype {dtype}; a period column needs Date or Datetime",
+                paths[spec.period.column],
+            )
+
+
+@dataclass(frozen=True)
+class ExactAggregates:
+    """Pre-noise aggregates over the full public key grid; internal only, never published.
+
+    `values` holds one Int128 series per measurement name (rows for a count, the sum of integer
+    units for a sum), aligned with `keys`, the public key grid (no columns when ungrouped:
+    then every series has one cell).
+    """
+
+    keys: pl.DataFrame
+    values: Mapping[str, pl.Series]
+
+    def of(self, measurement: Measurement) -> pl.Series:
+        return self.values[measurement.name]
+
+
+class Engine(Protocol):
+    """An execution backend; every engine implements the same semantics (PRIVACY.md)."""
+
+    name: str
+
+    def check(self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None) -> None:
+        """Everything that can be checked without reading a row; raises a typed error."""
+
+    def aggregate(
+        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+    ) -> ExactAggregates:
+        """Exact aggregates; contribution bounding hashes rows with `salt` (fresh per release)."""
+
+
+def _polars() -> Engine:
+    from dprelease.engines.polars import PolarsEngine
+
+    return PolarsEngine()
+
+
+#: Engines by name; each is imported only when chosen.
+ENGINES: dict[str, Callable[[], Engine]] = {"polars": _polars}
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called `name`; SpecError naming the choices otherwise."""
+    if name not in ENGINES:
+        raise SpecError("engine", f"unknown engine {name!r}; choose one of {sorted(ENGINES)}")
+    return ENGINES[name]()
+
+
+def new_salt() -> int:
+    """A fresh 64-bit salt from the OS CSPRNG: which rows a unit keeps is random, not file order,
+    and cannot be predicted from the data."""
+    return secrets.randbits(64)
