@@ -402,7 +402,7 @@ def _abs_quantile95(
     scales: np.ndarray, kappa: np.ndarray, counts: np.ndarray, normal_var: float
 ) -> float:
     """A conservative 95% quantile of |E|, E = N(0, normal_var) + Σ_g κ_g·(sum of counts_g iid
-    discrete Laplace at scales_g), at most about 7τ above the exact one; see `moe95`."""
+    discrete Laplace at scales_g), at most about 8τ above the exact one; see `moe95`."""
     var = float(np.sum(counts * kappa**2 * _var_z(scales))) + normal_var
     if var == 0.0:
         return 0.0
@@ -483,7 +483,7 @@ def moe95(levels: Levels, noise: Sequence[NoiseLaw]) -> tuple[np.ndarray, ...]:
     is below 1e-16, and the samples stop where the smoothing factor is below 3e-18. x is the
     root of P(|E'| ≤ x) = 0.95 + 2.0e-9 + 1e-16 + 2e-5 + 1e-12 (brentq, to τ/8) and
     h = x + τ/8 + 6τ: as |E' − E| ≤ 6τ except with probability 2.0e-9, P(|E| ≤ h) ≥ 0.95, and h
-    is at most about 7τ (1.4% of sd(E)) above the exact quantile.
+    is at most about 8τ (1.6% of max(sd(E), max κ)) above the exact quantile.
 
     Cost: one inversion per distinct pattern (one per distinct region size, say, for a
     hierarchy; for crossed margins on a joint domain up to one per signature), after
