@@ -28,12 +28,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-import clarabel
+import clarabel  # type: ignore[import-untyped]  # ships no type information
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, brentq, milp, minimize_scalar
-from scipy.sparse.linalg import splu
+import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
+from scipy.optimize import (  # type: ignore[import-untyped]
+    Bounds,
+    LinearConstraint,
+    brentq,
+    milp,
+    minimize_scalar,
+)
+from scipy.sparse.linalg import splu  # type: ignore[import-untyped]
 
 from dprelease.noise import exact_scale, variance
 
@@ -204,7 +210,6 @@ class _Woodbury:
     """M⁻¹ = σ₀² (I − U S⁻¹ Uᵀ) with S = D + UᵀU factorised once (see the module docstring)."""
 
     def __init__(self, levels: Levels, variances: np.ndarray) -> None:
-        self.levels = levels
         self.var0 = float(variances[0])
         margin_sizes = np.array(levels.sizes[1:], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(margin_sizes)[:-1]]).astype(np.int64)
@@ -322,7 +327,8 @@ def consistent_nonnegative(
         settings,
     )
     solution = solver.solve()
-    if solution.status != clarabel.SolverStatus.Solved:
+    # AlmostSolved: the reduced accuracy tolerances (~1e-5) were met, ample for released values.
+    if solution.status not in (clarabel.SolverStatus.Solved, clarabel.SolverStatus.AlmostSolved):
         raise RuntimeError(f"nonnegative solve failed: {solution.status}")
     cells = np.maximum(np.asarray(solution.x[:c]), 0.0) * scale0
     return Estimate(levels, levels.aggregate(cells))
@@ -404,8 +410,6 @@ def _abs_quantile95(
     """A conservative 95% quantile of |E|, E = N(0, normal_var) + Σ_g κ_g·(sum of counts_g iid
     discrete Laplace at scales_g), at most about 8τ above the exact one; see `moe95`."""
     var = float(np.sum(counts * kappa**2 * _var_z(scales))) + normal_var
-    if var == 0.0:
-        return 0.0
     tau = _MOE_TOL * max(math.sqrt(var), float(kappa.max()))
     smooth = tau**2 + normal_var  # both enter as one normal term
     target = 0.95 + math.erfc(_SMOOTH_Z / math.sqrt(2.0)) + _TAIL + _FOLD_ERROR + 1e-12
@@ -457,6 +461,7 @@ def _pattern(
     term_k4 = merged * kap**4 * _k4_z(scales[pairs[:, 0]])
     order = np.argsort(term_k4, kind="stable")
     folded = np.cumsum(term_k4[order]) <= _FOLD * term_var.sum() ** 2
+    folded[-1] = False  # the least normal term always stays exact
     main = np.sort(order[~folded])
     normal_var = float(f"{term_var[order[folded]].sum():.10g}")
     key = np.column_stack([pairs[main], merged[main]]).tobytes() + repr(normal_var).encode()
