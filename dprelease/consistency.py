@@ -296,8 +296,12 @@ def consistent_nonnegative(
 ) -> Estimate:
     """The same weighted least squares constrained to cells ≥ 0, every level again as sums of
     the cells. For nonnegative statistics (counts, sums of nonnegative values) the constraint
-    only removes impossible answers; the estimator is no longer linear or unbiased (see `moe95`
-    for what its margins of error mean).
+    only removes impossible answers, but the estimator is no longer linear or unbiased: where
+    many true cells are 0 it lifts them, and the margins inherit the upward bias. On the 8-region
+    hierarchy (equal split of ε = 1, 2000 releases) with every true cell 0, cells' MAE falls
+    from 2.8 to 0.2 but the grand total's rises from 2.9 to 5.9 and only 81% of totals lie
+    within the linear margin of error; with a quarter of the cells at 5 it is 3.3 and 94%; with
+    no cell near 0 the two estimates coincide. See `moe95`.
 
     Solved by Clarabel (an interior-point conic solver) as the sparse quadratic program
     min ½‖r‖² s.t. r = W(Ax − y), x ≥ 0, whose KKT system stays sparse even with a grand total:
@@ -494,11 +498,13 @@ def moe95(levels: Levels, noise: Sequence[NoiseLaw]) -> tuple[np.ndarray, ...]:
     hierarchy; for crossed margins on a joint domain up to one per signature), after
     O(signatures × (signatures + margin rows)) work to build the patterns.
 
-    Nonlinear outputs. `consistent_nonnegative` has no such exact law: its margins of error are
-    these (the linear estimator's), an approximation whose coverage must be checked per use; the
-    projection onto x ≥ 0 cannot move the cells further from the truth in the M-norm (the truth
-    is feasible), but that does not bound each value. `round_additive` moves each value by
-    less than its level's `max_shift`: use `rounded_moe95`, which is guaranteed for counts.
+    Nonlinear outputs. `consistent_nonnegative` has no such exact law. The projection onto
+    x ≥ 0 cannot move the cells further from the truth in the M-norm (the truth is feasible),
+    but that bounds no single value: reported with these (linear) margins of error, cells are
+    over-covered and aggregates of sparse tables under-covered (81% for the grand total of an
+    all-zero table; see `consistent_nonnegative`), so publish that caveat with them.
+    `round_additive` moves each value by less than its level's `max_shift`: use
+    `rounded_moe95`, which keeps the 95% guarantee for counts.
     """
     _, variances = _check(levels, None, noise)
     laws = sorted(set(noise), key=lambda law: (law.scale, law.granularity))
@@ -651,13 +657,16 @@ def split_epsilon(
 
     Each level is measured with the statistic's own sensitivity Δ: a margin row sums a block of
     cells and the blocks are disjoint, so by the triangle inequality one unit moves a margin in
-    L1 by at most what it moves the cells. Levels compose sequentially (Σ εℓ = ε), so the
-    release is ε-DP whatever the number of levels, and the consistency step is post-processing.
+    L1 by at most what it moves the cells (for the grand total under substitution neighbours
+    the smaller ungrouped Δ also holds). Levels compose sequentially (Σ εℓ = ε), so the release
+    is ε-DP whatever the number of levels, and the consistency step is post-processing.
 
-    Why equal by default: it is what Hay et al. analyse, and no split is best for every level —
-    the cells are most accurate with all of ε on the cells (their information is at most
-    Σ εℓ²/(2Δ²) ≤ ε²/(2Δ²)), the margins with ε on the margins — so the weights are a public
-    choice of which levels matter most; equal treats them alike.
+    Why equal by default: no split is best for every level (the cells are most accurate with all
+    of ε on the cells, since their information is at most Σ εℓ²/(2Δ²) ≤ ε²/(2Δ²), the margins
+    with ε on the margins), so the weights are a public choice of which levels matter most.
+    Treating the levels alike, the split minimising the sum over levels of each level's mean
+    variance is within 6 points of equal on the bench hierarchies (region × clinic with
+    [[region], []]) and lowers that sum by under 2%: equal is as good and needs no solve.
     """
     if n_levels < 1:
         raise ValueError("there must be at least one level")
