@@ -54,6 +54,12 @@ class PipelineRelease:
     def name(self) -> str:
         return self.loaded.spec.name
 
+    @property
+    def composition(self) -> str:
+        """How the scope composes periods: the spec's `period.composition`, else sequential."""
+        period = self.loaded.spec.period
+        return period.composition if period else "sequential"
+
 
 def load_release(path: Path) -> PipelineRelease:
     """Validate one spec file; errors name the file and the YAML path."""
