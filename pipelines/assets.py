@@ -123,8 +123,8 @@ def spendable_cap(
     composition = release.composition
     if status.composition != composition:
         raise dg.Failure(
-            f"scope {scope!r} composes periods {status.composition}ly in the ledger, the spec "
-            f"says {composition}; nothing was charged. Use a new scope name."
+            f"scope {scope!r} has {status.composition} composition in the ledger, the spec says "
+            f"{composition}; nothing was charged. Use a new scope name."
         )
     released = period in released_periods(book, scope, release.name)
     if status.cap > budget.profile_cap and (config.force_new or not released):
@@ -375,7 +375,7 @@ def privacy_budget_asset(releases: list[PipelineRelease]) -> dg.AssetsDefinition
                 "unpublished": ", ".join(p.release_id for p in pending) or "none",
                 "cap_changes": dg.MetadataValue.md(history or "No cap changes."),
                 "report": dg.MetadataValue.md("\n\n".join(sections)),
-                "plots": dg.MetadataValue.path(str(public.budget_dir(""))),
+                "plots": dg.MetadataValue.path(str(public.budget_dir())),
             }
         )
 

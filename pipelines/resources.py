@@ -64,8 +64,9 @@ class PublicStore(dg.ConfigurableResource):
     def release_dir(self, release: str, period: str | None) -> Path:
         return Path(self.directory) / release / (period or "all")
 
-    def budget_dir(self, scope: str) -> Path:
-        return Path(self.directory) / "privacy_budget" / scope
+    def budget_dir(self, scope: str | None = None) -> Path:
+        """The budget report's directory, or one scope's plots within it."""
+        return Path(self.directory, "privacy_budget", *([scope] if scope else []))
 
 
 class LedgerResource(dg.ConfigurableResource):
