@@ -205,9 +205,9 @@ def monthly_partitions(release: PipelineRelease) -> dg.MonthlyPartitionsDefiniti
     if release.publish.last_period:  # Dagster's end date is exclusive: the month after
         year, month = map(int, release.publish.last_period.split("-"))
         end = f"{year + month // 12}-{month % 12 + 1:02d}"
-    return dg.MonthlyPartitionsDefinition(
-        start_date=release.publish.first_period, end_date=end, fmt="%Y-%m"
-    )
+    first = release.publish.first_period
+    assert first is not None, "load_release requires first_period for monthly specs"
+    return dg.MonthlyPartitionsDefinition(start_date=first, end_date=end, fmt="%Y-%m")
 
 
 def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
@@ -270,7 +270,7 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
         _observe_schema(context, spec.source, path)
         checks = check_results(release, recorded, status)
         directory = public.release_dir(spec.name, period)
-        failed = [c.check_name for c in checks if not c.passed]
+        failed = [str(c.check_name) for c in checks if not c.passed]
         if failed:
             published = f"no: check(s) {', '.join(failed)} failed; files withheld"
         else:

@@ -54,7 +54,7 @@ def _releases(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, str, st
 def main() -> int:
     console = Console(soft_wrap=True)
     instance = _instance()
-    jobs = {job.name: defs.resolve_job_def(job.name) for job in defs.jobs}
+    jobs = {job.name: defs.resolve_job_def(job.name) for job in defs.jobs or []}
     released = []
     for name, job in sorted(jobs.items()):
         if job.partitions_def is None:
@@ -78,12 +78,14 @@ def main() -> int:
         summary.add_row(*row)
     console.print(summary)
 
-    public: PublicStore = defs.resources["public"]
+    resources = defs.resources or {}
+    public = resources["public"]
+    assert isinstance(public, PublicStore)
     console.print(f"\npublic files in {Path(public.directory).resolve()}:")
     for path in sorted(Path(public.directory).rglob("*")):
         if path.is_file():
             console.print(f"  {path}")
-    ledger = defs.resources["ledger"]
+    ledger = resources["ledger"]
     assert isinstance(ledger, LedgerResource)
     with ledger.open() as book:
         scopes, where = book.status(), book.display_url
