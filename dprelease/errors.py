@@ -6,6 +6,11 @@ Messages on the release path must never contain values computed from confidentia
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dprelease.ledger.records import StoredRelease
+
 
 class DPReleaseError(Exception):
     """Base class: every error the library raises on purpose."""
@@ -74,13 +79,45 @@ class BudgetExhausted(DPReleaseError):
 
 
 class LedgerError(DPReleaseError):
-    """The ledger is unreachable, corrupt or inconsistent; the release fails closed."""
+    """The ledger refused or could not do what was asked; nothing was charged or published.
+
+    The subclasses say why, so callers can tell an operator's fix (void, set-cap, a new scope)
+    from an outage.
+    """
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger database is unreachable or corrupt; the release fails closed."""
+
+
+class LedgerNotFound(LedgerError):
+    """A command that only reads (or changes existing scopes) found no ledger; none was created."""
+
+
+class UnknownScope(LedgerError):
+    """The ledger has no budget scope of this name (it is reachable: this is not an outage)."""
+
+
+class CompositionMismatch(LedgerError):
+    """The spec composes periods differently from the scope it would draw on."""
+
+
+class SpecChanged(LedgerError):
+    """The release slot was released from another spec; re-releasing it must be asked for."""
+
+
+class ReservationMismatch(LedgerError):
+    """The slot has an open reservation for another spec or ε; void it before releasing."""
+
+
+class CapAboveProfile(LedgerError):
+    """The scope's cap in the ledger exceeds what the privacy profile allows; nothing is spent."""
 
 
 class ReleaseConflict(LedgerError):
     """Another run committed the same reservation first; `stored` is the release to publish."""
 
-    def __init__(self, release_id: str, stored: object) -> None:
+    def __init__(self, release_id: str, stored: StoredRelease) -> None:
         self.release_id = release_id
         self.stored = stored
         super().__init__(

@@ -11,7 +11,10 @@ floating-point log/exp is involved in sampling.
 Why vectorized: a release noises millions of cells at once. Each step of the algorithms runs
 on a numpy batch of candidates. Candidates are independent and identically distributed, so
 rejection sampling simply keeps the accepted ones in order; the kept values are still iid with
-the target law. Only Algorithm 1's inner loop needs to track which entries are still pending.
+the target law, and surplus complete draws may be discarded. A draw a batch leaves unfinished
+(a run of Bernoulli successes still open, a rejected uniform word) is finished with fresh bits,
+never dropped or restarted: that would bias its law. Only Algorithm 1's inner loop needs to
+track which entries are still pending.
 
 Why the batch ignores the data: callers pass only the number of cells, so nothing about the
 cell values can influence how long sampling takes.
@@ -37,7 +40,6 @@ __all__ = [
     "default_noise_source",
     "discrete_laplace",
     "exact_scale",
-    "laplace_noise",
     "require_private",
     "variance",
 ]
@@ -54,6 +56,11 @@ _CHUNK = 1 << 18
 
 # Chunks are sampled on a few threads: numpy and os.urandom release the GIL.
 _WORKERS = min(4, os.cpu_count() or 1)
+# A pass of a batched loop draws its expected need × _MARGIN + _PAD, so one pass almost always
+# suffices. A short pass is exact too, only slower (the next pass continues where it stopped);
+# tests shrink these to force short passes.
+_MARGIN = 1.02
+_PAD = 64
 
 _RawReader = Callable[[int], np.ndarray]
 _CONSTRUCTOR_KEY = object()
@@ -197,6 +204,11 @@ def _round_up(x: Fraction, max_den: int) -> Fraction:
     return semiconvergent if semiconvergent > x else convergent
 
 
+def _pass_size(expected: float) -> int:
+    """How many draws one pass of a batched loop makes when `expected` would just suffice."""
+    return math.ceil(expected * _MARGIN) + _PAD
+
+
 def _check_size(size: int) -> int:
     if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0:
         raise NoiseError(f"size must be a non-negative integer, got {size!r}")
@@ -250,7 +262,7 @@ def _uniform_below(stream: _BitStream, m: int, n: int) -> np.ndarray:
     """
     if m == 1:
         return np.zeros(n, dtype=np.int64)
-    if m >= 1 << 64:  # unreachable for supported scales: would need ~2**15 Algorithm-1 trials
+    if m >= 1 << 64:  # probability < 2**-900000, data-independent: see _alg1_continue
         raise NoiseError(f"internal: modulus {m} exceeds 64 bits")
     dtype: type[np.unsignedinteger] = np.uint64
     for candidate in (np.uint8, np.uint16, np.uint32):
@@ -283,6 +295,11 @@ def _alg1_continue(
     Trial k draws A_k ~ Bernoulli(γ/k) as [uniform below den·k < num]; the first A_k = 0 stops
     with K = k, and the output is 1 iff K is odd. `result[idx]` must be True on entry, so only
     stops at even k need a write.
+
+    den·k must stay below 2**64 (`_uniform_below` raises otherwise). Every caller has
+    den ≤ 2**48 + 1, so that takes k ≥ 2**16 trials, reached with probability
+    γ^(k−1)/(k−1)! ≤ 1/(2**16 − 1)! < 2**-900000 per entry: it never happens in practice, and
+    it depends only on random bits and γ, never on the data.
     """
     while idx.size:
         go_on = _uniform_below(stream, den * k, idx.size) < num
@@ -375,21 +392,42 @@ def bernoulli_exp(
 # --------------------------------------------------------------------------- Algorithm 2
 
 
+# Bernoulli(exp(−1)) draws per geometric V: E[V + 1] = 1/(1 − e^{−1}) ≈ 1.58.
+_DRAWS_PER_RUN = -1.0 / math.expm1(-1.0)
+
+
 def _geometric_e1(stream: _BitStream, n: int) -> np.ndarray:
-    """n iid V with P(V = v) = (1 − e^{−1}) e^{−v}: Algorithm 2's inner loop counts successes
-    of Bernoulli(exp(−1)) until the first failure. A long iid stream of such draws split at
-    its failures gives the run lengths; the unfinished run at the end is dropped."""
-    parts: list[np.ndarray] = []
+    """n iid V with P(V = v) = (1 − e^{−1}) e^{−v}: Algorithm 2's inner loop, which counts
+    Bernoulli(exp(−1)) successes until the first failure.
+
+    Exact for any pass sizes: the output is the first n runs of ONE iid Bernoulli stream, read in
+    passes. The run still open at the end of a pass is carried into the next (its successes
+    start the next run). Dropping it instead, as an earlier version did, keeps only runs that fit
+    in the pass, which favours short runs and caps V. Runs after the n-th are never looked at.
+    """
+    out = np.empty(n, dtype=np.int64)
     have = 0
+    carry = 0  # successes of the run left open by the previous pass
     while have < n:
-        failures = np.flatnonzero(~_bern_exp1(stream, (n - have) * 17 // 10 + 64))
+        draws = _bern_exp1(stream, _pass_size((n - have) * _DRAWS_PER_RUN))
+        failures = np.flatnonzero(~draws)
+        if not failures.size:
+            carry += draws.size
+            continue
         runs = np.diff(failures, prepend=-1) - 1
-        parts.append(runs[: n - have])
-        have += parts[-1].size
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        runs[0] += carry
+        take = min(runs.size, n - have)
+        out[have : have + take] = runs[:take]
+        have += take
+        carry = draws.size - 1 - int(failures[-1])
+    return out
 
 
-# t ≤ 2**48 + 1 and V < 2**14 keep U + t·V below 2**63; P(V ≥ 2**14) = e^{−16384}.
+# t ≤ 2**48 + 1 and V < 2**14 keep U + t·V below 2**63. An int64 cannot hold the unbounded
+# support of the discrete Laplace, so a larger V raises instead of being truncated (which would
+# bias the law): P(V ≥ 2**14) = e^{−16384} < 2**-23000 per draw, so no feasible release (even
+# 2**63 draws) will ever see it, and it depends only on the random bits and the scale, never
+# on the data. Like an OS error, it would fail the release closed (nothing published).
 _V_LIMIT = 1 << 14
 
 
@@ -410,10 +448,10 @@ def _discrete_laplace_batch(
     exp(−s/t); a fair sign bit B; the candidate is rejected if B = 1 and Y = 0 (so 0 is not
     counted twice); otherwise the output is (1 − 2B)·Y.
     """
-    parts: list[np.ndarray] = []
+    out = np.empty(n, dtype=np.int64)
     have = 0
-    while have < n:
-        m = math.ceil((n - have) / accept * 1.02) + 32
+    while have < n:  # candidates are iid, so keeping the first n accepted is exact
+        m = _pass_size((n - have) / accept)
         if t == 1:  # U is always 0 and exp(−0/t) = 1: nothing to draw
             x = _geometric_e1(stream, m)
         else:
@@ -426,9 +464,10 @@ def _discrete_laplace_batch(
         y = x // s if s > 1 else x
         negative = stream.bits(y.size)
         z = np.where(negative, -y, y)[~(negative & (y == 0))]
-        parts.append(z[: n - have])
-        have += parts[-1].size
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        take = min(z.size, n - have)
+        out[have : have + take] = z[:take]
+        have += take
+    return out
 
 
 def discrete_laplace(
@@ -462,17 +501,6 @@ def discrete_laplace(
         with ThreadPoolExecutor(_WORKERS) as pool:
             list(pool.map(fill, starts, streams))
     return out
-
-
-def laplace_noise(
-    scale: float | int | Fraction, size: int, source: NoiseSource | None = None
-) -> np.ndarray:
-    """Laplace-style noise for callers: integer (int64) draws from the exact discrete Laplace.
-
-    Deliberately not continuous (floating-point Laplace is attackable); add it to integer
-    aggregates in integer units.
-    """
-    return discrete_laplace(scale, size, source)
 
 
 # --------------------------------------------------------------------------- reporting helpers

@@ -203,9 +203,10 @@ def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
     return entry
 
 
-def spec_hash(loaded: LoadedSpec, epsilon: float | Fraction) -> str:
-    """What identifies a release's content: the spec, its key domains and its total ε."""
-    return loaded.hash(str(as_fraction(epsilon)))
+def spec_hash(loaded: LoadedSpec) -> str:
+    """What a release slot was released from: the spec and its key domains, not ε (the ledger
+    stores ε with the charge; a changed ε alone must not look like a changed spec)."""
+    return loaded.hash("")
 
 
 #: What a manifest must state for a release to be explainable (checked before publication).
@@ -279,7 +280,7 @@ def prepare(
     validate_schema(schema, loaded, period)
     integer_columns = frozenset(name for name, dtype in schema.items() if dtype.is_integer())
     plan = plan_release(loaded.spec, eps, chosen, integer_columns)
-    return PreparedRelease(data, loaded, plan, chosen, period, spec_hash(loaded, eps))
+    return PreparedRelease(data, loaded, plan, chosen, period, spec_hash(loaded))
 
 
 def release(

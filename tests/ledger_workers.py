@@ -1,7 +1,9 @@
 """Process entry points for the ledger concurrency and crash tests (importable by spawn children).
 
 Each worker reports through its exit code so the parent needs no shared state:
-0 released, 3 refused with BudgetExhausted, 4 lost a ReleaseConflict (published the stored one).
+0 released, 3 refused with BudgetExhausted, 4 lost a ReleaseConflict (published the stored one),
+5 found the slot already released (the stored copy, no charge), 6 refused with
+ReservationMismatch (another ε holds the open reservation).
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import signal
 import sys
 from typing import Any
 
-from dprelease.errors import BudgetExhausted, ReleaseConflict
+from dprelease.errors import BudgetExhausted, ReleaseConflict, ReservationMismatch
 from dprelease.ledger import Ledger
 
-RELEASED, EXHAUSTED, CONFLICT = 0, 3, 4
+RELEASED, EXHAUSTED, CONFLICT, STORED, MISMATCH = 0, 3, 4, 5, 6
+SPEC_HASH = "h" * 64
 
 
 def release_once(
@@ -24,13 +27,18 @@ def release_once(
     ledger = Ledger(url)
     barrier.wait()
     try:
-        reservation = ledger.reserve(release_id, scope, period, epsilon, run_id=f"pid{os.getpid()}")
-        if reservation.status != "committed":
-            ledger.commit(reservation, f"table by {os.getpid()}".encode(), {"pid": os.getpid()})
+        reservation = ledger.reserve(
+            release_id, scope, period, epsilon, spec_hash=SPEC_HASH, run_id=f"pid{os.getpid()}"
+        )
+        if reservation.status == "committed":
+            sys.exit(STORED)
+        ledger.commit(reservation, f"table by {os.getpid()}".encode(), {"pid": os.getpid()})
     except BudgetExhausted:
         sys.exit(EXHAUSTED)
     except ReleaseConflict:
         sys.exit(CONFLICT)
+    except ReservationMismatch:
+        sys.exit(MISMATCH)
     sys.exit(RELEASED)
 
 
@@ -42,5 +50,5 @@ def open_and_ensure(url: str, scope: str, barrier: Any) -> None:
 
 def reserve_then_die(url: str, scope: str, release_id: str, period: str, epsilon: Any) -> None:
     """Reserve, then SIGKILL ourselves: a crash between reserve and commit."""
-    Ledger(url).reserve(release_id, scope, period, epsilon, run_id="doomed")
+    Ledger(url).reserve(release_id, scope, period, epsilon, spec_hash=SPEC_HASH, run_id="doomed")
     os.kill(os.getpid(), signal.SIGKILL)

@@ -9,26 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner, Result
 
-from dprelease.cli.epsilon import epsilon
+from dprelease.cli import app
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "case_control.yaml"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _app() -> typer.Typer:
-    """The command in an app of its own: independent of which other command groups exist yet
-    (typer runs a lone command without its name, so the shared app's shape varies)."""
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    app.command()(epsilon)
-    return app
-
-
 def run(*args: str) -> Result:
-    return CliRunner().invoke(_app(), ["epsilon", *args])
+    return CliRunner().invoke(app, ["epsilon", *args])
 
 
 def test_table_shows_epsilon_min_and_adversaries() -> None:
@@ -112,13 +102,18 @@ def test_missing_config_and_plot_path_that_is_a_file(tmp_path: Path) -> None:
     assert result.stdout == ""
 
 
-def test_installed_command_prints_json() -> None:
-    """The real console script (one process start: exit-2 cases are covered in-process above)."""
-    command = Path(sys.executable).with_name("dprelease")
-    if not command.exists():
-        pytest.skip("the dprelease console script is not installed in this environment")
+def test_the_dprelease_entry_point_prints_json() -> None:
+    """The console script's entry point in a real process (exit-2 cases run in-process above)."""
     result = subprocess.run(
-        [str(command), "epsilon", "--config", str(EXAMPLE), "--json"],
+        [
+            sys.executable,
+            "-c",
+            "from dprelease.cli import main; main()",
+            "epsilon",
+            "--config",
+            str(EXAMPLE),
+            "--json",
+        ],
         capture_output=True,
         text=True,
         check=False,

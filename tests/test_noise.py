@@ -23,10 +23,16 @@ from dprelease.noise import (
     default_noise_source,
     discrete_laplace,
     exact_scale,
-    laplace_noise,
     require_private,
     variance,
 )
+
+
+def seeded_stream(seed: int) -> noise._BitStream:
+    """A bit stream for the private helpers, read from a seeded source."""
+    open_stream = NoiseSource.seeded_for_tests(seed)._open_stream
+    assert open_stream is not None
+    return noise._BitStream(open_stream(), 1 << 20)
 
 
 def exact_pmf(scale: Fraction, zmax: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +134,7 @@ def test_e1_table_is_algorithm_1_at_gamma_1() -> None:
 @pytest.mark.parametrize("m", [3, 200, 720, 3000, 40_000, 2**40 + 3])  # 8/16/32/64-bit words
 def test_uniform_below_is_uniform(m: int) -> None:
     """χ² over 10 equal-width bins of [0, m); false-alarm rate 1e-4."""
-    stream = noise._BitStream(NoiseSource.seeded_for_tests(15)._open_stream(), 1 << 20)
+    stream = seeded_stream(15)
     draws = noise._uniform_below(stream, m, 100_000).astype(np.int64)
     assert draws.min() >= 0 and draws.max() < m
     bins = 10 if m > 10 else m
@@ -136,6 +142,85 @@ def test_uniform_below_is_uniform(m: int) -> None:
     observed = np.histogram(draws, bins=np.array(edges) - 0.5)[0]
     expected = 100_000 * np.diff(edges) / m
     assert stats.chisquare(observed, expected).pvalue > 1e-4
+
+
+# --------------------------------------------------------------------------- short passes
+# The batched loops size each pass so that one pass almost always suffices; a short pass must be
+# exact too. These tests set _MARGIN = 0 so every pass draws only _PAD items, far short of the
+# need: runs of Bernoulli(exp(−1)) successes straddle passes and the loops refill many times.
+
+
+@pytest.fixture
+def short_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(noise, "_MARGIN", 0.0)
+    monkeypatch.setattr(noise, "_PAD", 16)
+
+
+def geometric_chi2_pvalue(v: np.ndarray) -> float:
+    """χ² of V against P(V = v) = (1 − q)q^v, q = e^−1: cells 0..K−1 and V ≥ K, where K is the
+    largest value with expected count n·q^K ≥ 5."""
+    n, q = v.size, math.exp(-1.0)
+    top = int(math.log(n / 5))
+    expected = n * np.append((1 - q) * q ** np.arange(top), q**top)
+    observed = np.bincount(np.minimum(v, top), minlength=top + 1)
+    return float(stats.chisquare(observed, expected).pvalue)
+
+
+def test_open_run_is_carried_into_the_next_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scripted Bernoulli(exp(−1)) stream read two draws per pass: the first run (7 successes)
+    spans four passes, three of them without a failure; the third run starts in one pass and
+    ends in a later one. Dropping the open run at each pass's end would give [1, 0, 0]."""
+    script = [True] * 7 + [False, False] + [True] * 3 + [False] + [True] * 9
+    passes: list[int] = []
+
+    def scripted(stream: object, n: int) -> np.ndarray:
+        start = sum(passes)
+        passes.append(n)
+        return np.array(script[start : start + n], dtype=bool)
+
+    monkeypatch.setattr(noise, "_bern_exp1", scripted)
+    monkeypatch.setattr(noise, "_MARGIN", 0.0)
+    monkeypatch.setattr(noise, "_PAD", 2)
+    v = noise._geometric_e1(None, 3)  # type: ignore[arg-type]
+    assert v.tolist() == [7, 0, 3]
+    assert passes == [2] * 7  # read exactly up to the third failure, two draws at a time
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("short_passes")
+def test_geometric_is_exact_with_short_passes() -> None:
+    """False-alarm rate 1e-4 (fail when p < 1e-4)."""
+    stream = seeded_stream(31)
+    v = noise._geometric_e1(stream, 200_000)
+    assert v.min() >= 0
+    assert geometric_chi2_pvalue(v) > 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("short_passes")
+@pytest.mark.parametrize("scale", [0.5, 1, 3.7, 10])
+def test_chi_square_matches_exact_pmf_with_short_passes(scale: float) -> None:
+    """False-alarm rate 1e-4 per scale (fail when p < 1e-4)."""
+    draws = discrete_laplace(scale, 100_000, NoiseSource.seeded_for_tests(32))
+    assert chi2_pvalue(draws, exact_scale(scale)) > 1e-4
+
+
+def test_a_pass_with_no_accepted_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One candidate per pass, so many passes accept no U and ask for zero geometric draws.
+    At the real pass sizes it is rare (below 1e-27 per pass) but possible, and must not fail."""
+    monkeypatch.setattr(noise, "_MARGIN", 0.0)
+    monkeypatch.setattr(noise, "_PAD", 1)
+    sizes: list[int] = []
+    real = noise._geometric_e1
+
+    def spy(stream: noise._BitStream, n: int) -> np.ndarray:
+        sizes.append(n)
+        return real(stream, n)
+
+    monkeypatch.setattr(noise, "_geometric_e1", spy)
+    draws = discrete_laplace(1000, 200, NoiseSource.seeded_for_tests(33))
+    assert 0 in sizes
+    assert draws.shape == (200,) and np.unique(draws).size > 100
 
 
 # --------------------------------------------------------------------------- scales and sizes
@@ -186,7 +271,7 @@ def test_invalid_size_names_size(size: object) -> None:
 def test_size_zero_and_dtype() -> None:
     empty = discrete_laplace(1, 0)
     assert empty.dtype == np.int64 and empty.shape == (0,)
-    draws = laplace_noise(2.5, np.int64(1000))
+    draws = discrete_laplace(2.5, np.int64(1000))
     assert draws.dtype == np.int64 and draws.shape == (1000,)
     assert np.unique(draws).size > 5
 

@@ -13,13 +13,18 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
-from dprelease.cli import app
-from dprelease.errors import BudgetExhausted, UnsafeNoiseSourceError
+from dprelease import publish as publish_module
+from dprelease.errors import (
+    BudgetExhausted,
+    CompositionMismatch,
+    SpecChanged,
+    UnsafeNoiseSourceError,
+)
+from dprelease.files import atomic_path
 from dprelease.ledger import Ledger
 from dprelease.noise import NoiseSource
-from dprelease.publish import RELEASE_FILES, publish
+from dprelease.publish import RELEASE_FILES, Recorded, publish, record_release
 from dprelease.release import prepare
 from dprelease.spec import load_spec
 
@@ -55,8 +60,10 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _publish(ws: Path, ledger: Ledger, period: str, epsilon: float = 0.25, **kwargs):
-    prepared = prepare(ws / "visits.parquet", load_spec(ws / "spec.yaml"), epsilon, period=period)
+def _publish(
+    ws: Path, ledger: Ledger, period: str, epsilon: float = 0.25, spec: str = "spec.yaml", **kwargs
+):
+    prepared = prepare(ws / "visits.parquet", load_spec(ws / spec), epsilon, period=period)
     return publish(
         prepared,
         ledger=ledger,
@@ -80,6 +87,9 @@ def test_same_release_id_gives_identical_bytes_and_one_charge(workspace: Path) -
     second = _publish(workspace, ledger, "2024-01")
     after = {name: (workspace / "out/2024-01" / name).read_bytes() for name in RELEASE_FILES}
     assert (first.status, second.status) == ("reserved", "committed")
+    assert (first.describe(), second.charged) == ("released and charged", False)
+    assert second.describe().startswith("already released on ")
+    assert second.describe().endswith(": stored copy returned, nothing charged")
     assert before == after
     assert ledger.status("visits")[0].spent == Fraction(1, 4)
     assert json.loads(after["manifest.json"])["release_id"] == first.release_id
@@ -151,77 +161,125 @@ def test_sigkill_between_reserve_and_commit_publishes_nothing_and_resumes(worksp
     assert all((workspace / "out/2024-01" / name).exists() for name in RELEASE_FILES)
 
 
-runner = CliRunner()
-
-
-def _cli(*args: str):
-    return runner.invoke(app, list(args))
-
-
-def test_cli_release_writes_files_and_reports_the_ledger(workspace: Path) -> None:
-    args = [
-        "release",
-        "--spec",
-        str(workspace / "spec.yaml"),
-        "--data",
-        str(workspace / "visits.parquet"),
-        "--out",
-        str(workspace / "pub"),
-        "--epsilon",
-        "0.5",
-        "--cap",
-        "1",
-        "--period",
-        "2024-02",
-        "--ledger",
-        str(workspace / "l.sqlite"),
-    ]
-    result = _cli(*args, "--json")
-    assert result.exit_code == 0, result.output
-    manifest = json.loads(result.stdout)
-    assert manifest["epsilon_total"] == 0.5 and manifest["period"] == "2024-02"
-    assert sorted(os.listdir(workspace / "pub")) == sorted(RELEASE_FILES)
-    table = pl.read_csv(workspace / "pub/release.csv")
-    assert table.get_column("region").to_list() == ["n", "s", "e"]
-
-
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        (("--epsilon", "-1"), "--epsilon"),
-        (("--period", "2024-13"), "period"),
-        (("--spec", "SPEC_UNKNOWN_COLUMN"), "'colour'"),
-        (("--spec", "SPEC_STRING_VALUE"), "'cost'"),
-        (("--data", "MISSING"), "not found"),
-    ],
-)
-def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(
-    workspace: Path, change: tuple[str, str], message: str
-) -> None:
-    (workspace / "unknown.yaml").write_text(SPEC.replace("column: region", "column: colour"))
-    (workspace / "string.yaml").write_text(SPEC)
-    pl.read_parquet(workspace / "visits.parquet").with_columns(
-        pl.col("cost").cast(pl.String)
-    ).write_parquet(workspace / "string.parquet")
-    values = {
-        "--spec": str(workspace / "spec.yaml"),
-        "--data": str(workspace / "visits.parquet"),
-        "--epsilon": "0.5",
-        "--period": "2024-01",
-    }
-    substitutes = {
-        "SPEC_UNKNOWN_COLUMN": str(workspace / "unknown.yaml"),
-        "SPEC_STRING_VALUE": str(workspace / "string.yaml"),
-        "MISSING": str(workspace / "missing.parquet"),
-    }
-    values[change[0]] = substitutes.get(change[1], change[1])
-    if change[1] == "SPEC_STRING_VALUE":
-        values["--data"] = str(workspace / "string.parquet")
-    args = [item for pair in values.items() for item in pair]
-    result = _cli(
-        "release", *args, "--out", str(workspace / "pub"), "--ledger", str(workspace / "l.sqlite")
+def test_rerun_after_the_cap_changed_returns_the_stored_copy_and_says_so(workspace: Path) -> None:
+    ledger = Ledger(str(workspace / "ledger.sqlite"))
+    ledger.ensure_scope("visits", Fraction(1, 4))
+    first = _publish(workspace, ledger, "2024-01", epsilon=0.25)
+    ledger.set_cap("visits", 0.5, reason="board")
+    again = _publish(workspace, ledger, "2024-01", epsilon=0.5)  # today's ε: the cap changed
+    assert (again.status, again.stored.epsilon, again.requested_epsilon) == (
+        "committed",
+        Fraction(1, 4),
+        Fraction(1, 2),
     )
-    assert result.exit_code == 2
-    assert message in result.stderr and result.stderr.count("\n") == 1
-    assert not (workspace / "pub").exists()
-    assert not (workspace / "l.sqlite").exists()  # refused before the ledger was even opened
+    assert again.epsilon_differs and "stored with ε = 0.25; this run asked for ε = 0.5" in (
+        again.describe()
+    )
+    assert again.stored.table_parquet == first.stored.table_parquet
+    assert ledger.status("visits")[0].spent == Fraction(1, 4)
+
+
+def test_a_changed_spec_for_a_released_period_is_refused(workspace: Path) -> None:
+    ledger = Ledger(str(workspace / "ledger.sqlite"))
+    ledger.ensure_scope("visits", 1)
+    _publish(workspace, ledger, "2024-01")
+    published = (workspace / "out/2024-01/release.csv").read_bytes()
+    (workspace / "wider.yaml").write_text(SPEC.replace("upper: 10", "upper: 20"))
+    with pytest.raises(SpecChanged, match="--force-new"):
+        _publish(workspace, ledger, "2024-01", spec="wider.yaml")
+    assert (workspace / "out/2024-01/release.csv").read_bytes() == published
+    anew = _publish(workspace, ledger, "2024-01", spec="wider.yaml", force_new=True)
+    assert anew.charged and anew.manifest["ledger"]["rerelease"] is True
+
+
+def test_a_sequential_spec_cannot_draw_on_a_parallel_scope(workspace: Path) -> None:
+    ledger = Ledger(str(workspace / "ledger.sqlite"))
+    ledger.ensure_scope("visits", 1, "parallel")
+    with pytest.raises(CompositionMismatch):
+        _publish(workspace, ledger, "2024-01")
+    assert ledger.status("visits")[0].spent == 0 and not (workspace / "out").exists()
+
+
+def test_changed_input_returns_the_stored_release_with_an_operator_warning(
+    workspace: Path,
+) -> None:
+    ledger = Ledger(str(workspace / "ledger.sqlite"))
+    ledger.ensure_scope("visits", 1)
+    first = _publish(workspace, ledger, "2024-01", input_fingerprint="fingerprint-A")
+    same = _publish(workspace, ledger, "2024-01", input_fingerprint="fingerprint-A")
+    changed = _publish(workspace, ledger, "2024-01", input_fingerprint="fingerprint-B")
+    assert (first.input_warning(), same.input_warning()) == (None, None)
+    warning = changed.input_warning()
+    assert warning is not None and "input differs" in warning and "--force-new" in warning
+    assert changed.stored.table_parquet == first.stored.table_parquet
+    assert ledger.status("visits")[0].spent == Fraction(1, 4)
+    for path in (workspace / "out/2024-01").iterdir():  # never in any published file
+        assert b"fingerprint-" not in path.read_bytes()
+
+
+def test_a_run_that_loses_the_commit_race_returns_the_winners_release(workspace: Path) -> None:
+    """Two runs resumed one reservation; the other committed first: ours publishes theirs."""
+    ledger = Ledger(str(workspace / "ledger.sqlite"))
+    ledger.ensure_scope("visits", 1)
+    prepared = prepare(
+        workspace / "visits.parquet", load_spec(workspace / "spec.yaml"), 0.25, period="2024-01"
+    )
+    crashed = ledger.reserve(
+        "visits/2024-01", "visits", "2024-01", 0.25, spec_hash=prepared.spec_hash
+    )
+
+    def other_run_commits_first(stage: str) -> None:
+        if stage == "recording in the ledger":
+            other = ledger.reserve(
+                "visits/2024-01", "visits", "2024-01", 0.25, spec_hash=prepared.spec_hash
+            )
+            ledger.commit(other, b"the other run's table", {"by": "other"})
+
+    recorded = record_release(
+        prepared, ledger=ledger, scope="visits", asset="visits", on_stage=other_run_commits_first
+    )
+    assert isinstance(recorded, Recorded) and recorded.status == "resumed"
+    assert recorded.stored.charge_id == crashed.charge_id
+    assert (recorded.stored.table_parquet, recorded.manifest) == (
+        b"the other run's table",
+        {"by": "other"},
+    )
+    assert ledger.status("visits")[0].spent == Fraction(1, 4)
+
+
+def test_a_failing_file_write_leaves_no_temp_file_and_the_old_files(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = Ledger(str(workspace / "ledger.sqlite"))
+    ledger.ensure_scope("visits", 1)
+    _publish(workspace, ledger, "2024-01")
+    out = workspace / "out/2024-01"
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def disk_full(_stored: object) -> bytes:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setitem(publish_module.RELEASE_FILES, "release.csv", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        _publish(workspace, ledger, "2024-01")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_atomic_path_replaces_whole_or_not_at_all(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "data.bin"
+    with atomic_path(target) as temporary:
+        assert temporary.parent == target.parent and temporary != target
+        temporary.write_bytes(b"first")
+    assert target.read_bytes() == b"first"
+    with pytest.raises(RuntimeError), atomic_path(target) as temporary:
+        temporary.write_bytes(b"half")
+        raise RuntimeError("writer crashed")
+    assert target.read_bytes() == b"first"
+    assert os.listdir(target.parent) == ["data.bin"]
+    assert oct(target.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current

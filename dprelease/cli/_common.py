@@ -1,15 +1,18 @@
-"""What every command shares: library errors become exit code 2 with one line on stderr."""
+"""What every command shares: library errors become exit code 2 with one line on stderr, and
+every ε typed on the command line is read by the one exact-rational parser."""
 
 from __future__ import annotations
 
 import functools
 import sys
 from collections.abc import Callable
+from fractions import Fraction
 from typing import ParamSpec, TypeVar
 
 import typer
 
-from dprelease.errors import DPReleaseError
+from dprelease.errors import ConfigError, DPReleaseError
+from dprelease.rational import exact_positive
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -21,6 +24,22 @@ def fail(message: str) -> typer.Exit:
     """Print one line on stderr and return the exit to raise (code 2: bad input)."""
     print(f"error: {message}".replace("\n", " "), file=sys.stderr)
     return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def warn(message: str) -> None:
+    """One line for the operator on stderr (never part of any published output)."""
+    print(f"warning: {message}".replace("\n", " "), file=sys.stderr)
+
+
+def parse_epsilon(text: str, option: str) -> Fraction:
+    """An ε from the command line, exactly: ``0.1`` is 1/10, ``1/3`` is 1/3; ConfigError if not
+    a finite number > 0 (typer's own float parsing would round and print a multi-line box)."""
+    try:
+        return exact_positive(text.strip())
+    except ValueError as exc:
+        raise ConfigError(
+            option, f"ε {exc} (a decimal such as 0.25, or a fraction such as 1/3)"
+        ) from None
 
 
 def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:

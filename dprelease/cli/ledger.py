@@ -1,4 +1,5 @@
-"""`dprelease ledger`: what each scope has spent, the full history, and a JSON export for audits."""
+"""`dprelease ledger`: what each scope has spent, the history, an audit export, and the two
+deliberate changes (set-cap, void). Reading commands never create or change a ledger."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors
-from dprelease.ledger import Ledger, ScopeStatus
+from dprelease.cli._common import cli_errors, parse_epsilon
+from dprelease.ledger import Ledger, LedgerEvent, ScopeStatus
 
 ledger_app = typer.Typer(
-    help="Inspect the privacy-budget ledger (SQLite file or PostgreSQL).",
+    help="Inspect the privacy-budget ledger (SQLite file or PostgreSQL); set caps, void.",
     no_args_is_help=True,
 )
 app.add_typer(ledger_app, name="ledger")
@@ -31,6 +33,10 @@ LedgerOpt = Annotated[
 ScopeOpt = Annotated[str | None, typer.Option("--scope", help="Only this budget scope.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
+RELEASE_ID_WIDTH = 32
+#: Events a person causes on purpose: the history shows who.
+_BY_PERSON = {"scope_created", "cap_changed", "voided", "migrated"}
+
 
 def _num(value: Any) -> str:
     return "" if value is None else f"{float(value):.6g}"
@@ -40,18 +46,26 @@ def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
-def _status_tables(statuses: list[ScopeStatus], ledger: Ledger) -> list[Table]:
-    table = Table(title=f"Privacy budget: {ledger.display_url}")
-    for column in (
-        "scope",
-        "composition",
-        "cap ε",
-        "spent ε",
-        "remaining ε",
-        "releases",
-        "open reservations",
-    ):
-        table.add_column(column, justify="left" if column in ("scope", "composition") else "right")
+def short_release_id(release_id: str, width: int = RELEASE_ID_WIDTH) -> str:
+    """A release id that fits `width`, keeping its period (the end) readable: the asset is cut,
+    then a long last part (an old-style spec hash) is shortened."""
+    if len(release_id) <= width:
+        return release_id
+    head, slash, tail = release_id.rpartition("/")
+    if not slash:
+        return release_id[: width - 1] + "…"
+    tail = tail if len(tail) <= 10 else tail[:8] + "…"
+    room = width - len(tail) - 1
+    head = head if len(head) <= room else head[: room - 1] + "…"
+    return f"{head}/{tail}"
+
+
+def _status_table(statuses: list[ScopeStatus]) -> Table:
+    table = Table(title="Privacy budget (ε)", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("scope", overflow="fold")
+    table.add_column("composition")
+    for column in ("cap", "spent", "left", "released", "open"):
+        table.add_column(column, justify="right", no_wrap=True)
     for s in statuses:
         table.add_row(
             s.name,
@@ -62,68 +76,84 @@ def _status_tables(statuses: list[ScopeStatus], ledger: Ledger) -> list[Table]:
             str(s.releases),
             str(s.open_reservations),
         )
-    tables = [table]
-    for s in statuses:
-        if s.composition == "parallel" and s.periods:
-            per = Table(title=f"{s.name}: each period has the full cap {_num(s.cap)}")
-            per.add_column("period")
-            per.add_column("spent ε", justify="right")
-            per.add_column("remaining ε", justify="right")
-            for period, spent in s.periods.items():
-                per.add_row(period or "-", _num(spent), _num(max(s.cap - spent, 0)))
-            tables.append(per)
-    return tables
+    return table
+
+
+def _period_table(s: ScopeStatus) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("period")
+    table.add_column("spent", justify="right")
+    table.add_column("left", justify="right")
+    for period, spent in s.periods.items():
+        table.add_row(period or "-", _num(spent), _num(max(s.cap - spent, 0)))
+    return table
 
 
 @ledger_app.command("status")
 @cli_errors
 def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
     """Cap, spent and remaining ε per scope (open reservations count as spent)."""
-    ledger = Ledger(ledger_url)
-    statuses = ledger.status(scope)
+    with Ledger(ledger_url, mode="read") as ledger:
+        statuses = ledger.status(scope)
     if as_json:
         _print_json([s.to_dict() for s in statuses])
         return
+    console = Console(highlight=False)
+    console.print(f"ledger: {ledger.display_url}", soft_wrap=True)
     if not statuses:
-        typer.echo(f"no budget scopes yet in {ledger.display_url}")
+        console.print("no budget scopes yet")
         return
-    console = Console()
-    for table in _status_tables(statuses, ledger):
-        console.print(table)
+    console.print(_status_table(statuses))
+    if any(s.open_reservations for s in statuses):
+        console.print(
+            "open: reserved, never committed; counted as spent until committed or voided "
+            "(`dprelease ledger void RELEASE_ID --reason TEXT`)\n"
+        )
+    for s in statuses:
+        if s.composition == "parallel" and s.periods:
+            console.print(f"{s.name}: every period has the full cap {_num(s.cap)}")
+            console.print(_period_table(s))
+
+
+def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
+    """Two lines per event (when / what / ε, then the release and the details), so the table
+    reads at 80 columns."""
+    table = Table(title=f"scope {scope}", title_justify="left", box=box.SIMPLE_HEAD, leading=1)
+    table.add_column("when (UTC)", no_wrap=True)
+    table.add_column("event", no_wrap=True)
+    table.add_column("release · details", overflow="fold", ratio=1)
+    for e in events:
+        details = [e.detail or ""]
+        if e.run_id:
+            details.append(f"run {e.run_id}")
+        if e.kind in _BY_PERSON:
+            details.append(f"by {e.actor}")
+        table.add_row(
+            f"{e.at:%Y-%m-%d}\n{e.at:%H:%M:%S}",
+            e.kind + ("" if e.epsilon is None else f"\nε {_num(e.epsilon)}"),
+            (short_release_id(e.release_id) + "\n" if e.release_id else "")
+            + " · ".join(d for d in details if d),
+        )
+    return table
 
 
 @ledger_app.command("history")
 @cli_errors
 def history(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
-    """Every reservation, commit, re-use and cap change, oldest first (nothing is deleted)."""
-    ledger = Ledger(ledger_url)
-    events = ledger.history(scope)
+    """Every reservation, commit, re-use, void and cap change, oldest first (nothing is deleted)."""
+    with Ledger(ledger_url, mode="read") as ledger:
+        if scope is not None:
+            ledger.status(scope)  # UnknownScope (exit 2) rather than an empty history
+        events = ledger.history(scope)
     if as_json:
         _print_json([e.to_dict() for e in events])
         return
-    table = Table(title=f"Ledger history: {ledger.display_url}")
-    table.add_column("time (UTC)", no_wrap=True)
-    table.add_column("event", no_wrap=True)
-    table.add_column("scope")
-    table.add_column("release id", overflow="fold")
-    table.add_column("period")
-    table.add_column("ε", justify="right", no_wrap=True)
-    table.add_column("charge", justify="right")
-    table.add_column("status")
-    table.add_column("run id", overflow="fold")
-    for e in events:
-        table.add_row(
-            e.at.strftime("%Y-%m-%d %H:%M:%S"),
-            e.kind,
-            e.scope,
-            e.release_id or "",
-            e.period or "",
-            _num(e.epsilon),
-            "" if e.charge_id is None else str(e.charge_id),
-            e.status or "",
-            e.run_id or "",
-        )
-    Console().print(table)
+    console = Console(highlight=False)
+    console.print(f"ledger history: {ledger.display_url}", soft_wrap=True)
+    if not events:
+        console.print("no events yet")
+    for name in dict.fromkeys(e.scope for e in events):
+        console.print(_history_table(name, [e for e in events if e.scope == name]))
 
 
 @ledger_app.command("export")
@@ -142,7 +172,8 @@ def export(
     ] = None,
 ) -> None:
     """Dump scopes, charges, releases (manifests, table sha256) and events as JSON."""
-    dump = Ledger(ledger_url).export(scope, include_tables=tables)
+    with Ledger(ledger_url, mode="read") as ledger:
+        dump = ledger.export(scope, include_tables=tables)
     text = json.dumps(dump, indent=2, sort_keys=True)
     if output is None:
         typer.echo(text)
@@ -162,8 +193,45 @@ def set_cap(
     ledger_url: LedgerOpt = None,
 ) -> None:
     """Change a scope's cap on purpose; the old and new cap are recorded in the history."""
-    new = Ledger(ledger_url).set_cap(scope, cap, reason=reason)
+    exact = parse_epsilon(cap, "CAP")
+    with Ledger(ledger_url, mode="existing") as ledger:
+        new = ledger.set_cap(scope, exact, reason=reason)
     typer.echo(
         f"scope {new.name}: cap {_num(new.cap)}, spent {_num(new.spent)}, "
         f"remaining {_num(new.remaining)}"
+    )
+
+
+@ledger_app.command("void")
+@cli_errors
+def void(
+    release_id: Annotated[str, typer.Argument(help="The release id (asset/period) to end.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why it is safe to end (recorded with who did it).")
+    ],
+    ledger_url: LedgerOpt = None,
+) -> None:
+    """End an open reservation (a run that died before committing): its ε is spent no more.
+
+    Only open reservations published nothing; a committed release can never be voided.
+    """
+    with Ledger(ledger_url, mode="existing") as ledger:
+        voided = ledger.void(release_id, reason=reason)
+        after = ledger.status(voided.scope)[0]
+    typer.echo(
+        f"voided the open reservation of {voided.release_id} (ε {_num(voided.epsilon)} returned); "
+        f"scope {voided.scope} has {_num(after.remaining)} of cap {_num(after.cap)} left"
+    )
+
+
+@ledger_app.command("upgrade")
+@cli_errors
+def upgrade(ledger_url: LedgerOpt = None) -> None:
+    """Bring an existing ledger's schema to this dprelease's version (releases do it too)."""
+    with Ledger(ledger_url, mode="existing") as ledger:
+        before, after = ledger.upgraded_from, ledger.schema_version
+    typer.echo(
+        f"ledger {ledger.display_url}: schema version {before} -> {after}"
+        if before != after
+        else f"ledger {ledger.display_url}: schema version {after}, up to date"
     )

@@ -3,58 +3,151 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
 
+import polars as pl
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors
+from dprelease.cli._common import cli_errors, parse_epsilon, warn
 from dprelease.config import choose_budget, load_privacy_config
-from dprelease.errors import ConfigError, LedgerError
-from dprelease.ledger import Ledger
+from dprelease.errors import ConfigError, LedgerNotFound, UnknownScope
+from dprelease.ledger import Composition, Ledger
 from dprelease.profile import Neighbours
-from dprelease.publish import STATUS_TEXT, publish
+from dprelease.publish import Published, composition_of, publish
 from dprelease.release import as_fraction, prepare
 from dprelease.spec import load_spec
 
+PREVIEW_ROWS = 12
+MARGIN_SUFFIXES = ("_ci95", "_moe95")  # per-statistic margin columns, left to the files
 
-def _budget(
-    epsilon: float | None, config: Path | None, cap: float | None
-) -> tuple[Fraction, Fraction | None, Neighbours | None]:
-    """(ε of this release, the scope's cap if the user stated one, neighbours from the config)."""
-    if epsilon is None and config is None:
-        raise ConfigError("--epsilon", "give --epsilon X or --config PRIVACY_YAML")
-    neighbours = None
-    stated_cap = as_fraction(cap, "--cap") if cap is not None else None
+
+@dataclass(frozen=True)
+class _Budget:
+    epsilon: Fraction  # of this release
+    cap_option: Fraction | None  # --cap
+    profile_cap: Fraction | None  # the most the profile allows (--config): bounds the ledger's cap
+    neighbours: Neighbours | None
+
+    @property
+    def new_scope_cap(self) -> Fraction | None:
+        """The cap a new scope gets: --cap, else the profile's ε; None: the user stated none."""
+        return self.cap_option or self.profile_cap
+
+
+def _budget(epsilon: str | None, config: Path | None, cap: str | None) -> _Budget:
+    """ε of this release (default: the whole cap from the profile) and the caps stated."""
+    stated_cap = parse_epsilon(cap, "--cap") if cap is not None else None
+    profile_cap = neighbours = None
     if config is not None:
-        privacy = load_privacy_config(config)
-        choice = choose_budget(privacy)
+        choice = choose_budget(load_privacy_config(config))
         neighbours = choice.neighbours
-        stated_cap = stated_cap or as_fraction(choice.epsilon, "privacy (ε from the profile)")
-    chosen = as_fraction(epsilon, "--epsilon") if epsilon is not None else stated_cap
-    return chosen, stated_cap, neighbours
+        profile_cap = as_fraction(choice.epsilon, "privacy (ε from the profile)")
+        if stated_cap is not None and stated_cap > profile_cap:
+            raise ConfigError(
+                "--cap",
+                f"{float(stated_cap):g} exceeds the ε the privacy profile allows "
+                f"({float(profile_cap):g})",
+            )
+    if epsilon is not None:
+        chosen = parse_epsilon(epsilon, "--epsilon")
+    elif profile_cap is not None:
+        chosen = stated_cap or profile_cap
+    else:
+        raise ConfigError("--epsilon", "give --epsilon X or --config PRIVACY_YAML")
+    return _Budget(chosen, stated_cap, profile_cap, neighbours)
 
 
-def _ensure_scope(
-    ledger: Ledger, scope: str, cap: Fraction | None, first: Fraction, composition: str
-) -> None:
-    """Use the scope as the ledger knows it; a new scope's cap is the stated one, else this ε."""
-    if cap is not None:
-        ledger.ensure_scope(scope, cap, composition)
-        return
+def _open_scope(url: str | None, scope: str, budget: _Budget, composition: Composition) -> Ledger:
+    """The ledger, with the scope in it. A new scope needs a stated cap; an existing one keeps
+    the ledger's cap (the source of truth: `dprelease ledger set-cap` changes it)."""
+    cap = budget.new_scope_cap
+    new_scope = ConfigError(
+        "--cap",
+        f"budget scope {scope!r} is new: give --cap EPSILON or --config PRIVACY_YAML "
+        "to set its lifetime cap",
+    )
     try:
-        ledger.status(scope)
-    except LedgerError:
-        Console(stderr=True, soft_wrap=True).print(
-            f"new budget scope {scope!r}: its lifetime cap is this release's ε = {float(first):g} "
-            "(give --cap or --config to set a larger one)",
-            highlight=False,
+        ledger = Ledger(url, mode="create" if cap is not None else "existing")
+    except LedgerNotFound:
+        raise new_scope from None
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    if ledger.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
+        err.print(f"created a new, empty ledger at {ledger.display_url}")
+    try:
+        current = ledger.status(scope)[0]
+    except UnknownScope:
+        if cap is None:
+            ledger.close()
+            raise new_scope from None
+        ledger.ensure_scope(scope, cap, composition)
+        err.print(f"new budget scope {scope!r}: lifetime cap ε = {float(cap):g} ({composition})")
+        return ledger
+    if budget.cap_option is not None and current.cap != budget.cap_option:
+        err.print(
+            f"budget scope {scope!r} keeps its cap ε = {float(current.cap):g} from the ledger "
+            f"(not --cap {float(budget.cap_option):g}); `dprelease ledger set-cap` changes it"
         )
-        ledger.ensure_scope(scope, first, composition)
+    return ledger
+
+
+def _eps(value: Fraction) -> str:
+    """ε for people: the decimal, plus the exact fraction when the decimal is not exact."""
+    text = f"{float(value):g}"
+    return text if Fraction(text) == value else f"{text} ({value})"
+
+
+def _cell(value: object) -> str:
+    """A number as wide as it needs and no wider: noise makes far-right digits meaningless."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        size = abs(value)
+        return (
+            f"{value:,.0f}" if size >= 1000 else f"{value:.1f}" if size >= 100 else f"{value:.4g}"
+        )
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _preview(table: pl.DataFrame) -> Table:
+    """The first rows of the released table with its values, numbers shortened (never cut);
+    the margin-of-error columns and every digit are in the files."""
+    shown = table.select(c for c in table.columns if not c.endswith(MARGIN_SUFFIXES))
+    rows = [[_cell(v) for v in row] for row in shown.head(PREVIEW_ROWS).iter_rows()]
+    rendered = Table()
+    for index, (name, dtype) in enumerate(shown.schema.items()):
+        if dtype.is_numeric():
+            width = max((len(row[index]) for row in rows), default=1)
+            rendered.add_column(name, justify="right", min_width=width, overflow="fold")
+        else:
+            rendered.add_column(name, overflow="fold")
+    for row in rows:
+        rendered.add_row(*row)
+    return rendered
+
+
+def _report(result: Published, ledger: Ledger, scope: str) -> None:
+    status = ledger.status(scope)[0]
+    rows = result.table.height
+    console = Console(highlight=False)
+    console.print(_preview(result.table))
+    console.print(
+        (f"first {PREVIEW_ROWS} of {rows} rows" if rows > PREVIEW_ROWS else f"{rows} rows")
+        + "; every row and the 95% margins of error are in release.csv"
+    )
+    console.print(f"{result.release_id}: {result.describe()}")
+    console.print(
+        f"ε = {_eps(result.stored.epsilon)}; scope {scope!r} has {_eps(status.remaining)} "
+        f"of its cap {_eps(status.cap)} left"
+    )
+    folder = next(iter(result.files.values())).parent
+    console.print(f"files in {folder}: {', '.join(result.files)}", soft_wrap=True)
 
 
 @app.command()
@@ -64,7 +157,12 @@ def release(
     data: Annotated[Path, typer.Option("--data", help="Confidential input: parquet or CSV.")],
     out: Annotated[Path, typer.Option("--out", help="Directory for the published files.")],
     epsilon: Annotated[
-        float | None, typer.Option("--epsilon", help="ε of this release (total over its columns).")
+        str | None,
+        typer.Option(
+            "--epsilon",
+            help="ε of this release, e.g. 0.25 or 1/4 (default: the whole cap).",
+            show_default=False,
+        ),
     ] = None,
     config: Annotated[
         Path | None,
@@ -81,7 +179,12 @@ def release(
     scope: Annotated[
         str | None, typer.Option("--scope", help="Budget scope (default: the spec's name).")
     ] = None,
-    cap: Annotated[float | None, typer.Option("--cap", help="Lifetime cap of a new scope.")] = None,
+    cap: Annotated[
+        str | None,
+        typer.Option(
+            "--cap", help="Lifetime cap of a new scope, e.g. 1 or 1/3.", show_default=False
+        ),
+    ] = None,
     period: Annotated[
         str | None, typer.Option("--period", help="Reporting period (YYYY-MM for monthly specs).")
     ] = None,
@@ -94,24 +197,21 @@ def release(
     if out.exists() and not out.is_dir():
         raise ConfigError("--out", f"{out} exists and is not a directory")
     loaded = load_spec(spec)
-    chosen, stated_cap, neighbours = _budget(epsilon, config, cap)
-    prepared = prepare(data, loaded, chosen, neighbours=neighbours, period=period)
-    ledger = Ledger(ledger_url)
-    if ledger.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
-        Console(stderr=True, soft_wrap=True).print(
-            f"created a new, empty ledger at {ledger.display_url}", highlight=False
-        )
+    budget = _budget(epsilon, config, cap)
+    prepared = prepare(data, loaded, budget.epsilon, neighbours=budget.neighbours, period=period)
     scope_name = scope or loaded.spec.name
-    composition = loaded.spec.period.composition if loaded.spec.period else "sequential"
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as progress:
+    with (
+        _open_scope(ledger_url, scope_name, budget, composition_of(loaded)) as ledger,
+        Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=(progress_console := Console(stderr=True)),
+            transient=True,
+            disable=not progress_console.is_terminal,  # no spinner residue in logs and pipes
+        ) as progress,
+    ):
         task = progress.add_task("checking the budget scope")
-        _ensure_scope(ledger, scope_name, stated_cap, chosen, composition)
         result = publish(
             prepared,
             ledger=ledger,
@@ -119,16 +219,12 @@ def release(
             asset=loaded.spec.name,
             out_dir=out,
             force_new=force_new,
+            max_cap=budget.profile_cap,
             on_stage=lambda stage: progress.update(task, description=stage),
         )
-    if as_json:
-        typer.echo(json.dumps(result.manifest, sort_keys=True))
-        return
-    remaining = ledger.status(scope_name)[0].remaining
-    console = Console(soft_wrap=True)
-    console.print(f"{result.release_id}: {STATUS_TEXT[result.status]}", highlight=False)
-    console.print(
-        f"ε = {result.manifest['epsilon_total']:g}; scope {scope_name!r} has "
-        f"{float(remaining):g} left; files in {out}",
-        highlight=False,
-    )
+        if (warning := result.input_warning()) is not None:
+            warn(warning)
+        if as_json:
+            typer.echo(json.dumps(result.manifest, sort_keys=True))
+        else:
+            _report(result, ledger, scope_name)

@@ -1,0 +1,243 @@
+"""The persistent privacy-budget ledger: every charge against a scope's cap, and every release.
+
+Why it exists: DP guarantees compose across releases about the same people, so the budget must be
+tracked across scheduled runs, UI re-runs and backfills, i.e. outside any one process. `Ledger` is
+the one entry point; the modules behind it each do one job:
+
+* `records`: what callers get back; `identity`: the release slot (`make_release_id`);
+* `database`: URLs, engines, transactions and locks; `schema` and `migrations`: the tables;
+* `scopes`: caps and compositions; `spending`: what a scope has spent (the one definition);
+* `protocol`: reserve → commit, and void; `reports`: status, history, export, stored releases.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dprelease.errors import LedgerError, LedgerNotFound
+from dprelease.ledger import protocol, reports, scopes
+from dprelease.ledger.database import (
+    DEFAULT_LEDGER_PATH,
+    LEDGER_URL_ENV,
+    Database,
+    OpenMode,
+    resolve_ledger_url,
+)
+from dprelease.ledger.identity import make_release_id
+from dprelease.ledger.migrations import LATEST, MIGRATIONS, check_supported, installed_version
+from dprelease.ledger.migrations import migrate as _migrate
+from dprelease.ledger.records import (
+    ChargeStatus,
+    Composition,
+    EventKind,
+    LedgerEvent,
+    Reservation,
+    ReservationStatus,
+    ScopeStatus,
+    StoredRelease,
+    Voided,
+)
+from dprelease.ledger.scopes import exact_epsilon
+from dprelease.rational import Epsilon
+
+__all__ = [
+    "DEFAULT_LEDGER_PATH",
+    "LEDGER_URL_ENV",
+    "MIGRATIONS",
+    "ChargeStatus",
+    "Composition",
+    "EventKind",
+    "Ledger",
+    "LedgerEvent",
+    "OpenMode",
+    "Reservation",
+    "ReservationStatus",
+    "ScopeStatus",
+    "StoredRelease",
+    "Voided",
+    "exact_epsilon",
+    "make_release_id",
+    "resolve_ledger_url",
+]
+
+
+class Ledger:
+    """A connection to one ledger database (SQLite file or PostgreSQL).
+
+    `mode` says what opening may do: "create" (default; the release path) opens or creates the
+    ledger and upgrades its schema; "existing" does the same but refuses (LedgerNotFound) when
+    there is no ledger yet; "read" never writes, not even a schema upgrade.
+    """
+
+    created: bool  # this open created the schema: a new, empty ledger
+    schema_version: int
+    upgraded_from: int  # the schema version found (equal to schema_version if none was applied)
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        default_path: str | Path = DEFAULT_LEDGER_PATH,
+        mode: OpenMode = "create",
+    ) -> None:
+        self._db = Database(resolve_ledger_url(url, default_path), mode)
+        self.url = self._db.url
+        self.display_url = self._db.display_url
+        with self._db.tx() as conn:
+            if mode == "read":
+                found = installed_version(conn)
+            else:
+                self._db.serialise_creators(conn)  # concurrent first opens migrate once
+                found = installed_version(conn)
+                if found or mode == "create":
+                    found = _migrate(conn, self.display_url)
+        if found == 0 and mode != "create":
+            raise LedgerNotFound(
+                f"{self.display_url} holds no dprelease ledger; nothing was created. Check "
+                "--ledger or $DPRELEASE_LEDGER_URL (a release creates a new ledger)"
+            )
+        check_supported(found, self.display_url)
+        if mode == "read" and found < LATEST:
+            raise LedgerError(
+                f"ledger {self.display_url} has schema version {found}; this dprelease reads "
+                f"version {LATEST}. Upgrade it first: `dprelease ledger upgrade` (a release or "
+                "set-cap also upgrades it)"
+            )
+        self.created = found == 0
+        self.upgraded_from = found
+        self.schema_version = found if mode == "read" else LATEST
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- scopes --------------------------------------------------------------------------
+
+    def ensure_scope(
+        self, name: str, cap: Epsilon, composition: Composition = "sequential"
+    ) -> ScopeStatus:
+        """The scope's status, creating it with `cap` if it does not exist.
+
+        An existing scope keeps the cap the ledger has (the one source of truth: change it with
+        `set_cap`); its composition must equal `composition` (else CompositionMismatch).
+        """
+        with self._db.tx() as conn:
+            scopes.ensure_scope(self._db, conn, name, cap, composition)
+            return reports.status(conn, self.display_url, name)[0]
+
+    def set_cap(self, name: str, cap: Epsilon, *, reason: str | None = None) -> ScopeStatus:
+        """Change a scope's cap on purpose; the old and new caps go into the history."""
+        with self._db.tx() as conn:
+            scopes.set_cap(self._db, conn, name, cap, reason)
+            return reports.status(conn, self.display_url, name)[0]
+
+    # -- the protocol --------------------------------------------------------------------
+
+    def reserve(
+        self,
+        release_id: str,
+        scope: str,
+        period: str | None,
+        epsilon: Epsilon,
+        *,
+        spec_hash: str,
+        composition: Composition = "sequential",
+        run_id: str | None = None,
+        force_new: bool = False,
+        input_fingerprint: str | None = None,
+        max_cap: Fraction | None = None,
+    ) -> Reservation:
+        """Charge `epsilon` for this slot, resume its open reservation, or return it as stored.
+
+        See `Reservation` for the three outcomes. Raises CompositionMismatch, SpecChanged,
+        ReservationMismatch, CapAboveProfile (ledger cap above `max_cap`, the profile's ε) or
+        BudgetExhausted; each leaves the ledger unchanged. `input_fingerprint` is private: it is
+        compared with the stored one and stored at commit, never exported or published.
+        """
+        with self._db.tx() as conn:
+            return protocol.reserve(
+                self._db,
+                conn,
+                release_id,
+                scope,
+                period,
+                epsilon,
+                spec_hash=spec_hash,
+                composition=composition,
+                run_id=run_id,
+                force_new=force_new,
+                input_fingerprint=input_fingerprint,
+                max_cap=max_cap,
+            )
+
+    def commit(
+        self, reservation: Reservation, table_parquet: bytes, manifest: dict[str, Any]
+    ) -> StoredRelease:
+        """Store the release of a reserved or resumed charge; publish files only after this.
+
+        Raises ReleaseConflict if another run committed the same charge first: publish
+        `exc.stored` then, never this run's table.
+        """
+        if reservation.status == "committed":
+            raise LedgerError(
+                f"release {reservation.release_id!r} is already stored; publish "
+                "Ledger.stored_release(release_id) instead of committing again"
+            )
+        try:
+            manifest_json = json.dumps(manifest, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise LedgerError(
+                f"manifest of {reservation.release_id!r} is not JSON: {exc}"
+            ) from None
+        with self._db.tx() as conn:
+            return protocol.commit(self._db, conn, reservation, table_parquet, manifest_json)
+
+    def void(self, release_id: str, *, reason: str) -> Voided:
+        """End the slot's open reservation(s), freeing their ε; recorded with who and why.
+
+        Only open reservations: a committed release can never be voided (LedgerError).
+        """
+        with self._db.tx() as conn:
+            return protocol.void(conn, release_id, reason)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def stored_copy(self, reservation: Reservation) -> StoredRelease:
+        """The stored release a "committed" reservation returned (exactly that charge's)."""
+        if reservation.status != "committed":
+            raise LedgerError(
+                f"release {reservation.release_id!r} is {reservation.status}, not stored yet; "
+                "release it and commit"
+            )
+        with self._db.tx() as conn:
+            return reports.load_stored(conn, reservation.charge_id)
+
+    def stored_release(self, release_id: str) -> StoredRelease | None:
+        """The latest committed release of this slot (re-releases supersede), or None."""
+        with self._db.tx() as conn:
+            return reports.stored_release(conn, release_id)
+
+    def status(self, scope: str | None = None) -> list[ScopeStatus]:
+        """Cap, spent and remaining per scope (UnknownScope for a named scope that is absent)."""
+        with self._db.tx() as conn:
+            return reports.status(conn, self.display_url, scope)
+
+    def history(self, scope: str | None = None) -> list[LedgerEvent]:
+        """Every event, oldest first (append-only: nothing is ever updated or deleted)."""
+        with self._db.tx() as conn:
+            return reports.history(conn, scope)
+
+    def export(self, scope: str | None = None, *, include_tables: bool = False) -> dict[str, Any]:
+        """A JSON-serialisable dump for audits and backups, read as one snapshot."""
+        with self._db.tx() as conn:
+            return reports.export(
+                conn, self.display_url, self.schema_version, scope, include_tables=include_tables
+            )

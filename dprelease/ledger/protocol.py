@@ -1,0 +1,355 @@
+"""The reserve → commit protocol (and void), each step one transaction in the caller's hands.
+
+    reserve(slot, scope, period, ε, spec hash)  -- charge, resume, return the stored copy, refuse
+    ... draw noise, build the table ...
+    commit(reservation, table, manifest)        -- store the release; only then publish files
+    void(slot, reason)                          -- end an open reservation; its ε is free again
+
+A slot (`make_release_id`: asset/period) is released once. Re-running a released slot never
+fails and never charges, whatever changed since (cap, profile, ε), unless the spec changed
+(SpecChanged) or a new release is asked for (force_new, charged). Nothing is ever deleted: a
+charge moves from "reserved" to "committed" or "voided" once, and every step appends an event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+from sqlalchemy import Connection, Row, insert, select, update
+
+from dprelease.errors import (
+    BudgetExhausted,
+    CapAboveProfile,
+    LedgerError,
+    ReleaseConflict,
+    ReservationMismatch,
+    SpecChanged,
+)
+from dprelease.ledger.database import Database, aware, now
+from dprelease.ledger.events import record_event
+from dprelease.ledger.records import (
+    Composition,
+    EventKind,
+    Reservation,
+    ReservationStatus,
+    StoredRelease,
+    Voided,
+)
+from dprelease.ledger.reports import load_stored
+from dprelease.ledger.schema import charges, releases
+from dprelease.ledger.scopes import exact_epsilon, require_composition
+from dprelease.ledger.spending import fmt, spending
+from dprelease.rational import Epsilon
+
+
+def _short(spec_hash: str | None) -> str:
+    return "not recorded" if spec_hash is None else spec_hash[:12]
+
+
+def _day(at: datetime | None) -> str:
+    return "?" if at is None else aware(at).strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What one run asks of `reserve`."""
+
+    release_id: str
+    scope: str
+    period: str | None
+    epsilon: Fraction
+    spec_hash: str
+    run_id: str | None
+    input_fingerprint: str | None
+
+    def reservation(self, row: Row[Any], status: ReservationStatus) -> Reservation:
+        """This run's view of an existing charge (`row`)."""
+        stored, given = row.input_fingerprint, self.input_fingerprint
+        return Reservation(
+            release_id=self.release_id,
+            charge_id=row.charge_id,
+            status=status,
+            scope=self.scope,
+            period=self.period,
+            epsilon=Fraction(row.epsilon),
+            requested_epsilon=self.epsilon,
+            spec_hash=row.spec_hash,
+            run_id=self.run_id,
+            rerelease=row.kind == "re-release",
+            committed_at=None if row.committed_at is None else aware(row.committed_at),
+            input_fingerprint=given,
+            input_changed=None if stored is None or given is None else stored != given,
+        )
+
+    def event(self, conn: Connection, kind: EventKind, row: Row[Any], detail: str) -> None:
+        record_event(
+            conn,
+            kind,
+            self.scope,
+            release_id=self.release_id,
+            period=self.period,
+            epsilon=Fraction(row.epsilon),
+            charge_id=row.charge_id,
+            status=row.status,
+            run_id=self.run_id,
+            detail=detail,
+        )
+
+
+def reserve(
+    db: Database,
+    conn: Connection,
+    release_id: str,
+    scope: str,
+    period: str | None,
+    epsilon: Epsilon,
+    *,
+    spec_hash: str,
+    composition: Composition,
+    run_id: str | None,
+    force_new: bool,
+    input_fingerprint: str | None,
+    max_cap: Fraction | None,
+) -> Reservation:
+    """Decide what a run of this slot does; charge only for a new release (see `Reservation`).
+
+    In order: the spec must compose periods as the scope does (CompositionMismatch). A released
+    slot returns the stored copy (SpecChanged if the spec hash differs), unless `force_new`.
+    An open reservation is resumed if it is for the same spec hash and ε, else refused
+    (ReservationMismatch: void it). Otherwise a new charge, refused with CapAboveProfile when
+    the ledger's cap exceeds `max_cap` and with BudgetExhausted when it does not fit.
+    """
+    if not spec_hash:
+        raise LedgerError(f"release {release_id!r}: a reservation needs the spec hash")
+    run = _Run(
+        release_id, scope, period, exact_epsilon(epsilon), spec_hash, run_id, input_fingerprint
+    )
+    scope_row = db.locked_scope(conn, scope)
+    require_composition(scope_row, composition)
+    if scope_row.composition == "parallel" and period is None:
+        raise LedgerError(
+            f"scope {scope!r} composes periods in parallel: pass the period (partition key) "
+            "the release belongs to"
+        )
+    live = conn.execute(
+        select(charges)
+        .where(charges.c.release_id == release_id, charges.c.status != "voided")
+        .order_by(charges.c.charge_id.desc())
+    ).all()
+    for prev in live:
+        if (prev.scope, prev.period) != (scope, period):
+            raise LedgerError(
+                f"release id {release_id!r} belongs to scope {prev.scope!r}, period "
+                f"{prev.period!r}, not {scope!r}, {period!r}; a slot is released into one "
+                "scope and period"
+            )
+    committed = next((p for p in live if p.status == "committed"), None)
+    open_charge = next((p for p in live if p.status == "reserved"), None)
+    if committed is not None and not force_new:
+        return _reuse(conn, run, committed)
+    if open_charge is not None:
+        return _resume(conn, run, open_charge)
+    return _charge(conn, run, scope_row, max_cap, rerelease=committed is not None)
+
+
+def _reuse(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
+    """A released slot: the stored copy, no charge, whatever changed but the spec."""
+    if row.spec_hash is not None and row.spec_hash != run.spec_hash:
+        raise SpecChanged(
+            f"release {run.release_id!r} was released on {_day(row.committed_at)} from spec "
+            f"{_short(row.spec_hash)}; this spec is {_short(run.spec_hash)}. A released slot "
+            "is only re-run with its own spec: restore that spec, or release the changed spec "
+            "anew with --force-new (force_new=True; charged again)"
+        )
+    same = Fraction(row.epsilon) == run.epsilon
+    asked = "" if same else f" (this run asked for ε {fmt(run.epsilon)})"
+    run.event(conn, "reused", row, f"served the stored release; no charge{asked}")
+    return run.reservation(row, "committed")
+
+
+def _resume(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
+    """Pick up an open reservation (a run that died before commit): no second charge."""
+    if row.spec_hash != run.spec_hash or Fraction(row.epsilon) != run.epsilon:
+        raise ReservationMismatch(
+            f"release {run.release_id!r} has an open reservation (charge {row.charge_id}, run "
+            f"{row.run_id}, reserved {_day(row.reserved_at)}) for ε {fmt(Fraction(row.epsilon))} "
+            f"and spec {_short(row.spec_hash)}; this run asks for ε {fmt(run.epsilon)} and spec "
+            f"{_short(run.spec_hash)}. An open reservation has published nothing: if its run is "
+            f"dead, end it with `dprelease ledger void {run.release_id} --reason TEXT`, then "
+            "run again"
+        )
+    run.event(conn, "resumed", row, f"reserved by run {row.run_id}; not charged again")
+    return run.reservation(row, "resumed")
+
+
+def _charge(
+    conn: Connection, run: _Run, scope_row: Row[Any], max_cap: Fraction | None, *, rerelease: bool
+) -> Reservation:
+    """A new charge, if the cap allows it (the scope row is locked, so the check holds)."""
+    scope, period, eps = run.scope, run.period, run.epsilon
+    cap = Fraction(scope_row.cap)
+    if max_cap is not None and cap > max_cap:
+        raise CapAboveProfile(
+            f"budget scope {scope!r} has cap {fmt(cap)} ({cap}) in the ledger, more than the "
+            f"privacy profile allows ({fmt(max_cap)}); nothing was spent. Lower it with "
+            f"`dprelease ledger set-cap {scope} {max_cap} --reason TEXT`, or change the profile"
+        )
+    spent = spending(conn, {scope: scope_row.composition})[scope].spent(period)
+    parallel = scope_row.composition == "parallel"
+    if spent + eps > cap:
+        label = f"{scope}, period {period}" if parallel else scope
+        exc = BudgetExhausted(label, float(spent), float(cap), float(eps))
+        exc.scope = scope
+        raise exc  # the transaction rolls back: nothing written
+    row = conn.execute(
+        insert(charges)
+        .values(
+            release_id=run.release_id,
+            scope=scope,
+            period=period,
+            epsilon=str(eps),
+            kind="re-release" if rerelease else "release",
+            status="reserved",
+            run_id=run.run_id,
+            reserved_at=now(),
+            spec_hash=run.spec_hash,
+        )
+        .returning(*charges.c)
+    ).one()
+    run.event(
+        conn,
+        "re-reserved" if rerelease else "reserved",
+        row,
+        f"spent {fmt(spent + eps)} of cap {fmt(cap)}"
+        + (f" in period {period}" if parallel else ""),
+    )
+    return run.reservation(row, "reserved")
+
+
+def commit(
+    db: Database,
+    conn: Connection,
+    reservation: Reservation,
+    table_parquet: bytes,
+    manifest_json: str,
+) -> StoredRelease:
+    """Store the release of an open reservation, with this run's private input fingerprint.
+
+    Raises ReleaseConflict if another run committed the same charge first (two runs resumed one
+    reservation): publish `exc.stored` then, never this run's table.
+    """
+    row = conn.execute(
+        select(charges).where(charges.c.charge_id == reservation.charge_id).with_for_update()
+    ).one_or_none()
+    if row is None or row.release_id != reservation.release_id:
+        raise LedgerError(
+            f"no reservation {reservation.charge_id} for release {reservation.release_id!r} in "
+            f"ledger {db.display_url}; call reserve first"
+        )
+    if row.status == "committed":
+        raise ReleaseConflict(reservation.release_id, load_stored(conn, row.charge_id))
+    if row.status == "voided":
+        raise LedgerError(
+            f"the reservation of {reservation.release_id!r} (charge {row.charge_id}) was voided "
+            "while this run was drawing; its table was not stored and nothing may be "
+            "published. Run again for a new, charged release"
+        )
+    at = now()
+    conn.execute(
+        insert(releases).values(
+            charge_id=row.charge_id,
+            release_id=row.release_id,
+            table_parquet=bytes(table_parquet),
+            table_sha256=hashlib.sha256(table_parquet).hexdigest(),
+            manifest=manifest_json,
+            committed_at=at,
+        )
+    )
+    conn.execute(
+        update(charges)
+        .where(charges.c.charge_id == row.charge_id)
+        .values(
+            status="committed", committed_at=at, input_fingerprint=reservation.input_fingerprint
+        )
+    )
+    record_event(
+        conn,
+        "committed",
+        row.scope,
+        release_id=row.release_id,
+        period=row.period,
+        epsilon=Fraction(row.epsilon),
+        charge_id=row.charge_id,
+        status="committed",
+        run_id=reservation.run_id,
+    )
+    return StoredRelease(
+        release_id=row.release_id,
+        charge_id=row.charge_id,
+        epsilon=Fraction(row.epsilon),
+        spec_hash=row.spec_hash,
+        table_parquet=bytes(table_parquet),
+        manifest=json.loads(manifest_json),
+        committed_at=at,
+    )
+
+
+def void(conn: Connection, release_id: str, reason: str) -> Voided:
+    """End the open reservations of a slot; their ε is no longer spent. Committed: refused.
+
+    An open reservation has published nothing (files are written only after commit), so ending
+    it returns its budget without weakening any guarantee.
+    """
+    if not reason or not reason.strip():
+        raise LedgerError("voiding a reservation needs a reason (--reason TEXT), for the history")
+    rows = conn.execute(
+        select(charges)
+        .where(charges.c.release_id == release_id)
+        .order_by(charges.c.charge_id)
+        .with_for_update()
+    ).all()
+    open_rows = [r for r in rows if r.status == "reserved"]
+    if not open_rows:
+        done = [r for r in rows if r.status == "committed"]
+        if done:
+            raise LedgerError(
+                f"release {release_id!r} was committed on {_day(done[-1].committed_at)} (charge "
+                f"{done[-1].charge_id}); a committed release can never be voided: its files may "
+                "be public and its ε is spent for good. Nothing was changed"
+            )
+        raise LedgerError(
+            f"release {release_id!r} has no open reservation to void"
+            + (" (it was voided already)" if rows else "")
+        )
+    at = now()
+    for row in open_rows:
+        conn.execute(
+            update(charges)
+            .where(charges.c.charge_id == row.charge_id)
+            .values(status="voided", voided_at=at)
+        )
+        record_event(
+            conn,
+            "voided",
+            row.scope,
+            release_id=release_id,
+            period=row.period,
+            epsilon=Fraction(row.epsilon),
+            charge_id=row.charge_id,
+            status="voided",
+            run_id=row.run_id,
+            detail=f"reason: {reason.strip()}",
+        )
+    first = open_rows[0]
+    return Voided(
+        release_id=release_id,
+        scope=first.scope,
+        period=first.period,
+        charge_ids=tuple(r.charge_id for r in open_rows),
+        epsilon=sum((Fraction(r.epsilon) for r in open_rows), Fraction(0)),
+    )

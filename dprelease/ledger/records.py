@@ -1,0 +1,154 @@
+"""What the ledger hands back to callers: plain frozen records, no database handles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+from typing import Any, Literal
+
+Composition = Literal["sequential", "parallel"]
+#: A charge's life: "reserved" -> "committed", or "reserved" -> "voided" (never both).
+ChargeStatus = Literal["reserved", "committed", "voided"]
+#: What `Ledger.reserve` did: a new charge, an open one picked up again, or the stored release.
+ReservationStatus = Literal["reserved", "resumed", "committed"]
+EventKind = Literal[
+    "scope_created",  # ensure_scope made a new scope
+    "cap_changed",  # set_cap changed a cap on purpose
+    "reserved",  # a new charge (first release of this slot)
+    "re-reserved",  # a new charge for a slot already released (force_new)
+    "resumed",  # an open reservation picked up again: no charge
+    "committed",  # the release was stored
+    "reused",  # a re-run served from the store: no charge
+    "voided",  # an open reservation ended by an operator: its budget is free again
+    "migrated",  # a schema upgrade rewrote this scope's records (detail says how)
+]
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The outcome of `Ledger.reserve`; `status` says whether it charged.
+
+    * "reserved": a new charge of `epsilon`; release, then `Ledger.commit`.
+    * "resumed": an open reservation of the same spec and ε (a crashed run), no second charge;
+      release, then commit.
+    * "committed": the slot is already released; nothing charged. Publish
+      `Ledger.stored_release(release_id)`; `epsilon` is the stored ε, `requested_epsilon` what
+      this run asked for, `input_changed` whether this run's input fingerprint differs from the
+      stored one (None when either is unknown) — operator-only information, never published.
+    """
+
+    release_id: str
+    charge_id: int
+    status: ReservationStatus
+    scope: str
+    period: str | None
+    epsilon: Fraction
+    requested_epsilon: Fraction
+    spec_hash: str | None  # recorded with the charge; None for charges from schema version 1
+    run_id: str | None
+    rerelease: bool = False
+    committed_at: datetime | None = None
+    input_fingerprint: str | None = field(default=None, repr=False)  # private: never published
+    input_changed: bool | None = None
+
+    @property
+    def charged(self) -> bool:
+        """True when this call charged the scope (only a new reservation does)."""
+        return self.status == "reserved"
+
+    @property
+    def epsilon_differs(self) -> bool:
+        """The charge's ε is not what this run asked for (e.g. the cap changed since)."""
+        return self.epsilon != self.requested_epsilon
+
+
+@dataclass(frozen=True)
+class StoredRelease:
+    """A committed release exactly as stored: the bytes every publication is written from."""
+
+    release_id: str
+    charge_id: int
+    epsilon: Fraction
+    spec_hash: str | None
+    table_parquet: bytes = field(repr=False)
+    manifest: dict[str, Any] = field(repr=False)
+    committed_at: datetime
+
+
+@dataclass(frozen=True)
+class Voided:
+    """What `Ledger.void` ended: the open charges of one slot and the budget they gave back."""
+
+    release_id: str
+    scope: str
+    period: str | None
+    charge_ids: tuple[int, ...]
+    epsilon: Fraction  # returned to the scope
+
+
+@dataclass(frozen=True)
+class ScopeStatus:
+    """Budget of one scope. For parallel scopes `spent`/`remaining` are the worst period's."""
+
+    name: str
+    cap: Fraction
+    spent: Fraction
+    remaining: Fraction
+    composition: Composition
+    periods: dict[str | None, Fraction] = field(default_factory=dict)  # spent per period
+    releases: int = 0  # committed charges
+    open_reservations: int = 0  # reserved, never committed nor voided (counted as spent)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "composition": self.composition,
+            "cap": float(self.cap),
+            "spent": float(self.spent),
+            "remaining": float(self.remaining),
+            "cap_exact": str(self.cap),
+            "spent_exact": str(self.spent),
+            "remaining_exact": str(self.remaining),
+            "releases": self.releases,
+            "open_reservations": self.open_reservations,
+            "periods": {
+                ("-" if p is None else p): {"spent": float(s), "spent_exact": str(s)}
+                for p, s in self.periods.items()
+            },
+        }
+
+
+@dataclass(frozen=True)
+class LedgerEvent:
+    """One line of the append-only history; `actor` is who did it (user@host pid)."""
+
+    event_id: int
+    at: datetime
+    kind: EventKind
+    scope: str
+    release_id: str | None
+    period: str | None
+    epsilon: Fraction | None
+    charge_id: int | None
+    status: str | None
+    run_id: str | None
+    actor: str
+    detail: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id,
+            "at": self.at.isoformat(),
+            "kind": self.kind,
+            "scope": self.scope,
+            "release_id": self.release_id,
+            "period": self.period,
+            "epsilon": None if self.epsilon is None else float(self.epsilon),
+            "epsilon_exact": None if self.epsilon is None else str(self.epsilon),
+            "charge_id": self.charge_id,
+            "status": self.status,
+            "run_id": self.run_id,
+            "actor": self.actor,
+            "detail": self.detail,
+        }
