@@ -20,12 +20,12 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from dprelease.errors import DPReleaseError
+from dprelease.errors import DPReleaseError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Ledger, ScopeStatus
-from dprelease.publish import STATUS_TEXT, Recorded, record_release, write_release_files
+from dprelease.publish import Recorded, record_release, write_release_files
 from dprelease.release import manifest_problems, prepare
 from dprelease.report import budget_markdown, write_plots
-from pipelines.ledger_state import released_periods, unpublished
+from pipelines.ledger_state import unpublished
 from pipelines.release_specs import PipelineRelease
 from pipelines.resources import (
     Budget,
@@ -39,7 +39,9 @@ BUDGET_KEY = dg.AssetKey("privacy_budget")
 PREVIEW_ROWS = 20
 CHECKS = {
     "all_public_keys_present": "The released table has exactly the public key grid, in order.",
-    "ledger_within_cap": "The scope's spent budget is within its cap after this release.",
+    "ledger_within_cap": "The scope has spent no more than the highest cap it has had (every "
+    "charge fits the cap of its day; a cap lowered below that refuses new releases, not the "
+    "publication of released ones).",
     "manifest_complete": "The manifest states mechanism, sensitivity, scale, ε and CI per column.",
 }
 
@@ -49,15 +51,37 @@ class ReleaseConfig(dg.Config):
 
     force_new: bool = Field(
         default=False,
-        description="Release a period that is already released with a different spec as a NEW, "
-        "charged release. Without it such a run is refused and nothing is charged.",
+        description="Release a period that is already released as a NEW, charged release (a "
+        "spec changed since it was released is refused without it, and an unchanged one returns "
+        "the stored copy).",
     )
     create_scope: bool = Field(
         default=False,
         description="Production only: create this release's budget scope in the ledger (cap = "
-        "its profile's ε). Without it a scope the ledger does not know is refused, so a wrong "
-        "ledger URL never becomes a fresh budget.",
+        "its profile's ε), and the ledger itself if DPRELEASE_LEDGER_URL names none yet. Without "
+        "it an unknown scope or ledger is refused, so a wrong URL never becomes a fresh budget.",
     )
+
+
+#: After the library's words, what an operator does in Dagster about a refusal only production
+#: meets (the ledger or the scope is not there and the run did not ask to create it).
+PRODUCTION_HINTS: dict[type[DPReleaseError], str] = {
+    LedgerNotFound: "In Dagster, DPRELEASE_LEDGER_URL must name the existing ledger; only the "
+    "very first release into a new ledger is launched with run config create_scope: true",
+    UnknownScope: "If this is the scope's first release, launch again with run config "
+    "create_scope: true; otherwise check DPRELEASE_LEDGER_URL",
+}
+
+
+def in_dagster_words(text: str) -> str:
+    """The library's words, with the Launchpad option where they name the CLI's flag."""
+    return text.replace("--force-new", "run config force_new: true")
+
+
+def refusal(exc: DPReleaseError) -> str:
+    """A typed, data-free refusal in words for the run's error."""
+    hint = PRODUCTION_HINTS.get(type(exc))
+    return in_dagster_words(str(exc)) + (f". {hint}" if hint else "")
 
 
 def confidential_source(table: str) -> dg.AssetSpec:
@@ -89,58 +113,25 @@ def _scopes(book: Ledger) -> dict[str, ScopeStatus]:
     return {status.name: status for status in book.status()}
 
 
-def spendable_cap(
-    book: Ledger,
-    release: PipelineRelease,
-    budget: Budget,
-    period: str | None,
-    config: ReleaseConfig,
-    *,
-    require_existing: bool,
-) -> Fraction:
-    """The scope's cap to spend from: the ledger's, never above what the profile allows.
+def highest_cap(book: Ledger, status: ScopeStatus) -> Fraction:
+    """The largest cap the scope has had: now, at creation, or set since.
 
-    Raises `dg.Failure` (nothing charged) when the ledger cap exceeds the profile's ε for a new
-    charge, or when production meets a ledger or scope it does not know. A period that is
-    already released passes whatever the cap: its re-run returns the stored copy.
+    A correct ledger never spends past it, whereas a cap lowered below what was already spent
+    (allowed, and then no new release fits) must not fail the re-run of a released period.
     """
-    scope = release.publish.scope
-    if require_existing and book.created:
-        raise dg.Failure(
-            f"the ledger {book.display_url} did not exist and was created empty by this run; "
-            "nothing was charged. In production DPRELEASE_LEDGER_URL must name the existing "
-            "ledger (a new ledger is a fresh budget)."
-        )
-    status = _scopes(book).get(scope)
-    if status is None:
-        if require_existing and not config.create_scope:
-            raise dg.Failure(
-                f"budget scope {scope!r} is not in the ledger {book.display_url}; nothing was "
-                "charged. If this is the scope's first release, launch again with run config "
-                "create_scope: true; otherwise check DPRELEASE_LEDGER_URL."
-            )
-        return budget.profile_cap
-    composition = release.composition
-    if status.composition != composition:
-        raise dg.Failure(
-            f"scope {scope!r} has {status.composition} composition in the ledger, the spec says "
-            f"{composition}; nothing was charged. Use a new scope name."
-        )
-    released = period in released_periods(book, scope, release.name)
-    if status.cap > budget.profile_cap and (config.force_new or not released):
-        raise dg.Failure(
-            f"scope {scope!r}: the ledger's cap {float(status.cap):.6g} is above what its privacy "
-            f"profile allows ({float(budget.profile_cap):.6g}); nothing was charged. Lower it on "
-            f"purpose: dprelease ledger set-cap {scope} {budget.profile_cap} --reason '...'"
-        )
-    return status.cap
+    caps = [
+        e.epsilon
+        for e in book.history(status.name)
+        if e.kind in ("scope_created", "cap_changed") and e.epsilon is not None
+    ]
+    return max([status.cap, *caps])
 
 
 # -- checks and words ---------------------------------------------------------------------------
 
 
 def check_results(
-    release: PipelineRelease, recorded: Recorded, scope: ScopeStatus
+    release: PipelineRelease, recorded: Recorded, scope: ScopeStatus, highest: Fraction
 ) -> list[dg.AssetCheckResult]:
     """The three blocking checks; each compares the stored release with public facts only."""
     keys = release.loaded.spec.key_columns
@@ -156,8 +147,12 @@ def check_results(
         ),
         dg.AssetCheckResult(
             check_name="ledger_within_cap",
-            passed=scope.spent <= scope.cap,
-            metadata={"spent": float(scope.spent), "cap": float(scope.cap)},
+            passed=scope.spent <= highest,
+            metadata={
+                "spent": float(scope.spent),
+                "cap": float(scope.cap),
+                "highest_cap": float(highest),
+            },
         ),
         dg.AssetCheckResult(
             check_name="manifest_complete",
@@ -243,10 +238,10 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
         try:
             budget = policy.budget(scope)  # a bad profile fails here, before the ledger
             path = confidential.table_path(spec.source)
-            with ledger.open() as book:
-                cap = spendable_cap(
-                    book, release, budget, period, config, require_existing=ledger.require_existing
-                )
+            with ledger.open(create=config.create_scope) as book:
+                if ledger.require_existing and not config.create_scope:
+                    book.status(scope)  # UnknownScope: a wrong URL is never a fresh budget
+                cap = book.ensure_scope(scope, budget.profile_cap, release.composition).cap
                 prepared = prepare(  # spec, ε and schema validated before any charge
                     path,
                     release.loaded,
@@ -254,8 +249,6 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
                     neighbours=budget.choice.neighbours,
                     period=period,
                 )
-                if scope not in _scopes(book):
-                    book.ensure_scope(scope, cap, release.composition)
                 recorded = record_release(
                     prepared,
                     ledger=book,
@@ -263,12 +256,17 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
                     asset=spec.name,
                     run_id=context.run.run_id,
                     force_new=config.force_new,
+                    max_cap=budget.profile_cap,
+                    on_stage=context.log.info,
                 )
                 status = book.status(scope)[0]
+                highest = highest_cap(book, status)
         except DPReleaseError as exc:  # typed, data-free messages: the refusal in words
-            raise dg.Failure(f"{spec.name} {period or ''}".strip() + f": {exc}") from None
+            raise dg.Failure(f"{spec.name} {period or ''}".strip() + f": {refusal(exc)}") from None
+        if (warning := recorded.input_warning()) is not None:
+            context.log.warning(in_dagster_words(warning))  # the operator's channel only
         _observe_schema(context, spec.source, path)
-        checks = check_results(release, recorded, status)
+        checks = check_results(release, recorded, status, highest)
         directory = public.release_dir(spec.name, period)
         failed = [str(c.check_name) for c in checks if not c.passed]
         if failed:
@@ -276,7 +274,7 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
         else:
             write_release_files(recorded.stored, directory)
             published = f"yes: {directory}"
-        words = STATUS_TEXT[recorded.status]
+        words = in_dagster_words(recorded.describe())
         context.log.info(f"{recorded.release_id}: {words}; published {published}")
         return dg.MaterializeResult(
             metadata={

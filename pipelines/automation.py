@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from pipelines.ledger_state import Pending, released_periods, unpublished
+from dprelease.ledger import make_release_id
+from pipelines.ledger_state import Pending, unpublished
 from pipelines.release_specs import PipelineRelease
 from pipelines.resources import LedgerResource, PublicStore
 
@@ -55,8 +56,8 @@ def monthly_schedule(
                 "schedule off."
             )
         with ledger.open() as book:
-            released = period in released_periods(book, release.publish.scope, release.name)
-        if released:
+            stored = book.stored_release(make_release_id(release.name, period))
+        if stored is not None:
             return dg.SkipReason(f"{period} is already released; nothing to do")
         return dg.RunRequest(
             run_key=f"{release.name}/{period}", partition_key=period, tags=NO_RETRIES

@@ -1,8 +1,8 @@
 """What the ledger has released compared with what the public store holds.
 
-Both questions are answered from the ledger's append-only history (its `committed` events), so
-they do not depend on how a release id is spelled, and from the charge id each published
-manifest carries.
+The ledger's append-only history lists every committed charge; a slot's latest one is the
+release to publish (a re-release supersedes), and each published manifest carries the charge id
+it was written from.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from dprelease.ledger import Ledger
+from dprelease.ledger import Ledger, make_release_id
 from pipelines.release_specs import PipelineRelease
 from pipelines.resources import PublicStore
 
@@ -25,23 +25,6 @@ class Pending:
     period: str | None
     release_id: str
     charge_id: int
-
-
-@dataclass(frozen=True)
-class Committed:
-    release_id: str
-    charge_id: int
-    at: datetime
-
-
-def released_periods(book: Ledger, scope: str, asset: str) -> dict[str | None, Committed]:
-    """Period → the latest committed release of `asset` in `scope`."""
-    latest: dict[str | None, Committed] = {}
-    for event in book.history(scope):
-        if event.kind == "committed" and (event.release_id or "").startswith(f"{asset}/"):
-            assert event.release_id is not None and event.charge_id is not None
-            latest[event.period] = Committed(event.release_id, event.charge_id, event.at)
-    return latest
 
 
 def published_charge(public: PublicStore, release: str, period: str | None) -> int | None:
@@ -60,11 +43,19 @@ def unpublished(
     *,
     settle_minutes: int = 0,
 ) -> list[Pending]:
-    """Releases the ledger committed (at least `settle_minutes` ago) that are not published."""
+    """Releases whose latest commit (at least `settle_minutes` old) is not what is published."""
     settled = datetime.now(UTC) - timedelta(minutes=settle_minutes)
-    return [
-        Pending(r.name, r.publish.scope, period, c.release_id, c.charge_id)
-        for r in releases
-        for period, c in released_periods(book, r.publish.scope, r.name).items()
-        if c.at <= settled and published_charge(public, r.name, period) != c.charge_id
-    ]
+    pending: list[Pending] = []
+    for release in releases:
+        scope = release.publish.scope
+        latest = {  # history is oldest first: the last commit of a slot wins
+            event.period: (event.release_id, event.charge_id, event.at)
+            for event in book.history(scope)
+            if event.kind == "committed"
+            and event.release_id == make_release_id(release.name, event.period)
+        }
+        for period, (release_id, charge_id, at) in latest.items():
+            assert release_id is not None and charge_id is not None  # set on every commit
+            if at <= settled and published_charge(public, release.name, period) != charge_id:
+                pending.append(Pending(release.name, scope, period, release_id, charge_id))
+    return pending

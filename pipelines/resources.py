@@ -7,8 +7,9 @@ go, the ledger, and the privacy profiles.
   on first use, each setting overridable by its environment variable;
 * `production`: `DPRELEASE_CONFIDENTIAL_DIR`, `DPRELEASE_PRIVACY_CONFIG` and
   `DPRELEASE_LEDGER_URL` are required (the code location does not load without them), demo data
-  is never generated, and a release refuses a ledger that did not exist before it was opened: a
-  missing or mistyped URL must never become a fresh budget.
+  is never generated, and the ledger and a release's budget scope must already exist unless the
+  run asks to create them (`create_scope`): a missing or mistyped URL must never become a fresh
+  budget.
 """
 
 from __future__ import annotations
@@ -83,13 +84,19 @@ class LedgerResource(dg.ConfigurableResource):
     )
     require_existing: bool = Field(
         default=False,
-        description="refuse to release into a ledger that this run created (production)",
+        description="open only a ledger that exists, unless a run asks to create its scope "
+        "(production)",
     )
 
-    def open(self) -> Ledger:
+    def open(self, *, create: bool = False) -> Ledger:
+        """The ledger. With `require_existing`, a ledger that does not exist is refused
+        (LedgerNotFound, nothing created) unless `create`: a missing or mistyped URL must
+        never become a fresh budget."""
         if self.require_existing and not (self.url or os.environ.get(LEDGER_URL_ENV)):
             raise _missing(LEDGER_URL_ENV, "the ledger URL")
-        return Ledger(self.url)
+        return Ledger(
+            self.url, mode="create" if create or not self.require_existing else "existing"
+        )
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -14,8 +18,9 @@ import polars as pl
 import pytest
 
 from dprelease.errors import ConfigError, SpecError
-from dprelease.ledger import Ledger
-from dprelease.publish import record_release
+from dprelease.ledger import Ledger, make_release_id
+from dprelease.noise import NoiseSource
+from dprelease.publish import Recorded, record_release
 from dprelease.release import prepare
 from pipelines.assets import BUDGET_KEY
 from pipelines.definitions import build_definitions
@@ -33,11 +38,7 @@ MONTHLY = "visits_by_clinic"
 PRIVACY = SPECS_DIR.parent / "privacy.yaml"
 VISITS_CAP = Fraction(4)  # pipelines/privacy.yaml, scope hospital_patients: ½ ln 3000 → 4.0
 STUDY_CAP = Fraction(3, 10)  # default profile (the paper's): ½ ln 2 rounded down to 0.30
-NEEDS_LEDGER_BRANCH = pytest.mark.xfail(
-    strict=True,
-    reason="needs the ledger's release slot asset/period (ledger branch): today a new ε or spec "
-    "makes a new release id",
-)
+SCOPE = "hospital_patients"  # the monthly release's budget scope
 
 
 def write_tables(directory: Path, *, patients: int = 4_000, seed: int = 7) -> None:
@@ -88,7 +89,7 @@ def spent(root: Path, scope: str) -> tuple[Fraction, int]:
 
 def failure(result: dg.ExecuteInProcessResult) -> str:
     error = result.get_step_failure_events()[0].event_specific_data.error
-    return error.message.removeprefix(f"{dg.Failure.__module__}.Failure: ")
+    return error.message.removeprefix(f"{dg.Failure.__module__}.Failure: ").rstrip("\n")
 
 
 def files(directory: Path) -> dict[str, bytes]:
@@ -241,19 +242,84 @@ def test_exhausted_budget_fails_only_that_month(root: Path) -> None:
     assert "SUCCEEDED" not in statuses["2024-04"]
 
 
-def test_a_failing_check_blocks_publication(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The release is recorded, but with an incomplete manifest no public file is written."""
-    import pipelines.assets
+def record_unpublished(root: Path, period: str, **options: Any) -> Recorded:
+    """Record a month as a run that crashed after the ledger commit leaves it: stored, no files."""
+    release = load_release(SPECS_DIR / "visits_monthly.yaml")
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        book.ensure_scope(SCOPE, VISITS_CAP)
+        prepared = prepare(
+            root / "confidential/visits.parquet", release.loaded, VISITS_CAP / 12, period=period
+        )
+        return record_release(prepared, ledger=book, scope=SCOPE, asset=MONTHLY, **options)
 
-    monkeypatch.setattr(pipelines.assets, "manifest_problems", lambda manifest: ["missing ci95"])
+
+def _stored_without_a_cell(root: Path, period: str) -> None:
+    """A stored copy whose table lacks a public key cell, committed through the ledger's API
+    (as an engine that dropped empty cells, or another tool, could have stored it)."""
+    release = load_release(SPECS_DIR / "visits_monthly.yaml")
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        book.ensure_scope(SCOPE, VISITS_CAP)
+        prepared = prepare(
+            root / "confidential/visits.parquet", release.loaded, VISITS_CAP / 12, period=period
+        )
+        reservation = book.reserve(
+            make_release_id(MONTHLY, period),
+            SCOPE,
+            period,
+            prepared.plan.epsilon_total,
+            spec_hash=prepared.spec_hash,
+        )
+        released = prepared.run()
+        table = io.BytesIO()
+        released.table.slice(1).write_parquet(table)
+        manifest = {**released.manifest, "release_id": reservation.release_id}
+        book.commit(reservation, table.getvalue(), manifest)
+
+
+def _stored_with_seeded_noise(root: Path, period: str) -> None:
+    """A release drawn with the seeded test noise source (allowed by its caller) is stored: its
+    manifest says its noise is not private."""
+    record_unpublished(root, period, noise=NoiseSource.seeded_for_tests(1), allow_unsafe_noise=True)
+
+
+def _stored_then_overspent(root: Path, period: str) -> None:
+    """A ledger that has spent more than any cap it had: a charge edited by hand to ε = 5."""
+    charge = record_unpublished(root, period).stored.charge_id
+    with closing(sqlite3.connect(root / "ledger.sqlite")) as db, db:
+        db.execute("UPDATE dprelease_charges SET epsilon = '5' WHERE charge_id = ?", (charge,))
+
+
+@pytest.mark.parametrize(
+    ("check", "store", "why"),
+    [
+        ("all_public_keys_present", _stored_without_a_cell, {"released_cells": 31}),
+        ("ledger_within_cap", _stored_then_overspent, {"spent": 5.0, "highest_cap": 4.0}),
+        (
+            "manifest_complete",
+            _stored_with_seeded_noise,
+            {"problems": "noise source is seeded: not a private release"},
+        ),
+    ],
+)
+def test_each_blocking_check_withholds_the_files_for_a_real_reason(
+    root: Path, check: str, store: Callable[[Path, str], None], why: dict[str, object]
+) -> None:
+    """The ledger holds a month that fails one check: its run publishes nothing, charges
+    nothing, fails only that check, and says why in the check's metadata."""
+    store(root, "2024-06")
+    before = spent(root, SCOPE)
     defs = build_definitions(resources=resources(root))
     result = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-06")
-    failed = {e.check_name for e in result.get_asset_check_evaluations() if not e.passed}
-    assert failed == {"manifest_complete"}
     assert not result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert {e.check_name for e in evaluations if not e.passed} == {check}
+    failed = next(e for e in evaluations if e.check_name == check)
+    assert {k: failed.metadata[k].value for k in why} == why
     metadata = result.asset_materializations_for_node(MONTHLY)[0].metadata
-    assert metadata["published"].value == "no: check(s) manifest_complete failed; files withheld"
+    assert metadata["charged"].value is False
+    assert metadata["published"].value == f"no: check(s) {check} failed; files withheld"
     assert not (root / "public" / MONTHLY).exists()
+    assert spent(root, SCOPE) == before
 
 
 def test_recorded_but_unpublished_is_shown_and_published_by_the_sensor(
@@ -264,13 +330,7 @@ def test_recorded_but_unpublished_is_shown_and_published_by_the_sensor(
     import pipelines.automation
 
     defs = build_definitions(resources=resources(root))
-    release = load_release(SPECS_DIR / "visits_monthly.yaml")
-    with Ledger(str(root / "ledger.sqlite")) as book:
-        book.ensure_scope("hospital_patients", VISITS_CAP)
-        prepared = prepare(
-            root / "confidential/visits.parquet", release.loaded, VISITS_CAP / 12, period="2024-05"
-        )
-        crashed = record_release(prepared, ledger=book, scope="hospital_patients", asset=MONTHLY)
+    crashed = record_unpublished(root, "2024-05")
     instance = dg.DagsterInstance.ephemeral()
     budget = materialize(defs, instance, ["privacy_budget"])
     assert budget.asset_materializations_for_node("privacy_budget")[0].metadata[
@@ -338,8 +398,11 @@ def test_a_stricter_profile_refuses_new_months_until_set_cap(root: Path) -> None
     defs = build_definitions(resources=resources(root, privacy=strict))
     refused = materialize(defs, instance, [MONTHLY], "2024-02")
     assert not refused.success
-    assert "the ledger's cap 4 is above what its privacy profile allows (2.95)" in failure(refused)
-    assert "dprelease ledger set-cap hospital_patients 59/20" in failure(refused)
+    assert failure(refused) == (
+        "visits_by_clinic 2024-02: budget scope 'hospital_patients' has cap 4 (4) in the ledger, "
+        "more than the privacy profile allows (2.95); nothing was spent. Lower it with "
+        "`dprelease ledger set-cap hospital_patients 59/20 --reason TEXT`, or change the profile"
+    )
     assert materialize(defs, instance, [MONTHLY], "2024-01").success
     budget = materialize(defs, instance, ["privacy_budget"])
     scopes = budget.asset_materializations_for_node("privacy_budget")[0].metadata["scopes"]
@@ -350,7 +413,6 @@ def test_a_stricter_profile_refuses_new_months_until_set_cap(root: Path) -> None
     assert spent(root, "hospital_patients") == (VISITS_CAP / 12, 1)
 
 
-@NEEDS_LEDGER_BRANCH
 def test_set_cap_lower_then_rerun_released_months_charges_nothing(root: Path) -> None:
     defs = build_definitions(resources=resources(root))
     instance = dg.DagsterInstance.ephemeral()
@@ -361,7 +423,14 @@ def test_set_cap_lower_then_rerun_released_months_charges_nothing(root: Path) ->
     for month in ("2024-01", "2024-02"):
         again = materialize(defs, instance, [MONTHLY], month)
         assert again.success
-        assert again.asset_materializations_for_node(MONTHLY)[0].metadata["charged"].value is False
+        metadata = again.asset_materializations_for_node(MONTHLY)[0].metadata
+        assert metadata["charged"].value is False
+        words = metadata["ledger"].value
+        assert words.startswith("already released on ") and "nothing charged" in words
+        assert words.endswith(
+            "(stored with ε = 0.333333; this run asked for ε = 0.25: a release at that ε needs "
+            "run config force_new: true and is charged)"
+        )
     assert spent(root, "hospital_patients") == (2 * VISITS_CAP / 12, 2)
     new = materialize(defs, instance, [MONTHLY], "2024-03")
     assert new.asset_materializations_for_node(MONTHLY)[0].metadata["epsilon"].value == 0.25
@@ -371,7 +440,26 @@ def test_set_cap_lower_then_rerun_released_months_charges_nothing(root: Path) ->
     assert "cap 4 (4) -> 3 (3); reason: board decision" in history.value
 
 
-@NEEDS_LEDGER_BRANCH
+def test_a_cap_lowered_below_what_was_spent_refuses_new_months_not_released_ones(
+    root: Path,
+) -> None:
+    defs = build_definitions(resources=resources(root))
+    instance = dg.DagsterInstance.ephemeral()
+    for month in ("2024-01", "2024-02"):
+        assert materialize(defs, instance, [MONTHLY], month).success
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        book.set_cap(SCOPE, Fraction(1, 2), reason="no more releases")  # spent: 2/3
+    again = materialize(defs, instance, [MONTHLY], "2024-01")
+    assert again.success and all(e.passed for e in again.get_asset_check_evaluations())
+    refused = materialize(defs, instance, [MONTHLY], "2024-03")
+    assert not refused.success
+    assert failure(refused).startswith(
+        "visits_by_clinic 2024-03: privacy budget exhausted for scope 'hospital_patients': "
+        "spent 0.666667 of cap 0.5, requested 0.0416667"
+    )
+    assert spent(root, SCOPE) == (2 * VISITS_CAP / 12, 2)
+
+
 def test_a_changed_spec_for_a_released_month_is_refused_unless_forced(root: Path) -> None:
     defs = build_definitions(resources=resources(root))
     instance = dg.DagsterInstance.ephemeral()
@@ -382,7 +470,12 @@ def test_a_changed_spec_for_a_released_month_is_refused_unless_forced(root: Path
     monthly.write_text(monthly.read_text().replace("upper: 2000", "upper: 3000"))
     changed = build_definitions(specs, resources=resources(root))
     refused = materialize(changed, instance, [MONTHLY], "2024-01")
-    assert not refused.success and "force_new" in failure(refused)
+    assert not refused.success
+    assert failure(refused).startswith(
+        "visits_by_clinic 2024-01: release 'visits_by_clinic/2024-01' was released on "
+    )
+    assert "release the changed spec anew with run config force_new: true" in failure(refused)
+    assert "--force-new" not in failure(refused)
     assert spent(root, "hospital_patients") == (VISITS_CAP / 12, 1)
     forced = materialize(changed, instance, [MONTHLY], "2024-01", {"force_new": True})
     assert forced.success
@@ -414,18 +507,30 @@ def test_production_requires_its_settings_and_never_makes_demo_data(
         deployment_resources()
 
 
-def test_production_refuses_a_new_ledger_and_an_unknown_scope(root: Path) -> None:
+def test_production_opens_only_an_existing_ledger_and_scope_unless_asked(root: Path) -> None:
+    """A missing ledger or scope is refused with nothing created, until a run asks for it."""
     defs = build_definitions(resources=resources(root, require_existing=True))
     instance = dg.DagsterInstance.ephemeral()
     fresh = materialize(defs, instance, [MONTHLY], "2024-01")
-    assert not fresh.success and "did not exist and was created empty" in failure(fresh)
-    unknown = materialize(defs, instance, [MONTHLY], "2024-01")
-    assert not unknown.success and "create_scope: true" in failure(unknown)
-    assert Ledger(str(root / "ledger.sqlite")).status() == []
+    assert not fresh.success
+    assert "nothing was created" in failure(fresh)
+    assert failure(fresh).endswith(
+        "In Dagster, DPRELEASE_LEDGER_URL must name the existing ledger; only the very first "
+        "release into a new ledger is launched with run config create_scope: true"
+    )
+    assert not (root / "ledger.sqlite").exists()
     first = materialize(defs, instance, [MONTHLY], "2024-01", {"create_scope": True})
-    assert first.success
+    assert first.success  # the first release creates the ledger and its scope
     assert materialize(defs, instance, [MONTHLY], "2024-02").success
-    assert spent(root, "hospital_patients") == (2 * VISITS_CAP / 12, 2)
+    unknown = materialize(defs, instance, ["case_control_by_genotype"])
+    assert not unknown.success
+    assert failure(unknown) == (
+        f"case_control_by_genotype: unknown budget scope 'case_control_study' in ledger "
+        f"sqlite:///{root / 'ledger.sqlite'}. If this is the scope's first release, launch "
+        "again with run config create_scope: true; otherwise check DPRELEASE_LEDGER_URL"
+    )
+    assert [s.name for s in Ledger(str(root / "ledger.sqlite")).status()] == [SCOPE]
+    assert spent(root, SCOPE) == (2 * VISITS_CAP / 12, 2)
 
 
 def _published(root: Path, confidential: Path) -> tuple[dict, dict]:
