@@ -189,7 +189,7 @@ def test_every_release_publishes_in_one_step_and_checks_pass(root: Path) -> None
     by_region = pl.read_csv(root / "public/case_control_by_region/all/release.csv")
     assert by_region.height == 16 and "Islands" in by_region.get_column("region").to_list()
     assert spent(root, "case_control_study") == (STUDY_CAP, 2)
-    assert spent(root, "hospital_patients") == (VISITS_CAP / 12, 1)
+    assert spent(root, SCOPE) == (VISITS_CAP / 12, 1)
 
 
 def test_backfill_charges_each_month_once_and_rerun_returns_stored(root: Path) -> None:
@@ -198,7 +198,7 @@ def test_backfill_charges_each_month_once_and_rerun_returns_stored(root: Path) -
     instance = dg.DagsterInstance.ephemeral()
     for month in ("2024-01", "2024-02", "2024-03"):
         assert materialize(defs, instance, [MONTHLY], month).success
-    assert spent(root, "hospital_patients") == (3 * VISITS_CAP / 12, 3)
+    assert spent(root, SCOPE) == (3 * VISITS_CAP / 12, 3)
     before = files(root / "public" / MONTHLY / "2024-02")
     again = materialize(defs, instance, [MONTHLY], "2024-02")
     assert again.success
@@ -206,7 +206,7 @@ def test_backfill_charges_each_month_once_and_rerun_returns_stored(root: Path) -
     assert metadata["charged"].value is False
     assert metadata["ledger"].value.startswith("already released")
     assert files(root / "public" / MONTHLY / "2024-02") == before
-    assert spent(root, "hospital_patients") == (3 * VISITS_CAP / 12, 3)
+    assert spent(root, SCOPE) == (3 * VISITS_CAP / 12, 3)
 
 
 def _check_statuses(instance: dg.DagsterInstance) -> dict[str, set[str]]:
@@ -236,7 +236,7 @@ def test_exhausted_budget_fails_only_that_month(root: Path) -> None:
     assert "remaining 0" in message
     assert not (root / "public" / MONTHLY / "2024-04").exists()
     assert files(root / "public" / MONTHLY / "2024-01") == january
-    assert spent(root, "hospital_patients") == (VISITS_CAP, 3)
+    assert spent(root, SCOPE) == (VISITS_CAP, 3)
     statuses = _check_statuses(instance)
     assert {statuses[m].pop() for m in ("2024-01", "2024-02", "2024-03")} == {"SUCCEEDED"}
     assert "SUCCEEDED" not in statuses["2024-04"]
@@ -353,7 +353,7 @@ def test_recorded_but_unpublished_is_shown_and_published_by_the_sensor(
     assert run.asset_materializations_for_node(MONTHLY)[0].metadata["charged"].value is False
     published = root / "public" / MONTHLY / "2024-05/release.parquet"
     assert published.read_bytes() == crashed.stored.table_parquet
-    assert spent(root, "hospital_patients") == (VISITS_CAP / 12, 1)
+    assert spent(root, SCOPE) == (VISITS_CAP / 12, 1)
     again = sensor.evaluate_tick(context)
     assert not again.run_requests and "every recorded release is published" in again.skip_message
 
@@ -410,7 +410,7 @@ def test_a_stricter_profile_refuses_new_months_until_set_cap(root: Path) -> None
         r.data["note"] for r in scopes.value.records if r.data["scope"] == "hospital_patients"
     )
     assert "new releases are refused until `dprelease ledger set-cap" in note
-    assert spent(root, "hospital_patients") == (VISITS_CAP / 12, 1)
+    assert spent(root, SCOPE) == (VISITS_CAP / 12, 1)
 
 
 def test_set_cap_lower_then_rerun_released_months_charges_nothing(root: Path) -> None:
@@ -419,7 +419,7 @@ def test_set_cap_lower_then_rerun_released_months_charges_nothing(root: Path) ->
     for month in ("2024-01", "2024-02"):
         assert materialize(defs, instance, [MONTHLY], month).success
     with Ledger(str(root / "ledger.sqlite")) as book:
-        book.set_cap("hospital_patients", Fraction(3), reason="board decision")
+        book.set_cap(SCOPE, Fraction(3), reason="board decision")
     for month in ("2024-01", "2024-02"):
         again = materialize(defs, instance, [MONTHLY], month)
         assert again.success
@@ -431,10 +431,10 @@ def test_set_cap_lower_then_rerun_released_months_charges_nothing(root: Path) ->
             "(stored with ε = 0.333333; this run asked for ε = 0.25: a release at that ε needs "
             "run config force_new: true and is charged)"
         )
-    assert spent(root, "hospital_patients") == (2 * VISITS_CAP / 12, 2)
+    assert spent(root, SCOPE) == (2 * VISITS_CAP / 12, 2)
     new = materialize(defs, instance, [MONTHLY], "2024-03")
     assert new.asset_materializations_for_node(MONTHLY)[0].metadata["epsilon"].value == 0.25
-    assert spent(root, "hospital_patients") == (2 * VISITS_CAP / 12 + Fraction(1, 4), 3)
+    assert spent(root, SCOPE) == (2 * VISITS_CAP / 12 + Fraction(1, 4), 3)
     budget = materialize(defs, instance, ["privacy_budget"])
     history = budget.asset_materializations_for_node("privacy_budget")[0].metadata["cap_changes"]
     assert "cap 4 (4) -> 3 (3); reason: board decision" in history.value
@@ -476,10 +476,10 @@ def test_a_changed_spec_for_a_released_month_is_refused_unless_forced(root: Path
     )
     assert "release the changed spec anew with run config force_new: true" in failure(refused)
     assert "--force-new" not in failure(refused)
-    assert spent(root, "hospital_patients") == (VISITS_CAP / 12, 1)
+    assert spent(root, SCOPE) == (VISITS_CAP / 12, 1)
     forced = materialize(changed, instance, [MONTHLY], "2024-01", {"force_new": True})
     assert forced.success
-    assert spent(root, "hospital_patients") == (2 * VISITS_CAP / 12, 2)
+    assert spent(root, SCOPE) == (2 * VISITS_CAP / 12, 2)
 
 
 def test_production_requires_its_settings_and_never_makes_demo_data(
