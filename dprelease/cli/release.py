@@ -41,12 +41,15 @@ class _Budget:
         return self.cap_option or self.profile_cap
 
 
-def _budget(epsilon: str | None, config: Path | None, cap: str | None) -> _Budget:
-    """ε of this release (default: the whole cap from the profile) and the caps stated."""
+def _budget(epsilon: str | None, config: Path | None, cap: str | None, scope: str) -> _Budget:
+    """ε of this release (default: the whole cap from the scope's profile) and the caps stated.
+
+    The profile is the scope's own (its entry under `scopes:`), else the file's `privacy:`.
+    """
     stated_cap = parse_epsilon(cap, "--cap") if cap is not None else None
     profile_cap = neighbours = None
     if config is not None:
-        choice = choose_budget(load_privacy_config(config))
+        choice = choose_budget(load_privacy_config(config, scope))
         neighbours = choice.neighbours
         profile_cap = cap_from_profile(choice)
         if stated_cap is not None and stated_cap > profile_cap:
@@ -166,7 +169,11 @@ def release(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="Privacy YAML: ε_min from its odds risk profile is the cap."),
+        typer.Option(
+            "--config",
+            help="Privacy YAML: ε_min from the scope's odds risk profile (its `scopes:` entry, "
+            "else `privacy:`) is the cap.",
+        ),
     ] = None,
     ledger_url: Annotated[
         str | None,
@@ -197,9 +204,9 @@ def release(
     if out.exists() and not out.is_dir():
         raise ConfigError("--out", f"{out} exists and is not a directory")
     loaded = load_spec(spec)
-    budget = _budget(epsilon, config, cap)
-    prepared = prepare(data, loaded, budget.epsilon, neighbours=budget.neighbours, period=period)
     scope_name = scope or loaded.spec.name
+    budget = _budget(epsilon, config, cap, scope_name)
+    prepared = prepare(data, loaded, budget.epsilon, neighbours=budget.neighbours, period=period)
     with (
         _open_scope(ledger_url, scope_name, budget, composition_of(loaded)) as ledger,
         Progress(
