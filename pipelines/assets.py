@@ -205,6 +205,21 @@ def monthly_partitions(release: PipelineRelease) -> dg.MonthlyPartitionsDefiniti
     return dg.MonthlyPartitionsDefinition(start_date=first, end_date=end, fmt="%Y-%m")
 
 
+def _current_cap(book: Ledger, scope: str, *, creatable: bool) -> Fraction | None:
+    """The scope's cap in the ledger, or None for a scope a run may create (it is created only
+    after the input has been validated, so bad input never leaves a new scope behind).
+
+    Where scopes are not creatable (production without `create_scope`), an unknown scope is
+    refused: a wrong ledger URL must never look like a fresh budget.
+    """
+    try:
+        return book.status(scope)[0].cap
+    except UnknownScope:
+        if not creatable:
+            raise
+        return None
+
+
 def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
     """The release asset of one spec file: ledger record, blocking checks, public files.
 
@@ -239,16 +254,16 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
             budget = policy.budget(scope)  # a bad profile fails here, before the ledger
             path = confidential.table_path(spec.source)
             with ledger.open(create=config.create_scope) as book:
-                if ledger.require_existing and not config.create_scope:
-                    book.status(scope)  # UnknownScope: a wrong URL is never a fresh budget
-                cap = book.ensure_scope(scope, budget.profile_cap, release.composition).cap
-                prepared = prepare(  # spec, ε and schema validated before any charge
+                creatable = config.create_scope or not ledger.require_existing
+                cap = _current_cap(book, scope, creatable=creatable) or budget.profile_cap
+                prepared = prepare(  # spec, ε and schema validated before the ledger changes
                     path,
                     release.loaded,
                     cap * release.publish.share,
                     neighbours=budget.choice.neighbours,
                     period=period,
                 )
+                book.ensure_scope(scope, budget.profile_cap, release.composition)
                 recorded = record_release(
                     prepared,
                     ledger=book,

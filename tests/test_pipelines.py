@@ -242,6 +242,19 @@ def test_exhausted_budget_fails_only_that_month(root: Path) -> None:
     assert "SUCCEEDED" not in statuses["2024-04"]
 
 
+def test_bad_input_fails_before_the_ledger_changes(root: Path) -> None:
+    """A table without a column the spec reads is refused in words, before the run creates its
+    budget scope or charges anything."""
+    visits = root / "confidential" / "visits.parquet"
+    pl.read_parquet(visits).drop("cost").write_parquet(visits)
+    defs = build_definitions(resources=resources(root))
+    refused = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-01")
+    assert not refused.success
+    assert "column 'cost': not found in the input" in failure(refused)
+    assert Ledger(str(root / "ledger.sqlite")).status() == []
+    assert not (root / "public" / MONTHLY).exists()
+
+
 def record_unpublished(root: Path, period: str, **options: Any) -> Recorded:
     """Record a month as a run that crashed after the ledger commit leaves it: stored, no files."""
     release = load_release(SPECS_DIR / "visits_monthly.yaml")
