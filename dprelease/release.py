@@ -17,18 +17,20 @@ from typing import Any
 import polars as pl
 
 import dprelease
-from dprelease.accounting import Measurement, Plan, StatisticPlan, internal_name, plan_release
+from dprelease.accounting import Measurement, Plan, StatisticPlan, plan_release
 from dprelease.engines import DataSource, get_engine, new_salt
 from dprelease.errors import SpecError
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon, exact_positive
 from dprelease.spec import (
-    CI95_SUFFIX,
+    MOE95_SUFFIX,
+    CountStatistic,
     LoadedSpec,
+    MeanStatistic,
     Month,
     ReleaseSpec,
-    StatisticKind,
+    SumStatistic,
     resolve_period,
 )
 
@@ -185,32 +187,29 @@ def _manifest(
 def _columns(p: StatisticPlan, noisy: dict[str, pl.Series], loaded: LoadedSpec) -> list[pl.Series]:
     post = loaded.spec.postprocess
     stat, m = p.statistic, p.measurement
-    if stat.kind is StatisticKind.COUNT:
+    margin = f"{stat.name}{MOE95_SUFFIX}"
+    if isinstance(stat, CountStatistic):
         lowest = 0 if post.nonnegative else _INT64[0]
         values = noisy[m.name].clip(lowest, _INT64[1]).cast(pl.Int64)
         out = [values.alias(stat.name)]
-        if post.ci95_columns:
-            out.append(
-                pl.Series(f"{stat.name}{CI95_SUFFIX}", [m.ci95] * len(values), dtype=pl.Float64)
-            )
+        if post.moe95_columns:
+            out.append(pl.Series(margin, [m.moe95] * len(values), dtype=pl.Float64))
         return out
     total = noisy[m.name].cast(pl.Float64) * float(m.granularity)
-    if stat.kind is StatisticKind.SUM:
-        if post.nonnegative and m.lower >= 0:
+    if isinstance(stat, SumStatistic):
+        if post.nonnegative and stat.lower >= 0:
             total = total.clip(lower_bound=0.0)
         out = [_round(total, post.decimals).alias(stat.name)]
-        if post.ci95_columns:
-            out.append(
-                pl.Series(f"{stat.name}{CI95_SUFFIX}", [m.ci95] * len(total), dtype=pl.Float64)
-            )
+        if post.moe95_columns:
+            out.append(pl.Series(margin, [m.moe95] * len(total), dtype=pl.Float64))
         return out
-    assert p.count is not None
+    assert p.count is not None  # a mean always has its denominator
     count = noisy[p.count.name].cast(pl.Float64).clip(lower_bound=1.0)
-    mean = (total / count).clip(m.lower, m.upper)
+    mean = (total / count).clip(stat.lower, stat.upper)
     out = [_round(mean, post.decimals).alias(stat.name)]
-    if post.ci95_columns:  # first-order propagation of both half-widths through sum / count
-        half = (m.ci95 + mean.abs() * p.count.ci95) / count
-        out.append(_round(half, post.decimals).alias(f"{stat.name}{CI95_SUFFIX}"))
+    if post.moe95_columns:  # first-order propagation of both margins through sum / count
+        half = (m.moe95 + mean.abs() * p.count.moe95) / count
+        out.append(_round(half, post.decimals).alias(margin))
     return out
 
 
@@ -230,7 +229,7 @@ def _measurement_entry(m: Measurement) -> dict[str, Any]:
         "granularity": float(m.granularity),
         "noise_scale": m.scale,
         "noise_scale_units_exact": str(m.scale_units),
-        "ci95_halfwidth": m.ci95,
+        "moe95": m.moe95,
         "variance": m.variance,
     }
 
@@ -240,29 +239,28 @@ def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": stat.name,
         "kind": stat.kind.value,
-        "column": stat.column,
-        "lower": stat.lower,
-        "upper": stat.upper,
         "epsilon": float(p.epsilon),
         "epsilon_exact": str(p.epsilon),
         "mechanism": MECHANISM,
     }
-    if stat.kind is StatisticKind.MEAN:
-        shared = p.count.name != internal_name(stat, "count")
+    if not isinstance(stat, CountStatistic):
+        entry.update(column=stat.column, lower=stat.lower, upper=stat.upper)
+    if isinstance(stat, MeanStatistic):
+        reused = " and ".join(repr(name) for name in p.reused)
         entry["how"] = "noisy sum / noisy count (post-processing), clamped to [lower, upper]; " + (
-            "the count is the release's count statistic, at no extra ε"
-            if shared
-            else "with a count of its own"
+            f"reuses {reused} at no extra ε" if p.reused else "with a sum and a count of its own"
         )
-        entry["ci95_halfwidth"] = "per cell, first-order propagation of sum and count half-widths"
-        entry["measurements"] = [_measurement_entry(m)]
-        if not shared:
-            entry["measurements"].append(_measurement_entry(p.count))
+        entry["reuses"] = list(p.reused)
+        entry["margin_of_error"] = (
+            f"per cell in {stat.name}{MOE95_SUFFIX}: first-order propagation of the sum's and "
+            "the count's margins"
+        )
+        entry["measurements"] = [_measurement_entry(own) for own in p.own()]
         return entry
     entry.update({k: v for k, v in _measurement_entry(m).items() if k not in entry})
-    if stat.target_ci95 is not None:
-        entry["target_ci95"] = stat.target_ci95
-        entry["target_met"] = m.ci95 <= stat.target_ci95
+    if stat.target_moe95 is not None:
+        entry["target_moe95"] = stat.target_moe95
+        entry["target_met"] = m.moe95 <= stat.target_moe95
     return entry
 
 
@@ -295,7 +293,7 @@ REQUIRED_MEASUREMENT_FIELDS = (
     "granularity",
     "noise_scale",
     "noise_scale_units_exact",
-    "ci95_halfwidth",
+    "moe95",
 )
 
 

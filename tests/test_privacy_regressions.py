@@ -256,7 +256,7 @@ def test_a_statistic_named_like_a_means_internals_gets_its_own_values() -> None:
 
 @pytest.mark.parametrize(
     ("names", "words"),
-    [(["mean:x:sum"], "should match pattern"), (["n", "n_ci95"], "'n_ci95'")],
+    [(["mean:x:sum"], "should match pattern"), (["n", "n_moe95"], "'n_moe95'")],
 )
 def test_names_that_could_collide_are_refused(names: list[str], words: str) -> None:
     stats = [{"name": name, "kind": "count"} for name in names]

@@ -50,7 +50,7 @@ def test_exact_counts_sums_clamping_nulls_and_domain() -> None:
         }
     )
     table = exact(df, spec_of())
-    assert table.columns == ["region", "n", "n_ci95", "cost", "cost_ci95"]
+    assert table.columns == ["region", "n", "n_moe95", "cost", "cost_moe95"]
     # n: 10 + 100 (clamped); s: null → 0, -5 → 0, inf → 100; e: no rows; x and null dropped.
     assert table.select("region", "n", "cost").rows() == [
         ("n", 2, 110.0),
@@ -176,7 +176,7 @@ def test_mean_is_noisy_sum_over_noisy_count_and_reuses_the_count() -> None:
     result = release(df, spec_of(statistics=stats), 1.0, noise=ZERO(), allow_unsafe_noise=True)
     assert result.table.get_column("avg").to_list()[:2] == [20.0, 7.0]
     entry = result.manifest["statistics"][1]
-    assert "release's count statistic" in entry["how"]
+    assert "reuses 'n' at no extra ε" in entry["how"]
     assert len(entry["measurements"]) == 1
 
 
@@ -273,14 +273,14 @@ def test_accuracy_first_split_shares_in_proportion_to_needs_and_reports_targets(
     loaded = spec_of(
         max_rows_per_unit=1,
         statistics=[
-            {"name": "n", "kind": "count", "target_ci95": 10},
+            {"name": "n", "kind": "count", "target_moe95": 10},
             {
                 "name": "c",
                 "kind": "sum",
                 "column": "cost",
                 "lower": 0,
                 "upper": 100,
-                "target_ci95": 1000,
+                "target_moe95": 1000,
             },
         ],
     )
@@ -289,7 +289,7 @@ def test_accuracy_first_split_shares_in_proportion_to_needs_and_reports_targets(
     assert manifest["budget_split"] == "accuracy targets"
     # needs: 1·ln20/10 and 100·ln20/1000 are equal → equal shares
     assert n["epsilon_exact"] == c["epsilon_exact"] == "1/2"
-    assert n["target_met"] is True and n["ci95_halfwidth"] <= 10
+    assert n["target_met"] is True and n["moe95"] <= 10
     assert c["target_met"] is True
 
 

@@ -155,12 +155,22 @@ def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
         (
             {
                 "statistics": [
-                    {"name": "n", "kind": "count", "target_ci95": 5},
+                    {"name": "n", "kind": "count", "target_moe95": 5},
                     {"name": "m", "kind": "count"},
                 ]
             },
             "release",
-            "target_ci95",
+            "target_moe95",
+        ),
+        (
+            {"statistics": [{"name": "n", "kind": "count", "target_ci95": 5}]},
+            "release.statistics[0].target_ci95",
+            "now called 'target_moe95'",
+        ),
+        (
+            {"postprocess": {"ci95_columns": False}},
+            "release.postprocess.ci95_columns",
+            "now called 'moe95_columns'",
         ),
         ({"colour": "blue"}, "release.colour", "Extra inputs"),
     ],

@@ -20,7 +20,7 @@ import polars as pl
 
 from dprelease.accounting import Measurement, Plan
 from dprelease.errors import DataError, DPReleaseError, SchemaError, SpecError
-from dprelease.spec import LoadedSpec, Month
+from dprelease.spec import CountStatistic, LoadedSpec, Month
 
 #: What `release` accepts as confidential input; paths are scanned lazily so large files stream.
 DataSource = str | Path | pl.DataFrame | pl.LazyFrame | Any  # Any: pandas.DataFrame, pyarrow.Table
@@ -108,7 +108,7 @@ def columns_read(loaded: LoadedSpec) -> dict[str, str]:
         for column in group.key_columns:
             paths[column] = f"release.group_by[{i}].{'column' if group.column else 'columns'}"
     for i, stat in enumerate(spec.statistics):
-        if stat.column is not None:
+        if not isinstance(stat, CountStatistic):
             paths.setdefault(stat.column, f"release.statistics[{i}].column")
     if spec.period is not None:
         paths[spec.period.column] = "release.period.column"
@@ -162,9 +162,9 @@ def validate_schema(schema: pl.Schema, loaded: LoadedSpec, text: frozenset[str] 
                 paths[column],
             )
     for stat in spec.statistics:
-        summed = stat.column
-        if summed is None or summed in untyped:
+        if isinstance(stat, CountStatistic) or stat.column in untyped:
             continue
+        summed = stat.column
         if not (schema[summed].is_numeric() or schema[summed] == pl.Null):
             raise SchemaError(
                 summed,
