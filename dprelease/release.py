@@ -21,14 +21,17 @@ from dprelease.accounting import Measurement, Plan, StatisticPlan, plan_release
 from dprelease.engines import DataSource, get_engine, new_salt
 from dprelease.errors import SpecError
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
+from dprelease.postprocess import ROUNDING_RULE, columns, sum_decimals
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon, exact_positive
 from dprelease.spec import (
     MOE95_SUFFIX,
+    UNDEFINED_SUFFIX,
     CountStatistic,
     LoadedSpec,
     MeanStatistic,
     Month,
+    PostProcessing,
     ReleaseSpec,
     SumStatistic,
     resolve_period,
@@ -38,9 +41,6 @@ MECHANISM = (
     "discrete Laplace (geometric) mechanism, exact sampling after Canonne, Kamath & "
     "Steinke 2020, integer arithmetic, OS CSPRNG bits"
 )
-
-
-_INT64 = (-(2**63), 2**63 - 1)
 
 
 def as_fraction(epsilon: Epsilon, field_name: str = "epsilon") -> Fraction:
@@ -85,7 +85,7 @@ class PreparedRelease:
         require_private(source, allow_unsafe=allow_unsafe_noise)
         engine = get_engine(self.engine)
         exact = engine.aggregate(self.data, self.loaded, self.plan, self.month, new_salt())
-        cells = self.loaded.cells
+        cells, post = self.loaded.cells, self.loaded.spec.postprocess
         noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
             m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
             for m in self.plan.measurements
@@ -93,7 +93,7 @@ class PreparedRelease:
         table = pl.DataFrame(
             [
                 *exact.keys.get_columns(),
-                *(col for p in self.plan.statistics for col in _columns(p, noisy, self.loaded)),
+                *(col for p in self.plan.statistics for col in columns(p, noisy, post)),
             ]
         )
         noise_source = {
@@ -179,42 +179,9 @@ def _manifest(
         "lie outside the public domain are dropped",
         "nulls": "a null or NaN summed value (or text that does not parse as a number) counts "
         "as 0 if 0 is within [lower, upper], else as lower; ±inf is clamped to the bounds",
-        "postprocessing": spec.postprocess.model_dump(),
-        "statistics": [_statistic_entry(p) for p in plan.statistics],
+        "postprocessing": {**spec.postprocess.model_dump(), "rounding": ROUNDING_RULE},
+        "statistics": [_statistic_entry(p, spec.postprocess) for p in plan.statistics],
     }
-
-
-def _columns(p: StatisticPlan, noisy: dict[str, pl.Series], loaded: LoadedSpec) -> list[pl.Series]:
-    post = loaded.spec.postprocess
-    stat, m = p.statistic, p.measurement
-    margin = f"{stat.name}{MOE95_SUFFIX}"
-    if isinstance(stat, CountStatistic):
-        lowest = 0 if post.nonnegative else _INT64[0]
-        values = noisy[m.name].clip(lowest, _INT64[1]).cast(pl.Int64)
-        out = [values.alias(stat.name)]
-        if post.moe95_columns:
-            out.append(pl.Series(margin, [m.moe95] * len(values), dtype=pl.Float64))
-        return out
-    total = noisy[m.name].cast(pl.Float64) * float(m.granularity)
-    if isinstance(stat, SumStatistic):
-        if post.nonnegative and stat.lower >= 0:
-            total = total.clip(lower_bound=0.0)
-        out = [_round(total, post.decimals).alias(stat.name)]
-        if post.moe95_columns:
-            out.append(pl.Series(margin, [m.moe95] * len(total), dtype=pl.Float64))
-        return out
-    assert p.count is not None  # a mean always has its denominator
-    count = noisy[p.count.name].cast(pl.Float64).clip(lower_bound=1.0)
-    mean = (total / count).clip(stat.lower, stat.upper)
-    out = [_round(mean, post.decimals).alias(stat.name)]
-    if post.moe95_columns:  # first-order propagation of both margins through sum / count
-        half = (m.moe95 + mean.abs() * p.count.moe95) / count
-        out.append(_round(half, post.decimals).alias(margin))
-    return out
-
-
-def _round(values: pl.Series, decimals: int | None) -> pl.Series:
-    return values if decimals is None else values.round(decimals)
 
 
 def _measurement_entry(m: Measurement) -> dict[str, Any]:
@@ -234,7 +201,7 @@ def _measurement_entry(m: Measurement) -> dict[str, Any]:
     }
 
 
-def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
+def _statistic_entry(p: StatisticPlan, post: PostProcessing) -> dict[str, Any]:
     stat, m = p.statistic, p.measurement
     entry: dict[str, Any] = {
         "name": stat.name,
@@ -255,9 +222,15 @@ def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
             f"per cell in {stat.name}{MOE95_SUFFIX}: first-order propagation of the sum's and "
             "the count's margins"
         )
+        entry["undefined"] = (
+            f"null where the noisy count is ≤ 0 (no mean is defined there); "
+            f"{stat.name}{UNDEFINED_SUFFIX} is true in those cells"
+        )
         entry["measurements"] = [_measurement_entry(own) for own in p.own()]
         return entry
     entry.update({k: v for k, v in _measurement_entry(m).items() if k not in entry})
+    if isinstance(stat, SumStatistic):
+        entry["decimals"] = sum_decimals(p, post)
     if stat.target_moe95 is not None:
         entry["target_moe95"] = stat.target_moe95
         entry["target_met"] = m.moe95 <= stat.target_moe95

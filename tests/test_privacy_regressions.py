@@ -33,6 +33,8 @@ def spec(**overrides: object) -> dict:
         "statistics": [{"name": "n", "kind": "count"}],
     }
     base.update(overrides)
+    # full precision: these tests check exact aggregates, not the default rounding
+    base["postprocess"] = {"decimals": 12, **base.get("postprocess", {})}
     return {key: value for key, value in base.items() if value is not None}
 
 

@@ -34,6 +34,8 @@ def spec_of(**overrides: object):
         ],
     }
     spec.update(overrides)
+    # full precision: these tests check exact aggregates, not the default rounding
+    spec["postprocess"] = {"decimals": 12, **spec.get("postprocess", {})}
     return parse_spec(spec)
 
 
