@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Literal
 
 from dprelease.errors import NoiseError, SpecError
 from dprelease.noise import ci95_halfwidth, exact_scale, variance
@@ -90,7 +91,7 @@ class Plan:
     statistics: list[StatisticPlan]
     measurements: list[Measurement]
     epsilon_total: Fraction
-    split: str
+    split: Literal["weights", "accuracy targets"]
 
 
 def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:

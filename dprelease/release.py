@@ -20,6 +20,17 @@ import dprelease
 from dprelease.accounting import Measurement, Plan, StatisticPlan, plan_release
 from dprelease.engines import DataSource, get_engine, new_salt
 from dprelease.errors import SpecError
+from dprelease.manifest import (
+    ContributionBounds,
+    CountEntry,
+    GroupByEntry,
+    Manifest,
+    MeanEntry,
+    MeasurementEntry,
+    PostprocessingEntry,
+    StatisticEntry,
+    SumEntry,
+)
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.postprocess import ROUNDING_RULE, columns, sum_decimals
 from dprelease.profile import Neighbours
@@ -29,10 +40,10 @@ from dprelease.spec import (
     UNDEFINED_SUFFIX,
     CountStatistic,
     LoadedSpec,
-    MeanStatistic,
     Month,
     PostProcessing,
     ReleaseSpec,
+    StatisticKind,
     SumStatistic,
     resolve_period,
 )
@@ -122,72 +133,72 @@ def _guarantee(spec: ReleaseSpec) -> str:
     )
 
 
-def _bounds_entry(spec: ReleaseSpec) -> dict[str, Any]:
+def _bounds_entry(spec: ReleaseSpec) -> ContributionBounds:
     if spec.privacy_unit is None:
-        return {"max_rows_per_unit": 1, "how": "each row is a privacy unit"}
+        return ContributionBounds(max_rows_per_unit=1, how="each row is a privacy unit")
     how = "rows kept per unit are chosen at random (CSPRNG-salted hash order)"
     if spec.max_rows_per_unit is None:
         how += "; max_rows_per_unit defaults to max_groups_per_unit × max_rows_per_group"
-    return {
-        "max_rows_per_unit": spec.rows_per_unit,
-        "max_groups_per_unit": spec.max_groups_per_unit,
-        "max_rows_per_group": spec.max_rows_per_group,
-        "null_units": "rows with a null privacy unit are dropped",
-        "how": how,
-    }
+    return ContributionBounds(
+        max_rows_per_unit=spec.rows_per_unit,
+        max_groups_per_unit=spec.max_groups_per_unit,
+        max_rows_per_group=spec.max_rows_per_group,
+        null_units="rows with a null privacy unit are dropped",
+        how=how,
+    )
 
 
-def _manifest(
+def build_manifest(
     loaded: LoadedSpec,
     plan: Plan,
     neighbours: Neighbours,
     period: str | None,
     spec_hash: str,
     engine: str,
-) -> dict[str, Any]:
-    """Everything the manifest says but the noise source, from public inputs only."""
+) -> Manifest:
+    """Everything the manifest says but the noise source and the ledger, from public inputs."""
     spec = loaded.spec
-    return {
-        "release_id": None,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "library_version": dprelease.__version__,
-        "engine": engine,
-        "release": spec.name,
-        "source": spec.source,
-        "period": period,
-        "period_composition": spec.period.composition if spec.period else None,
-        "guarantee": _guarantee(spec),
-        "spec_hash": spec_hash,
-        "mechanism": MECHANISM,
-        "neighbours": neighbours.value,
-        "privacy_unit": spec.privacy_unit or "each row is a privacy unit",
-        "contribution_bounds": _bounds_entry(spec),
-        "epsilon_total": float(plan.epsilon_total),
-        "epsilon_total_exact": str(plan.epsilon_total),
-        "budget_split": plan.split,
-        "composition": "sequential over the statistics: their ε add up to the total",
-        "group_by": [
-            {
-                "columns": group.key_columns,
-                "keys": domain.height,
-                "domain": type(group.domain).__name__.removesuffix("Domain").lower(),
-            }
+    return Manifest(
+        release_id=None,
+        created_at=datetime.now(UTC).replace(microsecond=0),
+        library_version=dprelease.__version__,
+        engine=engine,
+        release=spec.name,
+        source=spec.source,
+        period=period,
+        period_composition=spec.period.composition if spec.period else None,
+        guarantee=_guarantee(spec),
+        spec_hash=spec_hash,
+        mechanism=MECHANISM,
+        neighbours=neighbours,
+        privacy_unit=spec.privacy_unit or "each row is a privacy unit",
+        contribution_bounds=_bounds_entry(spec),
+        epsilon_total=float(plan.epsilon_total),
+        epsilon_total_exact=str(plan.epsilon_total),
+        budget_split=plan.split,
+        composition="sequential over the statistics: their ε add up to the total",
+        group_by=[
+            GroupByEntry(
+                columns=group.key_columns,
+                keys=domain.height,
+                domain=group.domain_kind,
+            )
             for group, domain in zip(spec.group_by, loaded.domains, strict=True)
         ],
-        "cells": loaded.cells,
-        "out_of_domain": "rows whose keys are null, do not convert to the domain's key type, or "
+        cells=loaded.cells,
+        out_of_domain="rows whose keys are null, do not convert to the domain's key type, or "
         "lie outside the public domain are dropped",
-        "nulls": "a null or NaN summed value (or text that does not parse as a number) counts "
+        nulls="a null or NaN summed value (or text that does not parse as a number) counts "
         "as 0 if 0 is within [lower, upper], else as lower; ±inf is clamped to the bounds",
-        "postprocessing": {**spec.postprocess.model_dump(), "rounding": ROUNDING_RULE},
-        "statistics": [_statistic_entry(p, spec.postprocess) for p in plan.statistics],
-    }
+        postprocessing=PostprocessingEntry(**spec.postprocess.model_dump(), rounding=ROUNDING_RULE),
+        statistics=[statistic_entry(p, spec.postprocess) for p in plan.statistics],
+        noise_source=None,
+    )
 
 
-def _measurement_entry(m: Measurement) -> dict[str, Any]:
+def _measured(m: Measurement) -> dict[str, Any]:
+    """The fields every measurement states (see `manifest._Measured`)."""
     return {
-        "name": m.name,
-        "kind": m.kind.value,
         "epsilon": float(m.epsilon),
         "epsilon_exact": str(m.epsilon),
         "sensitivity": m.sensitivity,
@@ -201,96 +212,63 @@ def _measurement_entry(m: Measurement) -> dict[str, Any]:
     }
 
 
-def _statistic_entry(p: StatisticPlan, post: PostProcessing) -> dict[str, Any]:
+def statistic_entry(p: StatisticPlan, post: PostProcessing) -> StatisticEntry:
+    """What the manifest says about one statistic (the planner states the same)."""
     stat, m = p.statistic, p.measurement
-    entry: dict[str, Any] = {
-        "name": stat.name,
-        "kind": stat.kind.value,
-        "epsilon": float(p.epsilon),
-        "epsilon_exact": str(p.epsilon),
-        "mechanism": MECHANISM,
-    }
-    if not isinstance(stat, CountStatistic):
-        entry.update(column=stat.column, lower=stat.lower, upper=stat.upper)
-    if isinstance(stat, MeanStatistic):
-        reused = " and ".join(repr(name) for name in p.reused)
-        entry["how"] = "noisy sum / noisy count (post-processing), clamped to [lower, upper]; " + (
-            f"reuses {reused} at no extra ε" if p.reused else "with a sum and a count of its own"
+    if isinstance(stat, CountStatistic):
+        return CountEntry(
+            **_measured(m),
+            name=stat.name,
+            kind="count",
+            mechanism=MECHANISM,
+            target_moe95=stat.target_moe95,
+            target_met=None if stat.target_moe95 is None else m.moe95 <= stat.target_moe95,
         )
-        entry["reuses"] = list(p.reused)
-        entry["margin_of_error"] = (
-            f"per cell in {stat.name}{MOE95_SUFFIX}: first-order propagation of the sum's and "
-            "the count's margins"
-        )
-        entry["undefined"] = (
-            f"null where the noisy count is ≤ 0 (no mean is defined there); "
-            f"{stat.name}{UNDEFINED_SUFFIX} is true in those cells"
-        )
-        entry["measurements"] = [_measurement_entry(own) for own in p.own()]
-        return entry
-    entry.update({k: v for k, v in _measurement_entry(m).items() if k not in entry})
     if isinstance(stat, SumStatistic):
-        entry["decimals"] = sum_decimals(p, post)
-    if stat.target_moe95 is not None:
-        entry["target_moe95"] = stat.target_moe95
-        entry["target_met"] = m.moe95 <= stat.target_moe95
-    return entry
+        return SumEntry(
+            **_measured(m),
+            name=stat.name,
+            kind="sum",
+            mechanism=MECHANISM,
+            column=stat.column,
+            lower=stat.lower,
+            upper=stat.upper,
+            decimals=sum_decimals(p, post),
+            target_moe95=stat.target_moe95,
+            target_met=None if stat.target_moe95 is None else m.moe95 <= stat.target_moe95,
+        )
+    reused = " and ".join(repr(name) for name in p.reused)
+    return MeanEntry(
+        name=stat.name,
+        kind="mean",
+        epsilon=float(p.epsilon),
+        epsilon_exact=str(p.epsilon),
+        mechanism=MECHANISM,
+        column=stat.column,
+        lower=stat.lower,
+        upper=stat.upper,
+        how="noisy sum / noisy count (post-processing), clamped to [lower, upper]; "
+        + (f"reuses {reused} at no extra ε" if p.reused else "with a sum and a count of its own"),
+        reuses=list(p.reused),
+        margin_of_error=f"per cell in {stat.name}{MOE95_SUFFIX}: first-order propagation of "
+        "the sum's and the count's margins",
+        undefined=f"null where the noisy count is ≤ 0 (no mean is defined there); "
+        f"{stat.name}{UNDEFINED_SUFFIX} is true in those cells",
+        measurements=[
+            MeasurementEntry(
+                name=own.name,
+                kind="count" if own.kind is StatisticKind.COUNT else "sum",
+                **_measured(own),
+            )
+            for own in p.own()
+        ],
+    )
 
 
 def spec_hash(loaded: LoadedSpec) -> str:
     """What a release slot was released from: the spec and its key domains, not ε (the ledger
     stores ε with the charge; a changed ε alone must not look like a changed spec)."""
     return loaded.hash()
-
-
-#: What a manifest must state for a release to be explainable (checked before publication).
-REQUIRED_MANIFEST_FIELDS = (
-    "release_id",
-    "created_at",
-    "library_version",
-    "spec_hash",
-    "mechanism",
-    "noise_source",
-    "neighbours",
-    "privacy_unit",
-    "contribution_bounds",
-    "epsilon_total",
-    "epsilon_total_exact",
-    "budget_split",
-    "statistics",
-)
-REQUIRED_MEASUREMENT_FIELDS = (
-    "epsilon",
-    "sensitivity",
-    "derivation",
-    "granularity",
-    "noise_scale",
-    "noise_scale_units_exact",
-    "moe95",
-)
-
-
-def manifest_problems(manifest: dict[str, Any]) -> list[str]:
-    """Why a manifest does not fully explain its release (empty: complete and consistent)."""
-    problems = [f"missing {key}" for key in REQUIRED_MANIFEST_FIELDS if manifest.get(key) is None]
-    if problems:
-        return problems
-    if not manifest["noise_source"].get("private"):
-        problems.append("noise source is seeded: not a private release")
-    for stat in manifest["statistics"]:
-        parts = stat.get("measurements", [stat])
-        problems += [
-            f"statistic {stat.get('name')!r}: missing {key}"
-            for part in parts
-            for key in REQUIRED_MEASUREMENT_FIELDS
-            if part.get(key) is None
-        ]
-    spent = sum((Fraction(s["epsilon_exact"]) for s in manifest["statistics"]), Fraction(0))
-    if spent != Fraction(manifest["epsilon_total_exact"]):
-        problems.append(
-            f"statistics spend {spent}, the total says {manifest['epsilon_total_exact']}"
-        )
-    return problems
 
 
 def prepare(
@@ -317,7 +295,7 @@ def prepare(
     plan = plan_release(loaded.spec, eps, chosen)
     get_engine(engine).check(data, loaded, plan, month)
     digest = spec_hash(loaded)
-    manifest = _manifest(loaded, plan, chosen, period, digest, engine)
+    manifest = build_manifest(loaded, plan, chosen, period, digest, engine).to_json_dict()
     return PreparedRelease(data, loaded, plan, chosen, period, month, digest, engine, manifest)
 
 

@@ -133,6 +133,12 @@ class GroupBy(_Strict):
     def key_columns(self) -> list[str]:
         return [self.column] if self.column is not None else list(self.columns or [])
 
+    @property
+    def domain_kind(self) -> Literal["values", "range", "file"]:
+        if isinstance(self.domain, ValuesDomain):
+            return "values"
+        return "range" if isinstance(self.domain, RangeDomain) else "file"
+
 
 class StatisticKind(StrEnum):
     COUNT = "count"

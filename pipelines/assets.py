@@ -13,8 +13,9 @@ import polars as pl
 from dagster import AssetExecutionContext
 
 from dprelease.ledger import ScopeStatus, make_release_id
+from dprelease.manifest import manifest_problems
 from dprelease.publish import Recorded, record_release, write_release_files
-from dprelease.release import manifest_problems, prepare
+from dprelease.release import prepare
 from dprelease.report import budget_markdown, write_plots
 from pipelines.release_specs import PipelineRelease
 from pipelines.resources import (

@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from dprelease.cli import app
 from dprelease.errors import SpecError
+from dprelease.manifest import manifest_problems
 from dprelease.noise import NoiseSource
-from dprelease.release import manifest_problems, prepare, release
+from dprelease.release import prepare, release
 from dprelease.spec import parse_spec
 
 runner = CliRunner()
