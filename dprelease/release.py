@@ -9,7 +9,7 @@ about ledgers or files. PRIVACY.md states the rule this follows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
@@ -17,8 +17,9 @@ from typing import Any
 import polars as pl
 
 import dprelease
+from dprelease import operator
 from dprelease.accounting import Measurement, Plan, StatisticPlan, plan_release
-from dprelease.engines import DataSource, get_engine, new_salt
+from dprelease.engines import DataSource, InputSummary, get_engine, new_salt
 from dprelease.errors import SpecError
 from dprelease.manifest import (
     ContributionBounds,
@@ -32,6 +33,7 @@ from dprelease.manifest import (
     SumEntry,
 )
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
+from dprelease.operator import input_warnings
 from dprelease.postprocess import ROUNDING_RULE, columns, sum_decimals
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon, exact_positive
@@ -68,10 +70,12 @@ def as_fraction(epsilon: Epsilon, field_name: str = "epsilon") -> Fraction:
 
 @dataclass(frozen=True)
 class Release:
-    """A finished release: the only two things that may be published."""
+    """A finished release: the only two things that may be published, and the private input
+    fingerprint the ledger keeps (never published)."""
 
     table: pl.DataFrame
     manifest: dict[str, Any]
+    input_fingerprint: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ class PreparedRelease:
         require_private(source, allow_unsafe=allow_unsafe_noise)
         engine = get_engine(self.engine)
         exact = engine.aggregate(self.data, self.loaded, self.plan, self.month, new_salt())
+        for message in input_warnings(exact.summary, self.loaded.spec.name, self.period):
+            operator.warn(message)
         cells, post = self.loaded.cells, self.loaded.spec.postprocess
         noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
             m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
@@ -112,7 +118,13 @@ class PreparedRelease:
             "seeded": source.is_seeded,
             "private": not source.is_seeded,
         }
-        return Release(table, {**self.manifest, "noise_source": noise_source})
+        manifest = {**self.manifest, "noise_source": noise_source}
+        return Release(table, manifest, exact.summary.fingerprint)
+
+    def input_summary(self) -> InputSummary:
+        """The private input summary alone (one pass over the input; no noise, no release):
+        for a re-run whose stored release is returned, to tell whether the input changed."""
+        return get_engine(self.engine).summarize(self.data, self.loaded, self.plan, self.month)
 
 
 def _guarantee(spec: ReleaseSpec) -> str:

@@ -15,7 +15,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors, parse_epsilon, warn
+from dprelease.cli._common import cli_errors, parse_epsilon
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Composition, Ledger
@@ -222,8 +222,6 @@ def release(
             max_cap=budget.profile_cap,
             on_stage=lambda stage: progress.update(task, description=stage),
         )
-        if (warning := result.input_warning()) is not None:
-            warn(warning)
         if as_json:
             typer.echo(json.dumps(result.manifest, sort_keys=True))
         else:

@@ -9,10 +9,11 @@ or ledgers, and its output leaves the process only through `dprelease.release`.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -182,16 +183,43 @@ def validate_schema(schema: pl.Schema, loaded: LoadedSpec, text: frozenset[str] 
 
 
 @dataclass(frozen=True)
+class InputSummary:
+    """Private facts about the input, for the operator channel and the ledger only: never in
+    a file, the manifest, published metadata or a message on the release path (PRIVACY.md).
+
+    Every engine computes the same facts from the columns the spec reads, typed as for the
+    aggregation; "the period" is the release's period, or every row for a spec without one.
+    """
+
+    rows: int  # rows of the input
+    period_rows: int  # rows in the period
+    unit_rows: int | None  # rows in the period whose privacy unit is not null (None: no unit)
+    keyed_rows: Mapping[str, int]  # per key column: rows in the period whose key converted
+    fingerprint: str = field(repr=False)  # `fingerprint` of the rows in the period
+
+
+def fingerprint(scheme: str, rows: int, hash_sum: int) -> str:
+    """The input fingerprint the ledger keeps: "<scheme>:<sha256>" of the number of rows in the
+    period and the sum of a fixed-seed hash of each row (the columns the spec reads, typed), so
+    row order does not matter. `scheme` names the engine and its hash function's version; two
+    fingerprints are comparable only within one scheme."""
+    digest = hashlib.sha256(f"{rows}:{hash_sum}".encode()).hexdigest()
+    return f"{scheme}:{digest}"
+
+
+@dataclass(frozen=True)
 class ExactAggregates:
     """Pre-noise aggregates over the full public key grid; internal only, never published.
 
     `values` holds one Int128 series per measurement name (rows for a count, the sum of integer
     units for a sum), aligned with `keys`, the public key grid (no columns when ungrouped:
-    then every series has one cell).
+    then every series has one cell). `summary` is the private input summary, computed in the
+    same pass.
     """
 
     keys: pl.DataFrame
     values: Mapping[str, pl.Series]
+    summary: InputSummary
 
     def of(self, measurement: Measurement) -> pl.Series:
         return self.values[measurement.name]
@@ -208,7 +236,13 @@ class Engine(Protocol):
     def aggregate(
         self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
     ) -> ExactAggregates:
-        """Exact aggregates; contribution bounding hashes rows with `salt` (fresh per release)."""
+        """Exact aggregates and the input summary, in one pass over the input; contribution
+        bounding hashes rows with `salt` (fresh per release)."""
+
+    def summarize(
+        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None
+    ) -> InputSummary:
+        """The input summary alone, for a re-run that returns a stored release."""
 
 
 def _polars() -> Engine:
