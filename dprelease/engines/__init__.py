@@ -20,15 +20,44 @@ from typing import Any, Protocol
 import polars as pl
 
 from dprelease.accounting import Measurement, Plan
-from dprelease.errors import DataError, DPReleaseError, SchemaError, SpecError
+from dprelease.errors import DataError, DPReleaseError, InputError, SchemaError, SpecError
 from dprelease.spec import CountStatistic, LoadedSpec, Month
 
 #: What `release` accepts as confidential input; paths are scanned lazily so large files stream.
 DataSource = str | Path | pl.DataFrame | pl.LazyFrame | Any  # Any: pandas.DataFrame, pyarrow.Table
 
 
+PARQUET_SUFFIXES = (".parquet", ".pq")
+CSV_SUFFIXES = (".csv", ".txt")
+#: What every published release directory holds (see `dprelease.publish`).
+_RELEASE_MARKER = "manifest.json"
+
+
 def _is_csv(data: DataSource) -> bool:
-    return isinstance(data, str | Path) and Path(data).suffix in {".csv", ".txt"}
+    return isinstance(data, str | Path) and Path(data).suffix in CSV_SUFFIXES
+
+
+def dataset_glob(directory: Path) -> str:
+    """The parquet files of a directory dataset: at its top level, or in hive partitions
+    (`column=value/` subdirectories, nested). Anything else is refused, so a directory is never
+    read more widely than a dataset writer (polars, pyarrow, Spark) lays one out, and above all
+    a published release (its manifest.json) is never read back as confidential input."""
+    entries = list(directory.rglob("*"))
+    if any(entry.name == _RELEASE_MARKER for entry in entries):
+        raise InputError(
+            str(directory),
+            "holds published dprelease output (a manifest.json); give the confidential input, "
+            "not a release directory",
+        )
+    if any(entry.is_dir() and "=" not in entry.name for entry in entries):
+        raise InputError(
+            str(directory),
+            "has a subdirectory that is not a hive partition (column=value); a directory input "
+            "is a parquet dataset: files at its top level or in column=value subdirectories",
+        )
+    if not any(entry.suffix == ".parquet" for entry in entries):
+        raise InputError(str(directory), "holds no .parquet files")
+    return str(directory / "**" / "*.parquet")
 
 
 def _is_pandas(data: DataSource) -> bool:
@@ -54,8 +83,10 @@ def scan(data: DataSource) -> pl.LazyFrame:
         path = Path(data)
         if not path.exists():
             raise FileNotFoundError(f"input data {str(path)!r} not found")
-        if path.is_dir() or path.suffix in {".parquet", ".pq"}:
-            return pl.scan_parquet(path / "**/*.parquet" if path.is_dir() else path)
+        if path.is_dir():
+            return pl.scan_parquet(dataset_glob(path), hive_partitioning=True)
+        if path.suffix in PARQUET_SUFFIXES:
+            return pl.scan_parquet(path)
         if _is_csv(path):
             return pl.scan_csv(
                 path,
@@ -64,14 +95,21 @@ def scan(data: DataSource) -> pl.LazyFrame:
                 ignore_errors=True,
                 encoding="utf8-lossy",
             )
-        raise SchemaError(str(path), "unsupported input format: use parquet or CSV")
+        raise InputError(
+            str(path),
+            f"not a format dprelease reads: give parquet ({', '.join(PARQUET_SUFFIXES)}), CSV "
+            f"({', '.join(CSV_SUFFIXES)}) or a directory of .parquet files",
+        )
     if _is_pandas(data):
         return pl.from_pandas(data.astype(dict.fromkeys(_pandas_objects(data), "string"))).lazy()
     if type(data).__module__.split(".")[0] == "pyarrow":
         table = pl.from_arrow(data)
         if isinstance(table, pl.DataFrame):
             return table.lazy()
-    raise SchemaError("<input>", f"unsupported input type {type(data).__name__}")
+    raise InputError(
+        type(data).__name__,
+        "give a pandas or polars DataFrame, a polars LazyFrame, a pyarrow Table or a path",
+    )
 
 
 @contextmanager
