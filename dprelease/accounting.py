@@ -119,6 +119,11 @@ def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
     return rows, reason
 
 
+def rows_reach(spec: ReleaseSpec, neighbours: Neighbours) -> int:
+    """Rows one privacy unit can move in L1 (see `_l1_reach`)."""
+    return _l1_reach(spec, neighbours)[0]
+
+
 def _count_sensitivity(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
     reach, reason = _l1_reach(spec, neighbours)
     return reach, f"count: {reason} → Δ = {reach}"
@@ -253,7 +258,7 @@ def sensitivity_bound(
     stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: Neighbours
 ) -> Fraction:
     """Δ of a count or sum in its own units, before discretization (granularity → 0)."""
-    reach, _ = _l1_reach(spec, neighbours)
+    reach = rows_reach(spec, neighbours)
     if isinstance(stat, CountStatistic):
         return Fraction(reach)
     return reach * max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))

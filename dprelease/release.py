@@ -283,10 +283,22 @@ def spec_hash(loaded: LoadedSpec) -> str:
     return loaded.hash()
 
 
+def choose_neighbours(spec: ReleaseSpec, configured: Neighbours | None) -> Neighbours:
+    """The spec's neighbour definition, else the privacy configuration's, else add/remove;
+    SpecError when the two disagree."""
+    if configured is not None and spec.neighbours not in (None, configured):
+        raise SpecError(
+            "release.neighbours",
+            f"spec says {spec.neighbours.value} but the "
+            f"privacy configuration says {configured.value}; make them agree",
+        )
+    return spec.neighbours or configured or Neighbours.ADD_REMOVE
+
+
 def prepare(
     data: DataSource,
     loaded: LoadedSpec,
-    epsilon: float | Fraction,
+    epsilon: Epsilon,
     *,
     neighbours: Neighbours | None = None,
     period: str | None = None,
@@ -296,13 +308,7 @@ def prepare(
     rows. Every refusal (a typed error naming the field or column) happens here, before a
     caller reserves any budget."""
     eps = as_fraction(epsilon)
-    chosen = loaded.spec.neighbours or neighbours or Neighbours.ADD_REMOVE
-    if neighbours is not None and loaded.spec.neighbours not in (None, neighbours):
-        raise SpecError(
-            "release.neighbours",
-            f"spec says {loaded.spec.neighbours.value} but the "
-            f"privacy configuration says {neighbours.value}; make them agree",
-        )
+    chosen = choose_neighbours(loaded.spec, neighbours)
     month = resolve_period(loaded.spec.period, period)
     plan = plan_release(loaded.spec, eps, chosen)
     get_engine(engine).check(data, loaded, plan, month)
