@@ -108,7 +108,7 @@ class Recorded:
         return (
             f"{self.release_id}: the input differs from the one released on {day}; the stored "
             "release (from the earlier input) was returned. To release the new input, release "
-            "anew with --force-new (charged again)"
+            "anew with --force-new (force_new=True in Python; charged again)"
         )
 
 

@@ -92,6 +92,13 @@ class FileDomain(_Strict):
         default=None, description="column in the file (single group column only); default: its name"
     )
 
+    _base_dir: Path | None = PrivateAttr(default=None)  # the YAML's folder; None: working dir
+
+    @property
+    def path(self) -> Path:
+        """The keys file: relative to the spec's YAML file, else to the working directory."""
+        return (self._base_dir or Path.cwd()) / self.file
+
 
 def _domain_kind(value: Any) -> str:
     if isinstance(value, dict):
@@ -360,8 +367,6 @@ class ReleaseSpec(_Strict):
     period: PeriodSpec | None = None
     postprocess: PostProcessing = PostProcessing()
 
-    _base_dir: Path | None = PrivateAttr(default=None)  # where `file:` domains are read from
-
     @classmethod
     def from_yaml(cls, path: str | Path) -> ReleaseSpec:
         """The spec in a YAML file's `release:` section; SpecError naming the YAML path."""
@@ -582,16 +587,17 @@ def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "releas
         spec = ReleaseSpec.model_validate(data)
     except ValidationError as exc:
         raise _spec_error(exc, prefix) from None
-    spec._base_dir = base_dir
+    for group in spec.group_by:
+        if isinstance(group.domain, FileDomain):
+            group.domain._base_dir = base_dir
     return resolve(spec, prefix=prefix)
 
 
 def resolve(spec: ReleaseSpec, *, prefix: str = "release") -> LoadedSpec:
     """The spec with its public key domains read (keys files relative to the spec's YAML file,
     else the working directory); SpecError naming the YAML path of a bad domain."""
-    base_dir = spec._base_dir or Path.cwd()
     domains = [
-        _resolve_domain(group, base_dir, f"{prefix}.group_by[{i}].domain")
+        _resolve_domain(group, f"{prefix}.group_by[{i}].domain")
         for i, group in enumerate(spec.group_by)
     ]
     return LoadedSpec(spec=spec, domains=domains)
@@ -611,13 +617,13 @@ def load_spec(path: str | Path) -> LoadedSpec:
     return parse_spec(document["release"], base_dir=path.parent)
 
 
-def _resolve_domain(group: GroupBy, base_dir: Path, path: str) -> pl.DataFrame:
+def _resolve_domain(group: GroupBy, path: str) -> pl.DataFrame:
     domain, first = group.domain, group.key_columns[0]
     if isinstance(domain, ValuesDomain):
         return pl.DataFrame({first: domain.values})
     if isinstance(domain, RangeDomain):
         return pl.DataFrame({first: range(domain.min, domain.max + 1)}, schema={first: pl.Int64})
-    file = base_dir / domain.file
+    file = domain.path
     if not file.is_file():
         raise SpecError(f"{path}.file", f"public keys file {str(file)!r} not found")
     frame = pl.read_parquet(file) if file.suffix == ".parquet" else pl.read_csv(file)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import pandas as pd
 import polars as pl
 import pytest
 import yaml
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 
 from dprelease.cli import app
 from dprelease.errors import InputError
+from dprelease.noise import NoiseSource
 from dprelease.release import prepare, release
 from dprelease.spec import parse_spec
 
@@ -94,3 +96,13 @@ def test_a_header_only_csv_is_an_empty_input(
     assert table.height == 3
     assert ["the input has no rows" in r.getMessage() for r in caplog.records] == [True]
     assert cli(tmp_path, tmp_path / "empty.csv").exit_code == 0
+
+
+def test_integer_codes_stored_as_floats_are_integer_keys() -> None:
+    """Survey files store codes 1–5 as floats: 2.0 is the key 2; 1.5 is outside the domain."""
+    codes = pd.DataFrame({"pid": [1, 2, 3, 4, 5], "age": [1.0, 2.0, 2.0, 3.0, 1.5], "x": 1.0})
+    assert codes["age"].dtype == float
+    table = release(
+        codes, loaded(), 1.0, noise=NoiseSource.zero_for_tests(), allow_unsafe_noise=True
+    )
+    assert table.table.get_column("n").to_list() == [1, 2, 1]

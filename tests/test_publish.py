@@ -134,9 +134,9 @@ def test_sigkill_between_reserve_and_commit_publishes_nothing_and_resumes(worksp
     ledger_path = workspace / "ledger.sqlite"
     Ledger(str(ledger_path)).ensure_scope("visits", 1)
     script = textwrap.dedent(f"""
-        import os, signal
+        import importlib, os, signal
         from pathlib import Path
-        from dprelease import release as release_module
+        release_module = importlib.import_module("dprelease.release")  # dp.release is the API
         from dprelease.ledger import Ledger
         from dprelease.publish import publish
         from dprelease.spec import load_spec
