@@ -4,10 +4,13 @@ leaves, and means that are null (and flagged) where no mean is defined."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import polars as pl
 import pytest
+from typer.testing import CliRunner
 
+from dprelease.cli import app
 from dprelease.noise import NoiseSource
 from dprelease.postprocess import noise_decimals
 from dprelease.release import release
@@ -96,3 +99,22 @@ def test_a_mean_is_rounded_per_cell_by_its_own_margin() -> None:
     assert places >= 2  # more digits than the sums' rule would keep for the bounds alone
     assert mean == round(12.345678, places)
     assert moe == math.ceil(exact_moe * 10**places) / 10**places >= exact_moe
+
+
+def test_the_cli_preview_shows_values_and_leaves_margins_and_flags_to_the_files(
+    tmp_path: Path,
+) -> None:
+    means = spec(
+        {"name": "n", "kind": "count"},
+        {"name": "avg", "kind": "mean", "column": "x", "lower": 0, "upper": 20},
+    ).spec
+    (tmp_path / "spec.yaml").write_text(means.to_yaml())
+    DATA.write_parquet(tmp_path / "data.parquet")
+    args = ["release", "--spec", str(tmp_path / "spec.yaml"), "--data"]
+    args += [str(tmp_path / "data.parquet"), "--out", str(tmp_path / "out"), "--epsilon", "1"]
+    result = CliRunner().invoke(app, [*args, "--cap", "1", "--ledger", str(tmp_path / "l")])
+    assert result.exit_code == 0, result.output
+    assert "avg" in result.stdout and "_moe95" not in result.stdout
+    assert "_undefined" not in result.stdout
+    header = (tmp_path / "out" / "release.csv").read_text().splitlines()[0]
+    assert header == "g,n,n_moe95,avg,avg_moe95,avg_undefined"

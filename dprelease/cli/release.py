@@ -22,10 +22,12 @@ from dprelease.ledger import Composition, Ledger
 from dprelease.profile import Neighbours, cap_from_profile
 from dprelease.publish import Published, composition_of, publish
 from dprelease.release import prepare
-from dprelease.spec import load_spec
+from dprelease.spec import MOE95_SUFFIX, UNDEFINED_SUFFIX, load_spec
 
 PREVIEW_ROWS = 12
-MARGIN_SUFFIXES = ("_ci95", "_moe95")  # per-statistic margin columns, left to the files
+#: Margin columns (`_ci95`: releases stored before they were renamed) and a mean's flag column
+#: (its null cells show as –): left to the files.
+HIDDEN_SUFFIXES = ("_ci95", MOE95_SUFFIX, UNDEFINED_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def _cell(value: object) -> str:
 def _preview(table: pl.DataFrame) -> Table:
     """The first rows of the released table with its values, numbers shortened (never cut);
     the margin-of-error columns and every digit are in the files."""
-    shown = table.select(c for c in table.columns if not c.endswith(MARGIN_SUFFIXES))
+    shown = table.select(c for c in table.columns if not c.endswith(HIDDEN_SUFFIXES))
     rows = [[_cell(v) for v in row] for row in shown.head(PREVIEW_ROWS).iter_rows()]
     rendered = Table()
     for index, (name, dtype) in enumerate(shown.schema.items()):
