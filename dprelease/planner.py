@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dprelease.accounting import LN_20, plan_release, rows_reach, sensitivity_bound
 from dprelease.errors import SpecError
+from dprelease.explain import statistic_entry
 from dprelease.manifest import (
     ExactRational,
     MeanEntry,
@@ -33,7 +34,7 @@ from dprelease.manifest import (
 )
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon
-from dprelease.release import as_fraction, choose_neighbours, statistic_entry
+from dprelease.release import as_fraction, choose_neighbours
 from dprelease.spec import CountStatistic, ReleaseSpec, SumStatistic
 
 PLAN_FORMAT: Final = "dprelease-plan/1"
