@@ -493,11 +493,28 @@ class ReleaseSpec(_Strict):
         return [column for group in self.group_by for column in group.key_columns]
 
     def canonical_json(self) -> str:
-        """The spec as canonical JSON, for its hash. Unset optional fields are left out, so a
-        field added later (unset) does not change the hash of an existing spec."""
-        return json.dumps(
-            self.model_dump(mode="json", exclude_none=True), sort_keys=True, separators=(",", ":")
-        )
+        """The spec as canonical JSON, for its hash (a released slot's identity in the ledger).
+
+        The form is frozen at its first version: every statistic lists the fields all kinds
+        had then, and renamed fields keep their first names, so a spec released before a
+        refactor of this model is still the same spec. A field added later must enter only
+        when it is set."""
+        data = self.model_dump(mode="json")
+        data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]
+        data["postprocess"] = _canonical(data["postprocess"])
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+_FIRST_NAMES = {new: old for old, new in _RENAMED.items()}
+_STATISTIC_FIELDS = ("column", "lower", "upper", "weight", "target_ci95", "granularity")
+
+
+def _canonical(section: dict[str, Any]) -> dict[str, Any]:
+    """A statistic or postprocess section under the canonical form's field names."""
+    named = {_FIRST_NAMES.get(key, key): value for key, value in section.items()}
+    if "kind" in named:
+        named = dict.fromkeys(_STATISTIC_FIELDS) | named
+    return named
 
 
 def output_columns(stat: Statistic) -> list[str]:
