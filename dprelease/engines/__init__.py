@@ -13,7 +13,7 @@ import hashlib
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -220,7 +220,7 @@ def validate_schema(schema: pl.Schema, loaded: LoadedSpec, text: frozenset[str] 
             )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # no repr: its facts must not reach a log by accident
 class InputSummary:
     """Private facts about the input, for the operator channel and the ledger only: never in
     a file, the manifest, published metadata or a message on the release path (PRIVACY.md).
@@ -233,7 +233,7 @@ class InputSummary:
     period_rows: int  # rows in the period
     unit_rows: int | None  # rows in the period whose privacy unit is not null (None: no unit)
     keyed_rows: Mapping[str, int]  # per key column: rows in the period whose key converted
-    fingerprint: str = field(repr=False)  # `fingerprint` of the rows in the period
+    fingerprint: str  # `fingerprint` of the rows in the period
 
 
 def fingerprint(scheme: str, rows: int, hash_sum: int) -> str:
