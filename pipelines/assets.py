@@ -22,8 +22,9 @@ from pydantic import Field
 
 from dprelease.errors import DPReleaseError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Ledger, ScopeStatus
+from dprelease.manifest import manifest_problems
 from dprelease.publish import Recorded, record_release, write_release_files
-from dprelease.release import manifest_problems, prepare
+from dprelease.release import prepare
 from dprelease.report import budget_markdown, write_plots
 from pipelines.ledger_state import unpublished
 from pipelines.release_specs import PipelineRelease

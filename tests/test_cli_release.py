@@ -90,7 +90,7 @@ def test_release_prints_the_table_where_files_went_and_what_the_ledger_did(ws: P
     assert first.exit_code == 0, first.output
     out = words(first.stdout)
     assert "north_east_coastal_region" in out and "cost" in out  # the released table
-    assert "cost_ci95" not in out  # margins are left to the files
+    assert "cost_moe95" not in out  # margins are left to the files
     assert "3 rows; every row and the 95% margins of error are in release.csv" in out
     assert "visits/2024-02: released and charged" in out
     assert "ε = 0.25; scope 'visits' has 0.75 of its cap 1 left" in out
