@@ -22,7 +22,7 @@ from dprelease.errors import SpecError
 from dprelease.explain import build_manifest
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.operator import input_warnings
-from dprelease.postprocess import columns
+from dprelease.postprocess import columns, from_noisy
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon, exact_positive
 from dprelease.spec import (
@@ -84,10 +84,11 @@ class PreparedRelease:
             m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
             for m in self.plan.measurements
         }
+        measured = from_noisy(self.plan.measurements, noisy, post)
         table = pl.DataFrame(
             [
                 *exact.keys.get_columns(),
-                *(col for p in self.plan.statistics for col in columns(p, noisy, post)),
+                *(col for p in self.plan.statistics for col in columns(p, measured, post)),
             ]
         )
         noise_source = {
