@@ -19,7 +19,8 @@ from dprelease import operator
 from dprelease.accounting import Plan, plan_release
 from dprelease.engines import DataSource, InputSummary, get_engine, new_salt
 from dprelease.errors import SpecError
-from dprelease.explain import build_manifest
+from dprelease.explain import build_manifest, with_outcome
+from dprelease.margins import MarginPlan, plan_margins, release_levels, stacked_keys
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.operator import input_warnings
 from dprelease.postprocess import columns, from_noisy
@@ -69,6 +70,7 @@ class PreparedRelease:
     spec_hash: str
     engine: str
     manifest: dict[str, Any]
+    margins: MarginPlan | None = None
 
     def run(self, noise: NoiseSource | None = None, *, allow_unsafe_noise: bool = False) -> Release:
         """Aggregate exactly, add one batch of discrete Laplace noise per measurement, then
@@ -79,15 +81,22 @@ class PreparedRelease:
         exact = engine.aggregate(self.data, self.loaded, self.plan, self.month, new_salt())
         for message in input_warnings(exact.summary, self.loaded.spec.name, self.period):
             operator.warn(message)
-        cells, post = self.loaded.cells, self.loaded.spec.postprocess
-        noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
-            m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
-            for m in self.plan.measurements
-        }
-        measured = from_noisy(self.plan.measurements, noisy, post)
+        post, manifest = self.loaded.spec.postprocess, self.manifest
+        if self.margins is None:
+            cells = self.loaded.cells
+            noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
+                m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
+                for m in self.plan.measurements
+            }
+            measured = from_noisy(self.plan.measurements, noisy, post)
+            keys = exact.keys
+        else:
+            measured, outcome = release_levels(exact, self.plan, self.margins, source)
+            keys = stacked_keys(exact.keys, self.margins.levels)
+            manifest = with_outcome(manifest, self.plan, post, self.margins, outcome)
         table = pl.DataFrame(
             [
-                *exact.keys.get_columns(),
+                *keys.get_columns(),
                 *(col for p in self.plan.statistics for col in columns(p, measured, post)),
             ]
         )
@@ -96,7 +105,7 @@ class PreparedRelease:
             "seeded": source.is_seeded,
             "private": not source.is_seeded,
         }
-        manifest = {**self.manifest, "noise_source": noise_source}
+        manifest = {**manifest, "noise_source": noise_source}
         return Release(table, manifest, exact.summary.fingerprint)
 
     def input_summary(self) -> InputSummary:
@@ -139,10 +148,13 @@ def prepare(
     chosen = choose_neighbours(loaded.spec, neighbours)
     month = resolve_period(loaded.spec.period, period)
     plan = plan_release(loaded.spec, eps, chosen)
+    margins = plan_margins(loaded, plan)
     get_engine(engine).check(data, loaded, plan, month)
     digest = spec_hash(loaded)
-    manifest = build_manifest(loaded, plan, chosen, period, digest, engine).to_json_dict()
-    return PreparedRelease(data, loaded, plan, chosen, period, month, digest, engine, manifest)
+    manifest = build_manifest(loaded, plan, chosen, period, digest, engine, margins)
+    return PreparedRelease(
+        data, loaded, plan, chosen, period, month, digest, engine, manifest.to_json_dict(), margins
+    )
 
 
 def release(
