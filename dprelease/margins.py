@@ -16,7 +16,7 @@ deterministically, to an estimate that needs no solver, and says so (`Outcome.fa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -128,8 +128,11 @@ def nonnegative(m: Measurement, post: PostProcessing) -> bool:
     return post.nonnegative and (m.kind is StatisticKind.COUNT or (m.lower or 0.0) >= 0.0)
 
 
-def plan_margins(loaded: LoadedSpec, plan: Plan) -> MarginPlan | None:
-    """The public facts of a release with margins (None without): reads no data."""
+def plan_margins(
+    loaded: LoadedSpec, plan: Plan, only: Collection[str] | None = None
+) -> MarginPlan | None:
+    """The public facts of a release with margins (None without): reads no data. `only`
+    (measurement names) limits the margins of error computed to those (the planner's search)."""
     if not loaded.spec.margins:
         return None
     levels = build_levels(loaded)
@@ -140,6 +143,8 @@ def plan_margins(loaded: LoadedSpec, plan: Plan) -> MarginPlan | None:
     cache: dict[tuple[NoiseLaw, ...], tuple[np.ndarray, ...]] = {}
     accuracy = {}
     for m in plan.measurements:
+        if only is not None and m.name not in only:
+            continue
         laws = _laws(m)
         if laws not in cache:
             cache[laws] = moe95(levels, laws)
