@@ -68,6 +68,13 @@ def stacked_keys(grid: pl.DataFrame, levels: Levels) -> pl.DataFrame:
     )
 
 
+def level_blocks(table: pl.DataFrame) -> list[pl.DataFrame]:
+    """A released table's levels in order, each its own frame (without margins: the table)."""
+    if LEVEL_COLUMN not in table.columns:
+        return [table]
+    return [block for _, block in table.group_by(LEVEL_COLUMN, maintain_order=True)]
+
+
 def released_keys(loaded: LoadedSpec) -> pl.DataFrame:
     """The key columns of the released table: the key grid, or `stacked_keys` with margins."""
     grid = loaded.key_grid()
