@@ -423,7 +423,8 @@ def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -
 
     A mean divides the release's first count by its first sum of the same column and bounds
     (post-processing, no extra ε; see `ReleaseSpec.reuse_of`); what it cannot reuse it
-    measures from its own share (half each when it needs both).
+    measures from its own share (half each when it needs both). With margins every
+    measurement's share is split again over its levels (`Measurement.margins`).
     """
     if epsilon <= 0:
         raise SpecError("epsilon", "ε must be > 0")

@@ -1,10 +1,11 @@
 """The pure release: data + spec + ε + noise source → noisy table + manifest.
 
 `prepare` decides everything from the spec, ε and the input's declared schema without reading a
-row (period, budget split, sensitivity, granularity, noise scales, the manifest), so every
-refusal happens before a ledger is charged; `PreparedRelease.run` then reads the data, draws the
-noise and post-processes, and nothing in it can fail because of a data value. Nothing here knows
-about ledgers or files. PRIVACY.md states the rule this follows.
+row (period, budget split, sensitivity, granularity, noise scales, with margins every level's
+margins of error, the manifest), so every refusal happens before a ledger is charged;
+`PreparedRelease.run` then reads the data, draws the noise and post-processes (with margins:
+every level, made consistent, `dprelease.margins`), and nothing in it can fail because of a data
+value. Nothing here knows about ledgers or files. PRIVACY.md states the rule this follows.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class Release:
 @dataclass(frozen=True)
 class PreparedRelease:
     """A validated release waiting for its data and noise: everything it will publish but the
-    noisy values is already decided (`manifest` lacks only the noise source)."""
+    noisy values is already decided (`manifest` lacks only the noise source, and with margins
+    what a solver fallback would change: `Outcome`)."""
 
     data: DataSource
     loaded: LoadedSpec
@@ -73,8 +75,9 @@ class PreparedRelease:
     margins: MarginPlan | None = None
 
     def run(self, noise: NoiseSource | None = None, *, allow_unsafe_noise: bool = False) -> Release:
-        """Aggregate exactly, add one batch of discrete Laplace noise per measurement, then
-        post-process; the batch size is the public grid size, never a data value."""
+        """Aggregate exactly, add one batch of discrete Laplace noise per measurement (and
+        level), then post-process; the batch size is the public grid (level) size, never a
+        data value."""
         source = noise or default_noise_source()
         require_private(source, allow_unsafe=allow_unsafe_noise)
         engine = get_engine(self.engine)
