@@ -49,8 +49,9 @@ MECHANISM = (
 )
 ESTIMATOR = (
     "weighted least squares (inverse-variance weights) of the cells from every level's noisy "
-    "values (Hay, Rastogi, Miklau & Suciu 2010): unbiased, and every level is released as sums "
-    "of the released cells, so each margin equals the sum of its cells"
+    "values (Hay, Rastogi, Miklau & Suciu 2010): linear and unbiased unless constrained (see "
+    "nonnegative); every level is released as sums of the released cells, so each margin "
+    "equals the sum of its cells"
 )
 NONNEGATIVE = (
     "cells constrained to ≥ 0 for {} (the least-squares solve under x ≥ 0, Clarabel): no longer "
