@@ -286,7 +286,10 @@ def test_the_linear_estimate_is_unbiased_and_its_margins_cover_95_percent() -> N
     about 1.3e-3 together); per level, the fraction of rows within their stated margin, averaged
     over releases, is within 3.3 standard errors of 95% for the sum (its margin is the exact
     quantile of a near-continuous error, at most ~0.2 points conservative) and at or above it
-    for the integer counts (whose margins add the rounding); false alarm about 1e-3 per level."""
+    for the integer counts (whose margins add the rounding); false alarm about 1e-3 per level.
+    Rows of one release are correlated through the margins, so coverage is not a binomial count
+    over rows: the test takes each release's fraction and their spread across releases, which
+    are independent (for the one-row total it is the binomial test's normal form)."""
     prepared = prepare(rows(300, 1), parse_spec(spec(postprocess=LINEAR)), 1)
     truth = prepared.run(NoiseSource.zero_for_tests(), allow_unsafe_noise=True).table
     tables = releases(prepared, 500, seed=11)
