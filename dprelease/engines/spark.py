@@ -42,15 +42,7 @@ REMOTE_ENV = "DPRELEASE_SPARK_REMOTE"
 MASTER_ENV = "DPRELEASE_SPARK_MASTER"
 DEFAULT_MASTER = "local[2]"
 
-#: Text that parses as a number, as polars' non-strict casts parse it (Spark's casts alone would
-#: also take surrounding whitespace, Java suffixes like "1d" and hexadecimal floats). Java regex,
-#: matched anywhere: anchored at both ends, \z since $ also matches before a final line break.
-_INTEGER_TEXT = r"^[+-]?[0-9]+\z"
-_FLOAT_TEXT = r"(?i)^[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)(e[+-]?[0-9]+)?|inf|infinity|nan)\z"
-#: The ISO date prefix of a text period (polars: `%Y-%m-%d` on the first 10 characters).
-_DATE_TEXT = r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}\z"
 _SUM = T.DecimalType(38, 0)  # |units| ≤ 2^53 per row and < 2^63 rows: cannot overflow
-_TEXT = T.StringType | T.VarcharType | T.CharType
 
 
 def spark_session(
@@ -174,46 +166,32 @@ def _integral(source: T.DataType) -> bool:
 
 
 def _number(column: Column, source: T.DataType, target: T.DataType) -> Column:
-    """A number as `target` (BIGINT or DOUBLE): numbers cast, text parsed; otherwise null."""
+    """A number as `target` (BIGINT or DOUBLE); null where the column holds no numbers."""
     if isinstance(source, T.NumericType):
         return column.try_cast(target)
-    if isinstance(source, _TEXT):
-        pattern = _INTEGER_TEXT if isinstance(target, T.LongType) else _FLOAT_TEXT
-        return F.when(column.rlike(pattern), column.try_cast(target))
     return F.lit(None).cast(target)
 
 
 def _as_key(column: Column, source: T.DataType, target: T.DataType) -> Column:
-    """A key typed as its domain's keys; whatever does not convert exactly becomes null.
-
-    An integer domain takes integral numbers only (1.0 is 1, 1.5 no key) and text that is an
-    integer, or a number that is integral ("3.0"); a boolean domain takes "true"/"false" in any
-    case. Types the schema check refuses never get here.
-    """
+    """A key typed as its domain's keys; whatever does not convert exactly becomes null: an
+    integer domain takes integral numbers only (1.0 is 1, 1.5 no key). Spark columns have
+    declared types, so text is never parsed (the schema check refuses text for numeric roles,
+    as it does for parquet in the polars engine)."""
     if source == target:
         return column
     if isinstance(source, T.NullType):
         return F.lit(None).cast(target)
-    if isinstance(target, T.BooleanType):
-        text = F.lower(column)
-        return F.when(text == "true", True).when(text == "false", False)
     if isinstance(target, T.LongType) and not _integral(source):
         number = _number(column, source, T.DoubleType())
         whole = number.try_cast(target)
-        integral = F.when(whole == number, whole)
-        if isinstance(source, _TEXT):
-            return F.coalesce(_number(column, source, target), integral)
-        return integral
+        return F.when(whole == number, whole)
     if isinstance(target, T.LongType | T.DoubleType):
         return _number(column, source, target)
     return column.try_cast(target)
 
 
 def _as_date(column: Column, source: T.DataType) -> Column:
-    """Date or timestamp as is; text as its ISO date prefix (a time after it is ignored)."""
-    if isinstance(source, _TEXT):
-        prefix = F.substring(column, 1, 10)
-        return F.when(prefix.rlike(_DATE_TEXT), prefix.try_cast(T.DateType()))
+    """Date or timestamp as is; a column of nulls is in no month."""
     if isinstance(source, T.DateType | T.TimestampType | T.TimestampNTZType):
         return column
     return F.lit(None).cast(T.DateType())
