@@ -2,8 +2,8 @@
 
 The query of bench_engine.py on its synthetic parquet: count, sum(income, 0, 200000) and
 sum(visits, 0, 20) by region × age_band (500 public cells), at most 4 random rows per person,
-ε = 1. Variants, each a fresh process, both Spark ones on the same PySpark, local[2], 4 GB of
-driver memory:
+ε = 1. Variants, each a fresh process (repeats interleaved), both Spark ones on the same
+PySpark, local[2], 4 GB of driver memory:
 
 * spark: dprelease `prepare(path, spec, 1, engine="spark").run()`: schema, plan, the Spark
   aggregation, noise for the full grid, manifest;
@@ -149,8 +149,10 @@ def child(variant: str, path: str) -> None:
 
 
 def measure(python: Path, variant: str, path: Path, log: Path) -> dict:
-    """One fresh process; its own timing, or the tail of its stderr if it failed."""
+    """One fresh process; its own timing (or the tail of its stderr if it failed) and the load
+    average when it started, since other processes may share the machine."""
     env = {**os.environ, "PYSPARK_PYTHON": str(python)}  # Spark's Python workers: same venv
+    load = os.getloadavg()[0]
     with log.open("w") as err:
         done = subprocess.run(
             [str(python), __file__, "--child", variant, "--path", str(path)],
@@ -161,11 +163,10 @@ def measure(python: Path, variant: str, path: Path, log: Path) -> dict:
         )
     if done.returncode != 0:
         return {"error": " / ".join(log.read_text().strip().splitlines()[-3:])}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load": load}
 
 
-def best_of(python: Path, variant: str, path: Path, repeats: int, log: Path) -> dict:
-    runs = [measure(python, variant, path, log) for _ in range(repeats)]
+def best(runs: list[dict]) -> dict:
     failed = [r for r in runs if "error" in r]
     if failed:
         return failed[0]
@@ -188,15 +189,16 @@ def main() -> int:
         plan.insert(1, ("tumult", TUMULT_PYTHON))
     else:
         notes.append(f"Tumult skipped: {TUMULT_PYTHON} missing (run bash bench/setup_tumult.sh).")
-    load_before = os.getloadavg()[0]
-    results = {}
     with tempfile.TemporaryDirectory(prefix="bench_spark_") as tmp:
         path = Path(tmp) / f"synthetic_{args.rows}.parquet"
         generate(args.rows, path)
-        for variant, python in plan:
-            results[variant] = best_of(python, variant, path, args.repeats, Path(tmp) / "err")
-            print(f"  {LABELS[variant]}: {_brief(results[variant])}", file=sys.stderr, flush=True)
-    table = _report(args, results, load_before, notes)
+        runs: dict[str, list[dict]] = {variant: [] for variant, _ in plan}
+        for _ in range(args.repeats):  # interleaved, so every variant meets the same load
+            for variant, python in plan:
+                runs[variant].append(measure(python, variant, path, Path(tmp) / "err"))
+                print(f"  {LABELS[variant]}: {_brief(runs[variant][-1])}", file=sys.stderr)
+        results = {variant: best(variant_runs) for variant, variant_runs in runs.items()}
+    table = _report(args, results, notes)
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(table)
@@ -206,10 +208,10 @@ def main() -> int:
 def _brief(result: dict) -> str:
     if "error" in result:
         return f"FAILED: {result['error']}"
-    return ", ".join(f"{t:.2f}" for t in result["times"]) + f" s; total {result['total']:,}"
+    return f"{result['seconds']:.2f} s (load {result['load']:.1f}); total {result['total']:,}"
 
 
-def _report(args: argparse.Namespace, results: dict, load_before: float, notes: list) -> str:
+def _report(args: argparse.Namespace, results: dict, notes: list) -> str:
     spark = results.get("spark", {})
     versions = ", ".join(
         f"{name} {r[name]}" for name, r in (("spark", spark), ("tumult", results.get("tumult", {})))
@@ -220,23 +222,26 @@ def _report(args: argparse.Namespace, results: dict, load_before: float, notes: 
         "",
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()} (Tumult: its own venv, Python 3.12), {versions}; "
-        f"Spark {SPARK_CONF['spark.master']}, driver memory {SPARK_CONF['spark.driver.memory']}; "
-        f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after. Query: count, "
-        f"sum(income, 0, 200000), sum(visits, 0, 20) by region × age_band (500 public cells), "
+        f"Spark {SPARK_CONF['spark.master']}, driver memory {SPARK_CONF['spark.driver.memory']}. "
+        "Query: count, sum(income, 0, 200000), sum(visits, 0, 20) by region × age_band (500 "
+        "public cells), "
         f"≤ {MAX_ROWS} random rows per person, ε = {EPSILON:g}. Time: best of {args.repeats} "
-        "fresh processes, measured once the SparkSession is up.",
+        "fresh processes per variant, interleaved, measured once the SparkSession is up.",
         "",
-        "| rows | variant | time (s) | time / Spark engine | kept rows (noisy) |",
-        "| ---: | --- | ---: | ---: | ---: |",
+        "| rows | variant | time (s) | time / Spark engine | load average at its start | kept "
+        "rows (noisy) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for variant, r in results.items():
         if "error" in r:
-            lines.append(f"| {args.rows:.0e} | {LABELS[variant]} | — | — | failed: {r['error']} |")
+            lines.append(
+                f"| {args.rows:.0e} | {LABELS[variant]} | — | — | — | failed: {r['error']} |"
+            )
             continue
         ratio = f"{r['seconds'] / spark['seconds']:.1f}×" if "seconds" in spark else "—"
         lines.append(
             f"| {args.rows:.0e} | {LABELS[variant]} | {r['seconds']:.2f} | {ratio} | "
-            f"{r['total']:,} |"
+            f"{r['load']:.1f} | {r['total']:,} |"
         )
     return "\n".join(lines + [""] + notes) + "\n"
 
