@@ -86,24 +86,31 @@ def _units(value: Any, m: Measurement) -> int:
 
 
 def reference(df: pl.DataFrame, loaded: LoadedSpec, plan: Plan, period: str | None) -> dict:
-    """The contract row by row, for data in which no unit exceeds a bound (no truncation)."""
+    """The contract row by row, for data in which no unit exceeds a bound (no truncation); and
+    the input summary's counts under "summary"."""
     spec = loaded.spec
     keys = spec.key_columns
     cells = {row: i for i, row in enumerate(loaded.key_grid().iter_rows())} if keys else {(): 0}
-    out = {m.name: [0] * len(cells) for m in plan.measurements}
+    out: dict[str, Any] = {m.name: [0] * len(cells) for m in plan.measurements}
+    summary = {"rows": df.height, "period_rows": 0, "unit_rows": 0, "keyed": Counter()}
     for row in df.iter_rows(named=True):
         if spec.period is not None:
             when = row[spec.period.column]
             if when is None or f"{when.year:04d}-{when.month:02d}" != period:
                 continue
-        if spec.privacy_unit is not None and _as_unit(row[spec.privacy_unit]) is None:
-            continue
-        cell = cells.get(tuple(_as_key(row[k], loaded.key_dtype(k)) for k in keys))
-        if cell is None:
+        key = tuple(_as_key(row[k], loaded.key_dtype(k)) for k in keys)
+        unit = _as_unit(row[spec.privacy_unit]) if spec.privacy_unit is not None else 0
+        summary["period_rows"] += 1
+        summary["unit_rows"] += unit is not None
+        summary["keyed"].update(k for k, value in zip(keys, key, strict=True) if value is not None)
+        cell = cells.get(key)
+        if cell is None or unit is None:
             continue
         for m in plan.measurements:
             out[m.name][cell] += 1 if m.kind is StatisticKind.COUNT else _units(row[m.column], m)
-    return out
+    if spec.privacy_unit is None:
+        summary["unit_rows"] = None
+    return {**out, "summary": summary}
 
 
 # --------------------------------------------------------------------------- data and cases
@@ -322,14 +329,22 @@ def test_exact_aggregates_follow_the_contract(case: Case, engine: str, tmp_path,
     path = tmp_path / "input.parquet"
     df.write_parquet(path)
     plan = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE)
+    keys = loaded.spec.key_columns
     for period in case.periods:
         exact = run_engine(engine, path, loaded, plan, period, spark)
         expected = reference(df, loaded, plan, period)
         assert exact.keys.equals(loaded.key_grid())
         for m in plan.measurements:
             assert values(exact, m) == expected[m.name], (period, m.name)
+        facts = exact.summary
+        assert (facts.rows, facts.period_rows, facts.unit_rows) == (
+            expected["summary"]["rows"],
+            expected["summary"]["period_rows"],
+            expected["summary"]["unit_rows"],
+        )
+        assert facts.keyed_rows == {k: expected["summary"]["keyed"][k] for k in keys}
         # not vacuous: every period but a case's last (where some cases test an empty month)
-        assert any(any(v) for v in expected.values()) or period == case.periods[-1]
+        assert any(any(expected[m.name]) for m in plan.measurements) or period == case.periods[-1]
 
 
 # --------------------------------------------------------------------------- (b) truncation

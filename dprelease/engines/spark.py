@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -29,7 +30,9 @@ from dprelease.accounting import Measurement, Plan
 from dprelease.engines import (
     DataSource,
     ExactAggregates,
+    InputSummary,
     columns_read,
+    fingerprint,
     validate_schema,
     withholding_engine_errors,
 )
@@ -42,6 +45,10 @@ REMOTE_ENV = "DPRELEASE_SPARK_REMOTE"
 MASTER_ENV = "DPRELEASE_SPARK_MASTER"
 DEFAULT_MASTER = "local[2]"
 
+#: The fingerprint's hash seed is fixed (not the per-release salt): fingerprints of the same rows
+#: must agree across runs. Spark's xxhash64 is stable across versions.
+FINGERPRINT_SEED = 0x6470_7265_6C65_6173
+FINGERPRINT_SCHEME = "spark-xxhash64-v1"
 _SUM = T.DecimalType(38, 0)  # |units| ≤ 2^53 per row and < 2^63 rows: cannot overflow
 
 
@@ -226,13 +233,6 @@ def _units(value: Column, m: Measurement) -> Column:
     return F.least(F.greatest(units, F.lit(m.lower_units)), F.lit(m.upper_units)).cast(_SUM)
 
 
-def _not_null_unit(dtype: T.DataType) -> Column:
-    unit = F.col("unit")
-    if isinstance(dtype, T.FloatType | T.DoubleType):
-        return unit.isNotNull() & ~F.isnan(unit)
-    return unit.isNotNull()
-
-
 def _sums(plan: Plan) -> list[Measurement]:
     return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
 
@@ -285,25 +285,17 @@ def _top(df: DataFrame, rank: Column, limit: int) -> DataFrame:
     return df.withColumn("rank", rank).filter(F.col("rank") <= limit).drop("rank")
 
 
-def _cells(
-    frame: DataFrame, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
-) -> DataFrame:
-    """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell.
-
-    After the first select every column has an internal name, so no input column can collide.
-    The salt joins as a one-row table rather than as a literal, so it never appears in query
-    plans (Spark UI, event logs, Connect server logs).
-    """
+def _selected(frame: DataFrame, loaded: LoadedSpec, plan: Plan) -> DataFrame:
+    """The columns the spec reads, typed, under internal names (no input column can collide):
+    key0…, value0…, period, unit. The aggregation and the input summary both start here."""
     spec = loaded.spec
     schema = frame.schema
-    session = frame.sparkSession
-    keys = {column: f"key{i}" for i, column in enumerate(spec.key_columns)}
     types = {column: _key_types(loaded, column) for column in spec.key_columns}
     summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
     selected = [
         *(
-            _as_key(_column(c), schema[c].dataType, types[c][1]).alias(keys[c])
-            for c in spec.key_columns
+            _as_key(_column(c), schema[c].dataType, types[c][1]).alias(f"key{i}")
+            for i, c in enumerate(spec.key_columns)
         ),
         *(
             _number(_column(c), schema[c].dataType, T.DoubleType()).alias(f"value{i}")
@@ -313,22 +305,84 @@ def _cells(
     if spec.period is not None:
         period = spec.period.column
         selected.append(_as_date(_column(period), schema[period].dataType).alias("period"))
-    if spec.privacy_unit is not None:
-        selected.append(_column(spec.privacy_unit).alias("unit"))
-    df = frame.select(*selected)
+    if spec.privacy_unit is not None:  # a float unit is made NaN-free: nulls are one test
+        unit = _column(spec.privacy_unit)
+        if isinstance(schema[spec.privacy_unit].dataType, T.FloatType | T.DoubleType):
+            unit = F.when(~F.isnan(unit), unit)
+        selected.append(unit.alias("unit"))
+    return frame.select(*selected)
+
+
+def _in_period(selected: DataFrame, month: Month | None) -> Column:
+    if month is None:
+        return F.lit(True)
+    return F.coalesce(
+        _in_month(F.col("period"), selected.schema["period"].dataType, month), F.lit(False)
+    )
+
+
+def _summary_frame(selected: DataFrame, loaded: LoadedSpec, month: Month | None) -> DataFrame:
+    """One row of private facts for the operator and the ledger (see `InputSummary`), from the
+    same typed rows as the aggregation."""
+    in_period = _in_period(selected, month)
+
+    def rows_where(condition: Column) -> Column:
+        return F.count(F.when(in_period & condition, 1))
+
+    row_hash = F.xxhash64(F.lit(_signed(FINGERPRINT_SEED)), *selected.columns)
+    unit_rows = (
+        rows_where(F.col("unit").isNotNull())
+        if loaded.spec.privacy_unit is not None
+        else F.lit(None).cast(T.LongType())
+    )
+    return selected.agg(
+        F.count(F.lit(1)).alias("input_rows"),
+        rows_where(F.lit(True)).alias("period_rows"),
+        unit_rows.alias("unit_rows"),
+        F.sum(F.when(in_period, row_hash.cast(_SUM))).alias("hash_sum"),
+        *(
+            rows_where(F.col(f"key{i}").isNotNull()).alias(f"key{i}")
+            for i in range(len(loaded.spec.key_columns))
+        ),
+    )
+
+
+def _summary(row: Mapping[str, Any], loaded: LoadedSpec) -> InputSummary:
+    period_rows = int(row["period_rows"])
+    return InputSummary(
+        rows=int(row["input_rows"]),
+        period_rows=period_rows,
+        unit_rows=None if row["unit_rows"] is None else int(row["unit_rows"]),
+        keyed_rows={c: int(row[f"key{i}"]) for i, c in enumerate(loaded.spec.key_columns)},
+        fingerprint=fingerprint(FINGERPRINT_SCHEME, period_rows, int(row["hash_sum"] or 0)),
+    )
+
+
+def _cells(
+    selected: DataFrame, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+) -> DataFrame:
+    """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell.
+
+    The salt joins as a one-row table rather than as a literal, so it never appears in query
+    plans (Spark UI, event logs, Connect server logs).
+    """
+    spec = loaded.spec
+    session = selected.sparkSession
+    df = selected
     if spec.privacy_unit is not None:  # never one shared allowance for all unknown units
-        df = df.filter(_not_null_unit(schema[spec.privacy_unit].dataType))
+        df = df.filter(F.col("unit").isNotNull())
     if month is not None:
-        df = df.filter(_in_month(F.col("period"), df.schema["period"].dataType, month))
+        df = df.filter(_in_period(df, month))
     if spec.privacy_unit is not None:  # the row's order: a salted hash of all it holds
         row = df.columns
         df = df.crossJoin(F.broadcast(session.createDataFrame([(_signed(salt),)], "salt long")))
         df = df.withColumn("order", F.xxhash64("salt", *row))
+    keys = {column: f"key{i}" for i, column in enumerate(spec.key_columns)}
     cell, stride = F.lit(0).cast(T.LongType()), 1
     for group, domain in reversed(list(zip(spec.group_by, loaded.domains, strict=True))):
         names = [keys[column] for column in group.key_columns]
-        key_types = [types[column] for column in group.key_columns]
-        domain_frame = F.broadcast(_domain_frame(session, domain, names, key_types))
+        types = [_key_types(loaded, column) for column in group.key_columns]
+        domain_frame = F.broadcast(_domain_frame(session, domain, names, types))
         # an inner join on unique public keys: drops null and out-of-domain keys, numbers the cell
         df = df.join(domain_frame, on=names, how="inner")
         df = df.withColumn("cell", cell + F.col("index") * stride).drop("index", *names)
@@ -337,6 +391,7 @@ def _cells(
         df = df.withColumn("cell", cell)
     if spec.privacy_unit is not None:
         df = _bounded(df, loaded)
+    summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
     units = [
         _units(F.col(f"value{summed.index(str(m.column))}"), m).alias(f"units{i}")
         for i, m in enumerate(_sums(plan))
@@ -360,14 +415,21 @@ class SparkEngine:
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(data, self._session)
             validate_schema(polars_schema(frame.schema), loaded, frozenset())
-            _cells(frame, loaded, plan, month, salt=0).schema  # noqa: B018 - analysis only
+            selected = _selected(frame, loaded, plan)
+            _cells(selected, loaded, plan, month, salt=0).schema  # noqa: B018 - analysis only
+            _summary_frame(selected, loaded, month).schema  # noqa: B018
 
     def aggregate(
         self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
     ) -> ExactAggregates:
-        """Run the plan on Spark and lay it on the full public key grid, missing groups = 0."""
+        """Run the plan on Spark and lay it on the full public key grid, missing groups = 0.
+
+        The input summary is a second, small Spark job over the same typed rows."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
-            table = _cells(read(data, self._session), loaded, plan, month, salt).toArrow()
+            selected = _selected(read(data, self._session), loaded, plan)
+            table = _cells(selected, loaded, plan, month, salt).toArrow()
+            summary = _summary_frame(selected, loaded, month).first()
+        assert summary is not None  # a global aggregate has one row
         observed = pl.DataFrame(pl.from_arrow(table))
         at = observed.get_column("cell")
 
@@ -376,6 +438,17 @@ class SparkEngine:
             return pl.zeros(loaded.cells, dtype=pl.Int128, eager=True).scatter(at, values)
 
         column = {m.name: f"units{i}" for i, m in enumerate(_sums(plan))}
-        values = {m.name: laid_out(column.get(m.name, "rows")).alias(m.name)
-                  for m in plan.measurements}  # fmt: skip
-        return ExactAggregates(loaded.key_grid(), values)
+        values = {
+            m.name: laid_out(column.get(m.name, "rows")).alias(m.name) for m in plan.measurements
+        }
+        return ExactAggregates(loaded.key_grid(), values, _summary(summary.asDict(), loaded))
+
+    def summarize(
+        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None
+    ) -> InputSummary:
+        """The input summary alone: for a re-run that returns a stored release."""
+        with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
+            selected = _selected(read(data, self._session), loaded, plan)
+            row = _summary_frame(selected, loaded, month).first()
+        assert row is not None
+        return _summary(row.asDict(), loaded)
