@@ -65,8 +65,12 @@ def _as_key(value: Any, dtype: pl.DataType) -> Any:
         value = float(value)  # as polars does (exact below 2^53)
     if isinstance(value, float) and dtype.is_integer():
         value = int(value) if math.isfinite(value) and value.is_integer() else None
-    if isinstance(value, int) and dtype.is_integer() and not -(2**63) <= value < 2**63:
-        return None
+    if isinstance(value, int) and dtype.is_integer():
+        widths = {pl.Int8: 8, pl.Int16: 16, pl.Int32: 32, pl.UInt8: 8, pl.UInt16: 16}
+        bits = next((b for t, b in widths.items() if dtype == t), 32 if dtype == pl.UInt32 else 64)
+        signed = not dtype.is_unsigned_integer()
+        low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1)) if signed else (0, 2**bits)
+        return value if low <= value < min(high, 2**63) else None
     return value
 
 

@@ -165,6 +165,15 @@ def _key_types(loaded: LoadedSpec, column: str) -> tuple[pl.DataType, T.DataType
     )
 
 
+def _integer_range(dtype: pl.DataType) -> tuple[int, int]:
+    """The values an integer domain's dtype holds, within BIGINT."""
+    bits = {pl.Int8: 8, pl.Int16: 16, pl.Int32: 32, pl.UInt8: 8, pl.UInt16: 16, pl.UInt32: 32}
+    width = next((b for t, b in bits.items() if dtype == t), 64)
+    if dtype.is_unsigned_integer():
+        return 0, min(2**width - 1, 2**63 - 1)
+    return -(2 ** (width - 1)), 2 ** (width - 1) - 1
+
+
 def _integral(source: T.DataType) -> bool:
     """Integer types, and DECIMAL(p, 0), which is how Spark reads parquet UINT64."""
     return isinstance(source, T.IntegralType) or (
@@ -292,11 +301,17 @@ def _selected(frame: DataFrame, loaded: LoadedSpec, plan: Plan) -> DataFrame:
     schema = frame.schema
     types = {column: _key_types(loaded, column) for column in spec.key_columns}
     summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
+
+    def key(column: str) -> Column:
+        typed = _as_key(_column(column), schema[column].dataType, types[column][1])
+        domain = loaded.key_dtype(column)
+        if not domain.is_integer():
+            return typed
+        low, high = _integer_range(domain)  # as a non-strict cast to a narrow dtype: else null
+        return F.when(typed.between(low, high), typed)
+
     selected = [
-        *(
-            _as_key(_column(c), schema[c].dataType, types[c][1]).alias(f"key{i}")
-            for i, c in enumerate(spec.key_columns)
-        ),
+        *(key(c).alias(f"key{i}") for i, c in enumerate(spec.key_columns)),
         *(
             _number(_column(c), schema[c].dataType, T.DoubleType()).alias(f"value{i}")
             for i, c in enumerate(summed)
