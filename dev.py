@@ -36,10 +36,10 @@ def _ensure_venv() -> None:
     if not (BIN / "python").exists():
         print(f"creating {VENV} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    print("installing dprelease and its dev extras into .venv ...", flush=True)
+    print("installing dprelease and its dev and spark extras into .venv ...", flush=True)
     pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "-U", "pip"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[dev]"], check=True)
+    subprocess.run([*pip, "-e", f"{ROOT}[dev,spark]"], check=True)
     STAMP.write_text(digest)
 
 

@@ -89,7 +89,7 @@ def release(
     scope: str | None = None,
     period: str | None = None,
     force_new: bool = False,
-    engine: str = "polars",
+    engine: str | None = None,
 ) -> ReleaseResult:
     """Release `spec` from `data` (pandas or polars DataFrame, polars LazyFrame, pyarrow Table,
     or a parquet/CSV path) at `epsilon` (0.5, "1/12", a Fraction).

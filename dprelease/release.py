@@ -142,11 +142,15 @@ def prepare(
     *,
     neighbours: Neighbours | None = None,
     period: str | None = None,
-    engine: str = "polars",
+    engine: str | None = None,
 ) -> PreparedRelease:
     """Decide the whole release from spec, ε, period and the input's declared schema; reads no
     rows. Every refusal (a typed error naming the field or column) happens here, before a
-    caller reserves any budget."""
+    caller reserves any budget.
+
+    `engine` (polars or spark) overrides the spec's `engine:`; the default is polars.
+    """
+    engine = engine or loaded.spec.engine or "polars"
     eps = as_fraction(epsilon)
     chosen = choose_neighbours(loaded.spec, neighbours)
     month = resolve_period(loaded.spec.period, period)
@@ -167,7 +171,7 @@ def release(
     *,
     neighbours: Neighbours | None = None,
     period: str | None = None,
-    engine: str = "polars",
+    engine: str | None = None,
     noise: NoiseSource | None = None,
     allow_unsafe_noise: bool = False,
 ) -> Release:

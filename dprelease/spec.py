@@ -380,6 +380,11 @@ class ReleaseSpec(_Strict):
     statistics: Annotated[list[Statistic], Field(min_length=1)]
     period: PeriodSpec | None = None
     postprocess: PostProcessing = PostProcessing()
+    engine: Literal["polars", "spark"] | None = Field(
+        default=None,
+        description="where the exact aggregation runs (default polars); every engine computes "
+        "the same release, so it is not part of the spec hash",
+    )
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> ReleaseSpec:
@@ -574,8 +579,8 @@ class ReleaseSpec(_Strict):
         The form is frozen at its first version: every statistic lists the fields all kinds
         had then, and renamed fields keep their first names, so a spec released before a
         refactor of this model is still the same spec. A field added later must enter only
-        when it is set."""
-        data = self.model_dump(mode="json")
+        when it is set. The engine is left out: every engine computes the same release."""
+        data = self.model_dump(mode="json", exclude={"engine"})
         for later in ("margins", "level_weights"):
             if data[later] is None:
                 del data[later]

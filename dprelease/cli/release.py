@@ -219,6 +219,15 @@ def release(
         bool, typer.Option("--force-new", help="Release again with fresh noise; charged again.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            help="polars or spark (default: the spec's `engine:`, else polars). Spark reads "
+            "parquet or a table name and runs on $DPRELEASE_SPARK_REMOTE (Spark Connect), "
+            "$DPRELEASE_SPARK_MASTER, or local[2].",
+        ),
+    ] = None,
 ) -> None:
     """Release noisy grouped counts and sums; refuse if the scope's budget would be exceeded."""
     if out.exists() and not out.is_dir():
@@ -226,7 +235,9 @@ def release(
     loaded = load_spec(spec)
     scope_name = scope or loaded.spec.name
     budget = _budget(epsilon, config, cap, scope_name)
-    prepared = prepare(data, loaded, budget.epsilon, neighbours=budget.neighbours, period=period)
+    prepared = prepare(
+        data, loaded, budget.epsilon, neighbours=budget.neighbours, period=period, engine=engine
+    )
     with (
         _open_scope(ledger_url, scope_name, budget, composition_of(loaded)) as ledger,
         Progress(

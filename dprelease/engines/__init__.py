@@ -289,8 +289,18 @@ def _polars() -> Engine:
     return PolarsEngine()
 
 
+def _spark() -> Engine:
+    try:
+        from dprelease.engines.spark import SparkEngine
+    except ModuleNotFoundError as missing:
+        raise SpecError(
+            "engine", f"the spark engine needs {missing.name}: pip install 'dprelease[spark]'"
+        ) from None
+    return SparkEngine()
+
+
 #: Engines by name; each is imported only when chosen.
-ENGINES: dict[str, Callable[[], Engine]] = {"polars": _polars}
+ENGINES: dict[str, Callable[[], Engine]] = {"polars": _polars, "spark": _spark}
 
 
 def get_engine(name: str) -> Engine:
