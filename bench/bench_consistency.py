@@ -1,35 +1,50 @@
-"""Accuracy and speed of consistent margins (issue 13), at the same total ε.
+"""Accuracy and speed of releases with margins (issue 13), at the same total ε, through the
+release path (`prepare(...).run(...)`, what `dp.release` runs).
 
-Counts with margins [[region], []] on three region × clinic hierarchies: the demo's 32 visit
-clinics (8 regions × 4, Δ = 4 as in pipelines/specs/visits_monthly.yaml, truth = January 2024's
-raw visit counts of the demo data), the issue's synthetic hierarchy (8 regions, 2–6 clinics) and
-a 10⁴-cell one (100 regions, 50–150 clinics). Over R seeded releases, the mean absolute error of
+Counts released by region × clinic, on three hierarchies: the demo's visits (January 2024 of
+`pipelines.demo_data.generate_visits`, the 32 clinics of pipelines/specs/public/clinics.csv,
+privacy unit patient_id with at most 4 visits as in pipelines/specs/visits_monthly.yaml, so
+Δ = 4; patients' visits beyond their first 4 of the month are dropped beforehand, so the
+random contribution bound keeps every row and the truth is fixed), the issue's synthetic
+hierarchy (8 regions of 2–6 clinics, Poisson(20) rows per clinic, each row a unit: Δ = 1) and a
+10⁴-cell one (100 regions of 50–150 clinics). Over R releases, the mean absolute error of the
 region totals and of the grand total from:
 
-  (a)  the level's own noisy measurement, ε split equally over the three levels
-       (what separate specs give today);
-  (b)  the sum of the noisy cells, same release (cells at ε/3);
-  (c)  the consistent estimate from that same release;
-  (a′) the level measured alone with the whole ε (a release of that level only);
-  (b′) the sum of noisy cells measured alone with the whole ε;
-  (c⁺) (c) made nonnegative and integer (`consistent_nonnegative` + `round_additive`);
-       not on the 10⁴-cell grid, where those two steps take ~1 s per release.
+  (a)  a direct noisy measurement alone: a spec by region, and one without group_by, each
+       at ε/3 (the three levels as separate specs today, at the same total ε);
+  (b)  the sum of noisy cells alone: the cells' spec at ε/3, summed;
+  (c)  the consistent estimate: one spec with margins [[region], []] at ε (ε/3 per level),
+       postprocess.nonnegative: false (the linear, unbiased estimate; counts rounded
+       additively to integers);
+  (a′) the level released alone with the whole ε, (b′) the cells alone with the whole ε
+       (the other levels are then not released);
+  (c⁺) (c) with nonnegative: true (the default); not on the 10⁴-cell grid (slow).
 
-The errors of (a)–(c), (a′), (b′) do not depend on the data (the estimators are linear); only
-(c⁺) does. Seeded noise (NoiseSource.seeded_for_tests): a benchmark, not a release.
+Seeded noise (NoiseSource.seeded_for_tests, allow_unsafe_noise): a benchmark, never a
+release. Besides the MAE ratios: the RMSE ratio c/a, the ratio of the published 95% margins of
+error (the `n_moe95` columns of (c) and (a), mean over the level's rows: exact, noise-free) and
+Var c/a, the exact ratio of the consistent estimate's variance to the level's own measurement's
+(`consistency.level_variances`). (a) is one discrete Laplace draw, peaked and heavy-tailed, and
+(c) a mix of many, closer to normal: at equal variance a Laplace error has the smaller mean
+absolute value (√2/2 σ against 0.80 σ) but the wider 95% interval (2.12 σ against 1.96 σ).
 
     .venv/bin/python bench/bench_consistency.py                  # 200 releases
     .venv/bin/python bench/bench_consistency.py --releases 1000
 
-Prints markdown tables (accuracy, then solve times at 10⁴ cells).
+Prints markdown tables: accuracy, then times at 10⁴ cells (the steps, and a whole release).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -45,75 +60,153 @@ from dprelease.consistency import (
     split_epsilon,
 )
 from dprelease.noise import NoiseSource, discrete_laplace
+from dprelease.release import PreparedRelease, prepare
+from dprelease.spec import LEVEL_COLUMN, parse_spec
 
-METHODS = ("a", "b", "c", "a_full", "b_full", "c_plus")
 _PLUS_MAX_CELLS = 1000
+METHODS = ("a", "b", "c", "a_full", "b_full", "c_plus")
 
 
-def demo_visits() -> tuple[pl.DataFrame, np.ndarray]:
-    """The demo's public clinic grid and January 2024's raw visit counts per clinic."""
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    data: pl.DataFrame  # one row per counted row, with region and clinic
+    keys: pl.DataFrame  # the joint region × clinic domain
+    unit: dict[str, Any]  # the spec's privacy unit settings
+
+    @property
+    def delta(self) -> int:
+        return int(self.unit.get("max_rows_per_unit", 1))
+
+
+def demo_visits() -> Scenario:
+    """January 2024 of the demo's visits in the public domain, each patient's first 4 (by
+    date), so the release's contribution bound keeps every row."""
     from pipelines.demo_data import clinic_keys, generate_visits
 
-    grid = clinic_keys()
+    keys = clinic_keys()
     visits = generate_visits().filter(pl.col("visit_date").dt.month() == 1)
-    counts = visits.group_by("region", "clinic").len()
-    joined = grid.join(counts, on=["region", "clinic"], how="left", maintain_order="left")
-    return grid, joined["len"].fill_null(0).to_numpy().astype(float)
+    in_domain = visits.join(keys, on=["region", "clinic"], how="semi")  # as a release drops
+    kept = in_domain.filter(pl.int_range(pl.len()).over("patient_id") < 4)
+    return Scenario(
+        "demo visits (32 cells, Δ = 4)",
+        kept.select("patient_id", "region", "clinic"),
+        keys,
+        {"privacy_unit": "patient_id", "max_rows_per_unit": 4},
+    )
 
 
-def synthetic(clinics: list[int], seed: int) -> tuple[pl.DataFrame, np.ndarray]:
-    """A joint region × clinic grid with `clinics[r]` clinics in region r; Poisson(20) truth."""
+def synthetic(name: str, clinics: list[int], seed: int) -> Scenario:
+    """Region r has clinics[r] clinics, each with Poisson(20) rows; each row is a unit."""
     region = np.repeat(np.arange(len(clinics)), clinics)
-    grid = pl.DataFrame({"region": region, "clinic": np.arange(region.size)})
-    return grid, np.random.default_rng(seed).poisson(20, region.size).astype(float)
+    keys = pl.DataFrame({"region": region, "clinic": np.arange(region.size)})
+    counts = np.random.default_rng(seed).poisson(20, region.size)
+    return Scenario(name, keys[np.repeat(np.arange(keys.height), counts)], keys, {})
 
 
-def measure(source: NoiseSource, exact: np.ndarray, law: NoiseLaw) -> np.ndarray:
-    return exact + discrete_laplace(law.scale, exact.size, source) * float(law.granularity)
-
-
-def exact_ratios(levels: Levels, split: list[NoiseLaw]) -> dict[str, np.ndarray]:
-    """Mean over each level's rows of Var(c)/Var(a) and Var(c)/Var(b): noise-free ratios."""
-    ours = level_variances(levels, split)
+def specs(scenario: Scenario, directory: Path) -> dict[str, Any]:
+    """The release specs compared: cells, region, total, and cells with margins."""
+    keys_file = directory / f"keys-{scenario.keys.height}.csv"
+    scenario.keys.write_csv(keys_file)
+    joint = [{"columns": ["region", "clinic"], "domain": {"file": str(keys_file)}}]
+    regions = scenario.keys.get_column("region").unique(maintain_order=True).to_list()
+    base = {
+        "name": "b",
+        "source": "b",
+        **scenario.unit,
+        "statistics": [{"name": "n", "kind": "count"}],
+    }
+    linear = {"nonnegative": False}
     return {
-        "a": np.array([np.mean(ours[k] / split[k].variance) for k in range(3)]),
-        "b": np.array(
-            [
-                np.mean(ours[k] / (np.bincount(levels.index[k]) * split[0].variance))
-                for k in range(3)
-            ]
+        "cells": parse_spec({**base, "group_by": joint, "postprocess": linear}),
+        "region": parse_spec(
+            {
+                **base,
+                "group_by": [{"column": "region", "domain": {"values": regions}}],
+                "postprocess": linear,
+            }
         ),
+        "total": parse_spec({**base, "postprocess": linear}),
+        "margins": parse_spec(
+            {**base, "group_by": joint, "margins": [["region"], []], "postprocess": linear}
+        ),
+        "margins_nonnegative": parse_spec({**base, "group_by": joint, "margins": [["region"], []]}),
     }
 
 
+@dataclass
+class Errors:
+    """Sums of absolute and squared errors per method at [_, region, total]."""
+
+    absolute: dict[str, np.ndarray]
+    squared: dict[str, np.ndarray]
+
+    def add(self, method: str, region: np.ndarray, total: float) -> None:
+        self.absolute[method] += [0, np.abs(region).mean(), abs(total)]
+        self.squared[method] += [0, (region**2).mean(), total**2]
+
+
+def region_errors(table: pl.DataFrame, truth: pl.DataFrame) -> np.ndarray:
+    """Errors of the region totals in a table with a `region` column and `n`."""
+    joined = truth.join(table.select("region", "n"), on="region", how="left")
+    return (joined["n"] - joined["truth"]).to_numpy().astype(float)
+
+
 def run(
-    grid: pl.DataFrame, truth: np.ndarray, delta: int, epsilon: Fraction, releases: int, seed: int
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """MAE per method and level (index 1 = region, 2 = total) over `releases` releases, and
-    the exact variance ratios."""
-    levels = Levels.build(grid, [["region"], []])
-    exact = levels.aggregate(truth)
-    split = [NoiseLaw(delta / share) for share in split_epsilon(epsilon, 3)]
-    full = NoiseLaw(delta / epsilon)
+    scenario: Scenario, epsilon: Fraction, releases: int, seed: int, directory: Path
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """MAE and RMSE per method at [_, region, total] over `releases` releases, and the ratio of
+    the published margins of error of (c) and (a) per level (mean over the level's rows)."""
+    chosen = specs(scenario, directory)
+    truth = scenario.data.group_by("region").agg(pl.len().cast(pl.Int64).alias("truth"))
+    total = scenario.data.height
+    third = epsilon / 3
+    prepared: dict[str, PreparedRelease] = {
+        "a_region": prepare(scenario.data, chosen["region"], third),
+        "a_total": prepare(scenario.data, chosen["total"], third),
+        "b": prepare(scenario.data, chosen["cells"], third),
+        "c": prepare(scenario.data, chosen["margins"], epsilon),
+        "a_full_region": prepare(scenario.data, chosen["region"], epsilon),
+        "a_full_total": prepare(scenario.data, chosen["total"], epsilon),
+        "b_full": prepare(scenario.data, chosen["cells"], epsilon),
+    }
+    if scenario.keys.height <= _PLUS_MAX_CELLS:
+        prepared["c_plus"] = prepare(scenario.data, chosen["margins_nonnegative"], epsilon)
     source = NoiseSource.seeded_for_tests(seed)
-    err = {m: np.zeros(3) for m in METHODS}
+    errors = Errors({m: np.zeros(3) for m in METHODS}, {m: np.zeros(3) for m in METHODS})
     for _ in range(releases):
-        ys = [measure(source, e, law) for e, law in zip(exact, split, strict=True)]
-        alone_cells = measure(source, exact[0], full)
-        estimate = consistent(levels, ys, split)
-        by_method: dict[str, tuple[np.ndarray, ...]] = {
-            "a": tuple(ys),
-            "b": levels.aggregate(ys[0]),
-            "c": estimate.values,
-            "a_full": tuple(measure(source, e, full) for e in exact),
-            "b_full": levels.aggregate(alone_cells),
+        tables = {
+            name: p.run(source, allow_unsafe_noise=True).table for name, p in prepared.items()
         }
-        if levels.n_cells <= _PLUS_MAX_CELLS:
-            by_method["c_plus"] = round_additive(consistent_nonnegative(levels, ys, split)).values
-        for method, values in by_method.items():
-            for k in range(3):
-                err[method][k] += np.abs(values[k] - exact[k]).mean()
-    return {m: e / releases for m, e in err.items()}, exact_ratios(levels, split)
+        for method in ("a", "a_full"):
+            region, alone = tables[f"{method}_region"], tables[f"{method}_total"]
+            errors.add(method, region_errors(region, truth), alone["n"][0] - total)
+        for method in ("b", "b_full"):
+            cells = tables[method]
+            summed = cells.group_by("region").agg(pl.col("n").sum())
+            errors.add(method, region_errors(summed, truth), float(cells["n"].sum()) - total)
+        for method in ("c", "c_plus"):
+            if method in tables:
+                levels = tables[method].partition_by(LEVEL_COLUMN, as_dict=True)
+                region, whole = levels[("region",)], levels[("total",)]
+                errors.add(method, region_errors(region, truth), whole["n"][0] - total)
+    margins = tables["c"].partition_by(LEVEL_COLUMN, as_dict=True)
+    direct = {"region": tables["a_region"], "total": tables["a_total"]}
+    margin_ratio = np.ones(3)
+    for k, level in ((1, "region"), (2, "total")):
+        ours = margins[(level,)].get_column("n_moe95").to_numpy().mean()
+        margin_ratio[k] = ours / direct[level].get_column("n_moe95").to_numpy().mean()
+    mae = {m: e / releases for m, e in errors.absolute.items()}
+    rmse = {m: np.sqrt(e / releases) for m, e in errors.squared.items()}
+    return mae, rmse, margin_ratio
+
+
+def variance_ratio(scenario: Scenario, epsilon: Fraction) -> np.ndarray:
+    """Mean over each level's rows of Var(c)/Var(a): exact, noise-free."""
+    levels = Levels.build(scenario.keys, [["region"], []])
+    laws = [NoiseLaw(scenario.delta / share) for share in split_epsilon(epsilon, 3)]
+    ours = level_variances(levels, laws)
+    return np.array([np.mean(ours[k] / laws[k].variance) for k in range(3)])
 
 
 def timed(fn: Callable[[], object], repeats: int = 1) -> float:
@@ -125,12 +218,20 @@ def timed(fn: Callable[[], object], repeats: int = 1) -> float:
     return best
 
 
-def timings(grid: pl.DataFrame, truth: np.ndarray, epsilon: Fraction) -> list[tuple[str, float]]:
+def timings(scenario: Scenario, epsilon: Fraction, directory: Path) -> list[tuple[str, float]]:
+    """The steps at 10⁴ cells (module level), and a whole release through the release path."""
+    grid = scenario.keys
     laws = [NoiseLaw(1 / share) for share in split_epsilon(epsilon, 3)]
     levels = Levels.build(grid, [["region"], []])
+    truth = np.bincount(scenario.data["clinic"].to_numpy(), minlength=grid.height).astype(float)
     source = NoiseSource.seeded_for_tests(1)
-    ys = [measure(source, e, law) for e, law in zip(levels.aggregate(truth), laws, strict=True)]
+    ys = [
+        e + discrete_laplace(law.scale, e.size, source)
+        for e, law in zip(levels.aggregate(truth), laws, strict=True)
+    ]
     estimate = consistent(levels, ys, laws)
+    loaded = specs(scenario, directory)["margins"]
+    prepared = prepare(scenario.data, loaded, epsilon)
     return [
         ("Levels.build (index the grid)", timed(lambda: Levels.build(grid, [["region"], []]), 3)),
         ("consistent (least-squares solve)", timed(lambda: consistent(levels, ys, laws), 5)),
@@ -138,6 +239,14 @@ def timings(grid: pl.DataFrame, truth: np.ndarray, epsilon: Fraction) -> list[tu
         ("moe95 (every value)", timed(lambda: moe95(levels, laws))),
         ("consistent_nonnegative", timed(lambda: consistent_nonnegative(levels, ys, laws))),
         ("round_additive", timed(lambda: round_additive(estimate))),
+        (
+            "prepare() of a release (margins of error planned)",
+            timed(lambda: prepare(scenario.data, loaded, epsilon)),
+        ),
+        (
+            "run() of a release (aggregate, noise, solve, round)",
+            timed(lambda: prepared.run(source, allow_unsafe_noise=True), 3),
+        ),
     ]
 
 
@@ -149,36 +258,43 @@ def main() -> int:
     big_clinics = np.random.default_rng(0).integers(50, 151, 100)
     big_clinics[-1] += 10_000 - big_clinics.sum()
     scenarios = [
-        ("demo visits (32 cells, Δ=4)", *demo_visits(), 4),
-        ("synthetic (8 regions, 2–6 clinics)", *synthetic([2, 3, 4, 5, 6, 2, 3, 6], 1), 1),
-        ("synthetic (100 regions, 10⁴ cells)", *synthetic(list(big_clinics), 2), 1),
+        demo_visits(),
+        synthetic("synthetic (8 regions, 2–6 clinics)", [2, 3, 4, 5, 6, 2, 3, 6], 1),
+        synthetic("synthetic (100 regions, 10⁴ cells)", list(big_clinics), 2),
     ]
     print(
-        f"MAE over {args.releases} releases (counts, total ε = {args.epsilon}, equal split); "
-        "exact Var ratios are means over the level's rows\n"
+        f"MAE over {args.releases} releases through the release path (counts, total ε = "
+        f"{args.epsilon}, equal split over 3 levels; load average at start "
+        f"{os.getloadavg()[0]:.1f})\n"
     )
     print(
-        "| hierarchy | level | (a) direct, ε/3 | (b) Σ cells, ε/3 | (c) consistent | c/a | c/b "
-        "| exact Var c/a, c/b | (a′) direct, ε | (b′) Σ cells, ε | c/a′ | c/b′ "
-        "| (c⁺) ≥0, integer |"
+        "| hierarchy | level | (a) direct, ε/3 | (b) Σ cells, ε/3 | (c) consistent "
+        "| c/a MAE | c/a RMSE | c/a ±95% | Var c/a exact | c/b MAE "
+        "| (a′) direct, ε | (b′) Σ cells, ε | c/a′ | c/b′ | (c⁺) ≥ 0 |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for i, (name, grid, truth, delta) in enumerate(scenarios):
-        mae, var = run(grid, truth, delta, args.epsilon, args.releases, seed=100 + i)
-        for k, level in ((1, "region"), (2, "total")):
-            a, b, c = mae["a"][k], mae["b"][k], mae["c"][k]
-            af, bf = mae["a_full"][k], mae["b_full"][k]
-            plus = f"{mae['c_plus'][k]:.2f}" if grid.height <= _PLUS_MAX_CELLS else "—"
-            print(
-                f"| {name} | {level} | {a:.2f} | {b:.2f} | {c:.2f} | {c / a:.2f} | {c / b:.2f} "
-                f"| {var['a'][k]:.3f}, {var['b'][k]:.3f} | {af:.2f} | {bf:.2f} "
-                f"| {c / af:.2f} | {c / bf:.2f} | {plus} |"
-            )
-    _, grid, truth, _ = scenarios[2]
-    print(f"\nSolve times at {grid.height} cells (100 regions; best of repeats)\n")
-    print("| step | seconds |\n|---|---:|")
-    for step, seconds in timings(grid, truth, args.epsilon):
-        print(f"| {step} | {seconds:.3f} |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        for i, scenario in enumerate(scenarios):
+            mae, rmse, margin = run(scenario, args.epsilon, args.releases, 100 + i, directory)
+            var = variance_ratio(scenario, args.epsilon)
+            for k, level in ((1, "region"), (2, "total")):
+                a, b, c = mae["a"][k], mae["b"][k], mae["c"][k]
+                af, bf = mae["a_full"][k], mae["b_full"][k]
+                plus = f"{mae['c_plus'][k]:.2f}" if scenario.keys.height <= _PLUS_MAX_CELLS else "—"
+                print(
+                    f"| {scenario.name} | {level} | {a:.2f} | {b:.2f} | {c:.2f} | {c / a:.2f} "
+                    f"| {rmse['c'][k] / rmse['a'][k]:.2f} | {margin[k]:.2f} | {var[k]:.3f} "
+                    f"| {c / b:.2f} | {af:.2f} | {bf:.2f} | {c / af:.2f} | {c / bf:.2f} | {plus} |"
+                )
+        big = scenarios[2]
+        print(
+            f"\nTimes at {big.keys.height} cells (100 regions, margins [[region], []]; best of "
+            f"repeats; load average {os.getloadavg()[0]:.1f})\n"
+        )
+        print("| step | seconds |\n|---|---:|")
+        for step, seconds in timings(big, args.epsilon, directory):
+            print(f"| {step} | {seconds:.3f} |")
     return 0
 
 

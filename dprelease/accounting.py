@@ -7,10 +7,12 @@ manifest built from it can be published as they are.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
+from dprelease.consistency import split_epsilon
 from dprelease.errors import NoiseError, SpecError
 from dprelease.noise import ci95_halfwidth, exact_scale, variance
 from dprelease.profile import Neighbours
@@ -33,18 +35,12 @@ LN_20 = math.log(20)
 MAX_SENSITIVITY_UNITS = 2**53
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """One noisy integer vector over the key grid: a count or a sum in units of `granularity`."""
+@dataclass(frozen=True, kw_only=True)
+class _Noise:
+    """One noisy integer vector's law: Δ and the exact discrete Laplace scale, in integer units
+    of `granularity`, and the ε it spends."""
 
-    name: str
-    kind: StatisticKind  # COUNT or SUM only
-    column: str | None
-    lower: float | None
-    upper: float | None
     granularity: Fraction  # 1 for counts
-    lower_units: int
-    upper_units: int
     sensitivity_units: int
     derivation: str
     epsilon: Fraction
@@ -66,6 +62,41 @@ class Measurement:
     @property
     def variance(self) -> float:
         return variance(self.scale_units) * float(self.granularity) ** 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class MarginMeasurement(_Noise):
+    """A margin of a measurement (see `Measurement.margins`): its rows are sums of cells, noised
+    with the measurement's granularity but their own share of ε, Δ and scale."""
+
+    columns: tuple[str, ...]  # the margin's key columns, in the grid's order; () = total
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement(_Noise):
+    """One noisy integer vector over the key grid: a count or a sum in units of `granularity`.
+
+    With margins (`spec.margins`) its fields are the cells' (the finest level's) and each
+    margin is measured too, from its own share of the measurement's ε (`margins`)."""
+
+    name: str
+    kind: StatisticKind  # COUNT or SUM only
+    column: str | None = None
+    lower: float | None = None
+    upper: float | None = None
+    lower_units: int = 0
+    upper_units: int = 1
+    margins: tuple[MarginMeasurement, ...] = ()
+
+    @property
+    def levels(self) -> tuple[_Noise, ...]:
+        """The noise of every level: the cells, then each margin in the spec's order."""
+        return (self, *self.margins)
+
+    @property
+    def epsilon_spent(self) -> Fraction:
+        """ε of every level together (what the measurement spends)."""
+        return sum((level.epsilon for level in self.levels), Fraction(0))
 
 
 @dataclass(frozen=True)
@@ -94,8 +125,10 @@ class Plan:
     split: Literal["weights", "accuracy targets"]
 
 
-def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
-    """Rows one unit can move in L1, and why. Substitution = one removal plus one addition.
+def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours, grouped: bool) -> tuple[int, str]:
+    """Rows one unit can move in L1 over a level's rows, and why. Substitution = one removal
+    plus one addition; on a grouped level the added rows may sit in other groups (×2), on an
+    ungrouped one (the whole release, or a grand total) they replace rows of the same cell.
 
     R is exactly what the engine enforces last (`max_rows_per_unit`, which the spec keeps at or
     below max_groups_per_unit × max_rows_per_group), so nothing else is assumed.
@@ -110,7 +143,7 @@ def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
         )
     else:
         reason = f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
-    if neighbours is Neighbours.SUBSTITUTE and spec.group_by:
+    if neighbours is Neighbours.SUBSTITUTE and grouped:
         return (
             2 * rows,
             reason + "; substitution removes those rows and adds as many (possibly "
@@ -120,20 +153,25 @@ def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
 
 
 def rows_reach(spec: ReleaseSpec, neighbours: Neighbours) -> int:
-    """Rows one privacy unit can move in L1 (see `_l1_reach`)."""
-    return _l1_reach(spec, neighbours)[0]
+    """Rows one privacy unit can move in L1 over the cells (see `_l1_reach`)."""
+    return _l1_reach(spec, neighbours, bool(spec.group_by))[0]
 
 
-def _count_sensitivity(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
-    reach, reason = _l1_reach(spec, neighbours)
+def _count_sensitivity(spec: ReleaseSpec, neighbours: Neighbours, grouped: bool) -> tuple[int, str]:
+    reach, reason = _l1_reach(spec, neighbours, grouped)
     return reach, f"count: {reason} → Δ = {reach}"
 
 
 def _sum_sensitivity(
-    spec: ReleaseSpec, neighbours: Neighbours, lower_u: int, upper_u: int, granularity: Fraction
+    spec: ReleaseSpec,
+    neighbours: Neighbours,
+    lower_u: int,
+    upper_u: int,
+    granularity: Fraction,
+    grouped: bool,
 ) -> tuple[int, str]:
     g = f"{float(granularity):g}"
-    if neighbours is Neighbours.SUBSTITUTE and not spec.group_by:
+    if neighbours is Neighbours.SUBSTITUTE and not grouped:
         rows = spec.rows_per_unit
         span = max(upper_u, 0) - min(lower_u, 0)
         delta = rows * span
@@ -141,7 +179,7 @@ def _sum_sensitivity(
             f"sum: one unit's ≤ {rows} row(s) replaced, each in [{lower_u}, {upper_u}] "
             f"units of {g} → Δ = {rows} × {span} = {delta} units"
         )
-    reach, reason = _l1_reach(spec, neighbours)
+    reach, reason = _l1_reach(spec, neighbours, grouped)
     largest = max(abs(lower_u), abs(upper_u))
     delta = reach * largest
     return delta, (
@@ -196,10 +234,14 @@ def _noise_scale(delta: int, epsilon: Fraction, path: str) -> Fraction:
 
 
 def _checked(m: Measurement, path: str) -> Measurement:
-    """Every number the manifest states about `m` must be a finite float."""
+    """Every number the manifest states about `m` (each level) must be a finite float."""
     stated: tuple[float, ...]
     try:
-        stated = (m.sensitivity, m.scale, m.moe95, m.variance, float(m.epsilon))
+        stated = tuple(
+            x
+            for level in m.levels
+            for x in (level.sensitivity, level.scale, level.moe95, level.variance)
+        ) + (float(m.epsilon_spent),)
     except OverflowError:
         stated = (math.inf,)
     if not all(math.isfinite(x) for x in stated):
@@ -211,16 +253,84 @@ def _checked(m: Measurement, path: str) -> Measurement:
     return m
 
 
+def margin_columns(spec: ReleaseSpec) -> list[tuple[str, ...]]:
+    """Each margin's key columns in the order of the key grid (`[]` of the spec: ())."""
+    return [
+        tuple(column for column in spec.key_columns if column in margin)
+        for margin in spec.margins or []
+    ]
+
+
+def _levels(spec: ReleaseSpec, epsilon: Fraction) -> list[tuple[bool, Fraction]]:
+    """Per level (the cells, then each margin): whether it is grouped, and its share of a
+    measurement's `epsilon`, in proportion to `level_weights` and exact (the shares sum to
+    `epsilon`; levels compose sequentially)."""
+    if not spec.margins:
+        return [(bool(spec.group_by), epsilon)]
+    weights = None if spec.level_weights is None else [Fraction(w) for w in spec.level_weights]
+    shares = split_epsilon(epsilon, len(spec.margins) + 1, weights)
+    grouped = [True, *(bool(columns) for columns in margin_columns(spec))]
+    return list(zip(grouped, shares, strict=True))
+
+
+def level_shares(spec: ReleaseSpec) -> list[Fraction]:
+    """The fraction of each measurement's ε every level spends (the cells, then each margin)."""
+    return [share for _, share in _levels(spec, Fraction(1))]
+
+
+def _measured(
+    spec: ReleaseSpec,
+    epsilon: Fraction,
+    path: str,
+    granularity: Fraction,
+    sensitivity: Callable[[bool], tuple[int, str]],
+) -> tuple[dict[str, Any], tuple[MarginMeasurement, ...]]:
+    """The cells' noise (keyword arguments of `Measurement`) and each margin's, from the level
+    shares of `epsilon` and each level's Δ (`sensitivity(grouped)`)."""
+    noise: list[dict[str, Any]] = []
+    for grouped, share in _levels(spec, epsilon):
+        delta, derivation = sensitivity(grouped)
+        noise.append(
+            {
+                "granularity": granularity,
+                "sensitivity_units": delta,
+                "derivation": derivation,
+                "epsilon": share,
+                "scale_units": _noise_scale(delta, share, path),
+            }
+        )
+    margins = tuple(
+        MarginMeasurement(columns=columns, **level)
+        for columns, level in zip(margin_columns(spec), noise[1:], strict=True)
+    )
+    return noise[0], margins
+
+
 def _count(
     name: str, epsilon: Fraction, spec: ReleaseSpec, neighbours: Neighbours, path: str
 ) -> Measurement:
-    delta, derivation = _count_sensitivity(spec, neighbours)
-    scale = _noise_scale(delta, epsilon, path)
-    m = Measurement(
-        name, StatisticKind.COUNT, None, None, None, Fraction(1), 0, 1, delta, derivation, epsilon,
-        scale,
-    )  # fmt: skip
+    cells, margins = _measured(
+        spec,
+        epsilon,
+        path,
+        Fraction(1),
+        lambda grouped: _count_sensitivity(spec, neighbours, grouped),
+    )
+    m = Measurement(name=name, kind=StatisticKind.COUNT, margins=margins, **cells)
     return _checked(m, path)
+
+
+def granularity_references(
+    stat: SumStatistic | MeanStatistic, spec: ReleaseSpec, neighbours: Neighbours, epsilon: Fraction
+) -> list[Fraction]:
+    """Per level, the noise scale (declared bounds, before discretization) from which an
+    automatic granularity is derived: it is the finest of the levels' powers of two, so every
+    level's noise stays 2^20 above it."""
+    largest = max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
+    return [
+        _l1_reach(spec, neighbours, grouped)[0] * largest / share
+        for grouped, share in _levels(spec, epsilon)
+    ]
 
 
 def _sum(
@@ -232,12 +342,14 @@ def _sum(
     path: str,
 ) -> Measurement:
     """A sum in integer units of the declared granularity, else an automatic power of two."""
-    reach, _ = _l1_reach(spec, neighbours)
     lower, upper = Fraction(stat.lower), Fraction(stat.upper)
     if stat.granularity is not None:
         granularity = Fraction(stat.granularity)
     else:
-        granularity = auto_granularity(reach * max(abs(lower), abs(upper)), epsilon)
+        granularity = min(
+            auto_granularity(scale, Fraction(1))
+            for scale in granularity_references(stat, spec, neighbours, epsilon)
+        )
     lower_u = round(lower / granularity)
     upper_u = round(upper / granularity)
     if lower_u == upper_u:
@@ -245,12 +357,24 @@ def _sum(
             f"{path}.granularity",
             "granularity is coarser than the bounds' range; choose a smaller one",
         )
-    delta, derivation = _sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity)
-    scale = _noise_scale(delta, epsilon, path)
+    cells, margins = _measured(
+        spec,
+        epsilon,
+        path,
+        granularity,
+        lambda grouped: _sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity, grouped),
+    )
     m = Measurement(
-        name, StatisticKind.SUM, stat.column, stat.lower, stat.upper, granularity, lower_u,
-        upper_u, delta, derivation, epsilon, scale,
-    )  # fmt: skip
+        name=name,
+        kind=StatisticKind.SUM,
+        column=stat.column,
+        lower=stat.lower,
+        upper=stat.upper,
+        lower_units=lower_u,
+        upper_units=upper_u,
+        margins=margins,
+        **cells,
+    )
     return _checked(m, path)
 
 
@@ -299,7 +423,8 @@ def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -
 
     A mean divides the release's first count by its first sum of the same column and bounds
     (post-processing, no extra ε; see `ReleaseSpec.reuse_of`); what it cannot reuse it
-    measures from its own share (half each when it needs both).
+    measures from its own share (half each when it needs both). With margins every
+    measurement's share is split again over its levels (`Measurement.margins`).
     """
     if epsilon <= 0:
         raise SpecError("epsilon", "ε must be > 0")

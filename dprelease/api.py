@@ -130,7 +130,7 @@ def plan(
     spec: SpecLike, epsilon: Epsilon | None = None, *, targets: dict[str, float] | None = None
 ) -> ReleasePlan:
     """What a release of `spec` at `epsilon` will state per statistic (ε, Δ, scale, 95% margin
-    of error), without reading any data; with `targets` (name → wanted margin; default: the
-    spec's `target_moe95`) also the smallest ε that meets them, planned at when `epsilon` is
-    None."""
+    of error; with margins each level's), without reading any data; with `targets` (name →
+    wanted margin of the released cells; default: the spec's `target_moe95`) also the smallest
+    ε that meets them, planned at when `epsilon` is None."""
     return planner.plan(_spec(spec), epsilon, targets=targets)

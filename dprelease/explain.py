@@ -10,19 +10,26 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 import dprelease
 from dprelease.accounting import Measurement, Plan, StatisticPlan
 from dprelease.manifest import (
     ContributionBounds,
     CountEntry,
     GroupByEntry,
+    LevelEntry,
+    LevelMeasurementEntry,
     Manifest,
+    MarginsEntry,
     MeanEntry,
     MeasurementEntry,
+    MoeRange,
     PostprocessingEntry,
     StatisticEntry,
     SumEntry,
 )
+from dprelease.margins import MarginPlan, Outcome
 from dprelease.postprocess import ROUNDING_RULE, sum_decimals
 from dprelease.profile import Neighbours
 from dprelease.spec import (
@@ -39,6 +46,32 @@ from dprelease.spec import (
 MECHANISM = (
     "discrete Laplace (geometric) mechanism, exact sampling after Canonne, Kamath & "
     "Steinke 2020, integer arithmetic, OS CSPRNG bits"
+)
+ESTIMATOR = (
+    "weighted least squares (inverse-variance weights) of the cells from every level's noisy "
+    "values (Hay, Rastogi, Miklau & Suciu 2010): linear and unbiased unless constrained (see "
+    "nonnegative); every level is released as sums of the released cells, so each margin "
+    "equals the sum of its cells"
+)
+NONNEGATIVE = (
+    "cells constrained to ≥ 0 for {} (the least-squares solve under x ≥ 0, Clarabel): no longer "
+    "linear or unbiased. The margins of error are the linear estimator's, so cells are "
+    "over-covered but aggregates of sparse tables under-covered: with every true cell 0, only "
+    "about 81% of grand totals lie within theirs (8 regions of 2-6 cells, ε split equally). "
+    "postprocess.nonnegative: false releases the linear estimate, whose margins are exact"
+)
+ROUNDING = (
+    "controlled rounding (HiGHS): each cell goes to the integer (counts) or the decimal place "
+    "(sums, one place per statistic: 'decimals', else the second significant digit of its "
+    "smallest margin of error) just below or above its estimate, and each margin to its "
+    "estimate rounded down or up, keeping every margin the sum of its cells; each value moves "
+    "by less than its level's max_shift"
+)
+MARGIN_OF_ERROR = (
+    "exact 95% quantile of each released value's error, a known linear combination of every "
+    "level's discrete Laplace draws (characteristic-function inversion, conservative by at most "
+    "about 1.6% of its scale), plus the rounding's max_shift (counts: ⌈h + max_shift⌉ − 1, as "
+    "the truth is an integer); a mean's is the first-order propagation of its sum's and count's"
 )
 
 
@@ -82,9 +115,12 @@ def build_manifest(
     period: str | None,
     spec_hash: str,
     engine: str,
+    margins: MarginPlan | None = None,
 ) -> Manifest:
-    """Everything the manifest says but the noise source and the ledger, from public inputs."""
+    """Everything the manifest says but the noise source and the ledger, from public inputs
+    (with margins, as planned: `with_outcome` updates it should a solver fall back)."""
     spec = loaded.spec
+    outcome = None if margins is None else Outcome.planned(margins)
     return Manifest(
         release_id=None,
         created_at=datetime.now(UTC).replace(microsecond=0),
@@ -103,7 +139,9 @@ def build_manifest(
         epsilon_total=float(plan.epsilon_total),
         epsilon_total_exact=str(plan.epsilon_total),
         budget_split=plan.split,
-        composition="sequential over the statistics: their ε add up to the total",
+        composition="sequential over the statistics"
+        + (" and, within each, over its levels" if margins else "")
+        + ": their ε add up to the total",
         group_by=[
             GroupByEntry(
                 columns=group.key_columns,
@@ -113,21 +151,71 @@ def build_manifest(
             for group, domain in zip(spec.group_by, loaded.domains, strict=True)
         ],
         cells=loaded.cells,
+        margins=None if margins is None or outcome is None else margins_entry(margins, outcome),
         out_of_domain="rows whose keys are null, do not convert to the domain's key type, or "
         "lie outside the public domain are dropped",
         nulls="a null or NaN summed value (or text that does not parse as a number) counts "
         "as 0 if 0 is within [lower, upper], else as lower; ±inf is clamped to the bounds",
         postprocessing=PostprocessingEntry(**spec.postprocess.model_dump(), rounding=ROUNDING_RULE),
-        statistics=[statistic_entry(p, spec.postprocess) for p in plan.statistics],
+        statistics=[
+            statistic_entry(p, spec.postprocess, margins, outcome) for p in plan.statistics
+        ],
         noise_source=None,
     )
 
 
-def _measured(m: Measurement) -> dict[str, Any]:
-    """The fields every measurement states (see `manifest._Measured`)."""
+def with_outcome(
+    manifest: dict[str, Any],
+    plan: Plan,
+    post: PostProcessing,
+    margins: MarginPlan,
+    outcome: Outcome,
+) -> dict[str, Any]:
+    """The manifest as the release's post-processing left it: its rounding bounds and any
+    solver fallback (they depend on the noisy values only)."""
     return {
-        "epsilon": float(m.epsilon),
-        "epsilon_exact": str(m.epsilon),
+        **manifest,
+        "margins": margins_entry(margins, outcome).model_dump(mode="json"),
+        "statistics": [
+            statistic_entry(p, post, margins, outcome).model_dump(mode="json")
+            for p in plan.statistics
+        ],
+    }
+
+
+def margins_entry(margins: MarginPlan, outcome: Outcome) -> MarginsEntry:
+    """How the levels were made consistent, rounded and given margins of error."""
+    levels = margins.levels
+    constrained = sorted(name for name, laws in margins.accuracy.items() if laws.nonnegative)
+    return MarginsEntry(
+        levels=[
+            LevelEntry(
+                level=levels.name(k),
+                columns=list(columns),
+                rows=levels.sizes[k],
+                weight=weight,
+                share=str(share),
+            )
+            for k, (columns, weight, share) in enumerate(
+                zip(levels.columns, margins.weights, margins.shares, strict=True)
+            )
+        ],
+        estimator=ESTIMATOR,
+        nonnegative=None if not constrained else NONNEGATIVE.format(", ".join(constrained)),
+        rounding=ROUNDING,
+        margin_of_error=MARGIN_OF_ERROR,
+        fallbacks=list(outcome.fallbacks),
+    )
+
+
+def _measured(
+    m: Measurement, margins: MarginPlan | None, outcome: Outcome | None
+) -> dict[str, Any]:
+    """The fields every measurement states (see `manifest._Measured`), and with margins each
+    level's."""
+    fields = {
+        "epsilon": float(m.epsilon_spent),
+        "epsilon_exact": str(m.epsilon_spent),
         "sensitivity": m.sensitivity,
         "sensitivity_units": m.sensitivity_units,
         "derivation": m.derivation,
@@ -137,32 +225,76 @@ def _measured(m: Measurement) -> dict[str, Any]:
         "moe95": m.moe95,
         "variance": m.variance,
     }
+    if margins is None or outcome is None:
+        return fields
+    laws = margins.accuracy[m.name]
+    shifts = outcome.shifts[m.name]
+    published = laws.published_moe95(shifts)
+    fields["moe95"] = float(published[0].max())
+    fields["levels"] = [
+        LevelMeasurementEntry(
+            level=margins.levels.name(k),
+            epsilon=float(level.epsilon),
+            epsilon_exact=str(level.epsilon),
+            sensitivity=level.sensitivity,
+            sensitivity_units=level.sensitivity_units,
+            derivation=level.derivation,
+            noise_scale=level.scale,
+            noise_scale_units_exact=str(level.scale_units),
+            measured_moe95=level.moe95,
+            moe95=_moe_range(moe),
+            max_shift=shift * laws.unit if laws.rounded else None,
+        )
+        for k, (level, moe, shift) in enumerate(zip(m.levels, published, shifts, strict=True))
+    ]
+    return fields
 
 
-def statistic_entry(p: StatisticPlan, post: PostProcessing) -> StatisticEntry:
+def _moe_range(moe: np.ndarray) -> float | MoeRange:
+    """One number when every row of a level has the same margin of error, else its range."""
+    low, high = float(moe.min()), float(moe.max())
+    return low if low == high else MoeRange(min=low, max=high)
+
+
+def _decimals(p: StatisticPlan, post: PostProcessing, margins: MarginPlan | None) -> int | None:
+    if margins is None:
+        return sum_decimals(p, post)
+    return margins.accuracy[p.measurement.name].places
+
+
+def statistic_entry(
+    p: StatisticPlan,
+    post: PostProcessing,
+    margins: MarginPlan | None = None,
+    outcome: Outcome | None = None,
+) -> StatisticEntry:
     """What the manifest says about one statistic (the planner states the same)."""
     stat, m = p.statistic, p.measurement
+    if isinstance(stat, CountStatistic | SumStatistic):
+        measured = _measured(m, margins, outcome)
+        target = stat.target_moe95
+        met = None if target is None else measured["moe95"] <= target
     if isinstance(stat, CountStatistic):
         return CountEntry(
-            **_measured(m),
+            **measured,
             name=stat.name,
             kind="count",
             mechanism=MECHANISM,
-            target_moe95=stat.target_moe95,
-            target_met=None if stat.target_moe95 is None else m.moe95 <= stat.target_moe95,
+            target_moe95=target,
+            target_met=met,
         )
     if isinstance(stat, SumStatistic):
         return SumEntry(
-            **_measured(m),
+            **measured,
             name=stat.name,
             kind="sum",
             mechanism=MECHANISM,
             column=stat.column,
             lower=stat.lower,
             upper=stat.upper,
-            decimals=sum_decimals(p, post),
-            target_moe95=stat.target_moe95,
-            target_met=None if stat.target_moe95 is None else m.moe95 <= stat.target_moe95,
+            decimals=_decimals(p, post, margins),
+            target_moe95=target,
+            target_met=met,
         )
     reused = " and ".join(repr(name) for name in p.reused)
     return MeanEntry(
@@ -185,7 +317,7 @@ def statistic_entry(p: StatisticPlan, post: PostProcessing) -> StatisticEntry:
             MeasurementEntry(
                 name=own.name,
                 kind="count" if own.kind is StatisticKind.COUNT else "sum",
-                **_measured(own),
+                **_measured(own, margins, outcome),
             )
             for own in p.own()
         ],

@@ -62,8 +62,44 @@ class PostprocessingEntry(_Model):
     rounding: str
 
 
+class MoeRange(_Model):
+    """Margins of error that differ between the rows of a level: their smallest and largest."""
+
+    min: float
+    max: float
+
+
+class LevelMeasurementEntry(_Model):
+    """One level of a measurement in a release with margins: its own noise, and the accuracy
+    of the values released for it."""
+
+    level: str = Field(description="the level's name, as in the table's `level` column")
+    epsilon: float
+    epsilon_exact: ExactRational
+    sensitivity: float = Field(description="Δ in the column's units, over this level's rows")
+    sensitivity_units: int
+    derivation: str
+    noise_scale: float
+    noise_scale_units_exact: ExactRational
+    measured_moe95: float = Field(
+        description="95% margin of error of this level's own noisy values alone (exact)"
+    )
+    moe95: float | MoeRange = Field(
+        description="95% margin of error of the released values of this level (the consistent "
+        "estimate, plus max_shift): one number when every row has it, else its range"
+    )
+    max_shift: float | None = Field(
+        description="the additive rounding moves each value of this level by less than this "
+        "(value units); None: not rounded"
+    )
+
+
 class _Measured(_Model):
-    """One noisy integer vector: its ε, Δ (and why), granularity, exact scale and accuracy."""
+    """One noisy integer vector: its ε, Δ (and why), granularity, exact scale and accuracy.
+
+    With margins: ε is every level's together, Δ, the scale and the variance are the cells'
+    own noise, moe95 the largest margin of error of the released cells, and `levels` has each
+    level."""
 
     epsilon: float
     epsilon_exact: ExactRational
@@ -73,8 +109,14 @@ class _Measured(_Model):
     granularity: float
     noise_scale: float
     noise_scale_units_exact: ExactRational
-    moe95: float = Field(description="95% margin of error: P(|noise| ≤ moe95) ≥ 0.95, exactly")
+    moe95: float = Field(
+        description="95% margin of error: P(|error| ≤ moe95) ≥ 0.95, exactly (with margins: "
+        "the largest over the released cells)"
+    )
     variance: float
+    levels: list[LevelMeasurementEntry] | None = Field(
+        default=None, description="with margins: every level, the cells first"
+    )
 
 
 class MeasurementEntry(_Measured):
@@ -122,6 +164,29 @@ class MeanEntry(_Released):
 StatisticEntry = Annotated[CountEntry | SumEntry | MeanEntry, Field(discriminator="kind")]
 
 
+class LevelEntry(_Model):
+    """One level of a release with margins."""
+
+    level: str = Field(description="its name in the table's `level` column")
+    columns: list[str] = Field(description="the key columns it keeps; [] is the grand total")
+    rows: int
+    weight: float
+    share: ExactRational = Field(description="the fraction of each measurement's ε it spends")
+
+
+class MarginsEntry(_Model):
+    """How a release with margins is made consistent (post-processing, no ε)."""
+
+    levels: list[LevelEntry] = Field(description="the cells first, then each margin")
+    estimator: str
+    nonnegative: str | None = Field(description="the constraint and its caveat; None: unused")
+    rounding: str
+    margin_of_error: str
+    fallbacks: list[str] = Field(
+        description="solver fallbacks on this release's noisy values (normally none)"
+    )
+
+
 class LedgerRecord(_Model):
     """The ledger charge this release was stored under."""
 
@@ -166,6 +231,7 @@ class Manifest(_Model):
     composition: str
     group_by: list[GroupByEntry]
     cells: int
+    margins: MarginsEntry | None = Field(default=None, description="None: no margins")
     out_of_domain: str
     nulls: str
     postprocessing: PostprocessingEntry

@@ -16,37 +16,68 @@ returns the first that meets every target. The answer is a decimal: the smallest
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from fractions import Fraction
 from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dprelease.accounting import LN_20, plan_release, rows_reach, sensitivity_bound
+from dprelease.accounting import (
+    LN_20,
+    Plan,
+    granularity_references,
+    plan_release,
+    rows_reach,
+    sensitivity_bound,
+)
 from dprelease.errors import SpecError
 from dprelease.explain import statistic_entry
 from dprelease.manifest import (
     ExactRational,
     MeanEntry,
     MeasurementEntry,
+    MoeRange,
     StatisticEntry,
     SumEntry,
 )
+from dprelease.margins import Outcome, plan_margins
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon
 from dprelease.release import as_fraction, choose_neighbours
-from dprelease.spec import CountStatistic, ReleaseSpec, SumStatistic
+from dprelease.spec import (
+    CountStatistic,
+    LoadedSpec,
+    PostProcessing,
+    ReleaseSpec,
+    SumStatistic,
+    resolve,
+)
 
 PLAN_FORMAT: Final = "dprelease-plan/1"
 SIGNIFICANT_DIGITS = 6
 _MAX_DOUBLINGS = 200
 
 
+class LevelAccuracy(BaseModel):
+    """One level of a statistic in a release with margins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    level: str = Field(description="as in the released table's `level` column")
+    epsilon: float = Field(description="ε this level's noise spends")
+    scale: float = Field(description="the level's own noise scale, in the column's units")
+    moe95: float | MoeRange = Field(
+        description="95% margin of error of the released values (consistent and rounded)"
+    )
+
+
 class StatisticAccuracy(BaseModel):
     """One statistic's accuracy at the planned (or released) ε.
 
     For a mean, Δ and the scale are its sum's and `moe95` is None: its margin depends on each
-    cell's noisy count (see the `<mean>_moe95` column).
+    cell's noisy count (see the `<mean>_moe95` column). With margins, the scale is the cells'
+    own noise, `moe95` the largest margin of error of the released cells, and `levels` each
+    level's.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -62,6 +93,9 @@ class StatisticAccuracy(BaseModel):
     target_moe95: float | None = None
     target_met: bool | None = None
     reuses: list[str] = Field(default_factory=list, description="what a mean divides, at no ε")
+    levels: list[LevelAccuracy] | None = Field(
+        default=None, description="with margins: every level, the cells first"
+    )
 
 
 class ReleasePlan(BaseModel):
@@ -122,6 +156,17 @@ def accuracy_of(
                 moe95=entry.moe95,
                 target_moe95=target,
                 target_met=None if target is None else entry.moe95 <= target,
+                levels=None
+                if entry.levels is None
+                else [
+                    LevelAccuracy(
+                        level=level.level,
+                        epsilon=level.epsilon,
+                        scale=level.noise_scale,
+                        moe95=level.moe95,
+                    )
+                    for level in entry.levels
+                ],
             )
         )
     return rows
@@ -163,7 +208,7 @@ def plan(
             "epsilon", "give ε (--epsilon or --config), or target margins (target_moe95, --target)"
         )
     planned = plan_release(spec, total, chosen)
-    entries = [statistic_entry(p, spec.postprocess) for p in planned.statistics]
+    entries = _entries(planned, spec.postprocess, resolve(spec) if spec.margins else None)
     rows = accuracy_of(entries, wanted)
     return ReleasePlan(
         release=spec.name,
@@ -179,6 +224,22 @@ def plan(
         epsilon_for_targets=None if needed is None else float(needed),
         epsilon_for_targets_exact=None if needed is None else str(needed),
     )
+
+
+def _entries(
+    planned: Plan,
+    post: PostProcessing,
+    loaded: LoadedSpec | None,
+    names: Collection[str] | None = None,
+) -> list[StatisticEntry]:
+    """The manifest's statistic entries of the planned release (only the statistics `names`,
+    if given); with margins (`loaded`: the spec with its public key domains) every level's
+    margins of error."""
+    chosen = [p for p in planned.statistics if names is None or p.statistic.name in names]
+    measured = {m.name for p in chosen for m in (p.measurement, p.count) if m is not None}
+    margins = None if loaded is None else plan_margins(loaded, planned, measured)
+    outcome = None if margins is None else Outcome.planned(margins)
+    return [statistic_entry(p, post, margins, outcome) for p in chosen]
 
 
 def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
@@ -208,17 +269,19 @@ def epsilon_for_targets(
 ) -> Fraction:
     """The smallest ε (six significant digits) at which every target margin is met, exactly
     as the release at that ε states it (see the module docstring for the search)."""
+    loaded = resolve(spec) if spec.margins else None
 
     def meets(epsilon: Fraction) -> bool:
         try:
             planned = plan_release(spec, epsilon, neighbours)
         except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
             return False
-        margin = {p.statistic.name: p.measurement.moe95 for p in planned.statistics}
+        entries = _entries(planned, spec.postprocess, loaded, targets)
+        margin = {e.name: e.moe95 for e in entries if not isinstance(e, MeanEntry)}
         return all(margin[name] <= target for name, target in targets.items())
 
     low = _lower_bound(spec, targets, neighbours)
-    while meets(low):  # the bound is rigorous; this only guards against float rounding
+    while meets(low):  # a guard: against float rounding, and the margins' heuristic bound
         low /= 2
     high = low
     for _ in range(_MAX_DOUBLINGS):
@@ -251,7 +314,9 @@ def _lower_bound(
     """An ε below which no target can be met. The exact margin is h·g with h ≥ b·ln 20 − 1 and
     b ≥ Δ/ε_j (Δ in units of g, at least (Δ_bound − reach·g/2)/g once the bounds are rounded to
     units), so meeting T needs ε_j ≥ (Δ_bound − reach·g/2)·ln 20 / (T + g). An automatic g is
-    far below T, so T stands in for it."""
+    far below T, so T stands in for it. With margins ε_j is the statistic's ε over all its
+    levels, as if the cells had it all: a heuristic (the consistent cells draw on every level,
+    each measured with less), which the search checks by halving."""
     share = _shares(spec, neighbours)
     bounds = [Fraction(1, 10**12)]
     for stat in _targeted(spec, targets):
@@ -284,19 +349,20 @@ def _granularity_cuts(
     low: Fraction,
     high: Fraction,
 ) -> list[Fraction]:
-    """The ε in (low, high] at which a targeted sum's automatic granularity changes (its scale
-    Δ_bound / ε_j crosses a power of two); between them every margin is monotone in ε."""
+    """The ε in (low, high] at which a targeted sum's automatic granularity changes (the scale
+    Δ_bound / ε of one of its levels crosses a power of two); between them every margin is
+    monotone in ε."""
     share = _shares(spec, neighbours)
     cuts = []
     for stat in _targeted(spec, targets):
         if not isinstance(stat, SumStatistic) or stat.granularity is not None:
             continue
-        ref = sensitivity_bound(stat, spec, neighbours) / share[stat.name]
-        k = math.floor(math.log2(ref / high)) - 1
-        while (cut := ref / Fraction(2) ** k) > low:
-            if cut <= high:
-                cuts.append(cut)
-            k += 1
+        for ref in granularity_references(stat, spec, neighbours, share[stat.name]):
+            k = math.floor(math.log2(ref / high)) - 1
+            while (cut := ref / Fraction(2) ** k) > low:
+                if cut <= high:
+                    cuts.append(cut)
+                k += 1
     return sorted(set(cuts))
 
 

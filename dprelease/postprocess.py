@@ -14,16 +14,19 @@ counts are integers. The manifest states the places used.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from dprelease.accounting import StatisticPlan
+from dprelease.accounting import Measurement, StatisticPlan
 from dprelease.spec import (
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
     CountStatistic,
     PostProcessing,
+    StatisticKind,
     SumStatistic,
 )
 
@@ -65,47 +68,77 @@ def _places(post: PostProcessing, moe95: np.ndarray) -> np.ndarray:
 
 
 def sum_decimals(p: StatisticPlan, post: PostProcessing) -> int | None:
-    """The decimal places a sum is published with (see the module's rounding rule)."""
+    """The decimal places a sum without margins is published with (see the rounding rule)."""
     return post.decimals if post.decimals is not None else noise_decimals(p.measurement.moe95)
 
 
-def columns(p: StatisticPlan, noisy: dict[str, pl.Series], post: PostProcessing) -> list[pl.Series]:
-    """The released columns of one statistic, from the noisy integer measurements."""
-    stat, m = p.statistic, p.measurement
+@dataclass(frozen=True)
+class Measured:
+    """A measurement as the released columns read it: its value on every row of the table and
+    that value's 95% margin of error. Counts are integers; sums are in value units and are
+    published rounded to `places` decimals per row."""
+
+    values: pl.Series  # counts: an integer dtype; sums: Float64
+    moe95: np.ndarray
+    places: np.ndarray | None = None  # sums only
+
+
+def from_noisy(
+    measurements: list[Measurement], noisy: Mapping[str, pl.Series], post: PostProcessing
+) -> dict[str, Measured]:
+    """Without margins: each measurement's noisy cells (integer units) as released. With
+    `nonnegative`, counts, and sums whose values cannot be negative, are clamped at 0: the truth
+    is ≥ 0, so this never moves a value further from it."""
+    measured = {}
+    for m in measurements:
+        cells = noisy[m.name]
+        moe = np.full(len(cells), m.moe95)
+        if m.kind is StatisticKind.COUNT:
+            lowest = 0 if post.nonnegative else _INT64[0]
+            measured[m.name] = Measured(cells.clip(lowest, _INT64[1]), moe)
+            continue
+        total = cells.cast(pl.Float64).to_numpy() * float(m.granularity)
+        if post.nonnegative and m.lower is not None and m.lower >= 0:
+            total = np.maximum(total, 0.0)
+        measured[m.name] = Measured(pl.Series(total), moe, _places(post, moe))
+    return measured
+
+
+def columns(
+    p: StatisticPlan, measured: Mapping[str, Measured], post: PostProcessing
+) -> list[pl.Series]:
+    """The released columns of one statistic, from its measurements' released values."""
+    stat, got = p.statistic, measured[p.measurement.name]
     margin = f"{stat.name}{MOE95_SUFFIX}"
-    cells = len(noisy[m.name])
     if isinstance(stat, CountStatistic):
-        lowest = 0 if post.nonnegative else _INT64[0]
-        values = noisy[m.name].clip(lowest, _INT64[1]).cast(pl.Int64).alias(stat.name)
+        values = got.values.cast(pl.Int64).alias(stat.name)
         if not post.moe95_columns:
             return [values]
-        return [values, pl.Series(margin, [m.moe95] * cells, dtype=pl.Float64)]
-    total = noisy[m.name].cast(pl.Float64).to_numpy() * float(m.granularity)
+        return [values, pl.Series(margin, got.moe95, dtype=pl.Float64)]
     if isinstance(stat, SumStatistic):
-        if post.nonnegative and stat.lower >= 0:
-            total = np.maximum(total, 0.0)
-        moe = np.full(cells, m.moe95)
-        places = _places(post, moe)
-        out = [pl.Series(stat.name, _round(total, places), dtype=pl.Float64)]
+        assert got.places is not None  # a sum's measurement
+        total = got.values.to_numpy()
+        out = [pl.Series(stat.name, _round(total, got.places), dtype=pl.Float64)]
         if post.moe95_columns:
-            out.append(pl.Series(margin, _round(moe, places, up=True), dtype=pl.Float64))
+            out.append(pl.Series(margin, _round(got.moe95, got.places, up=True), dtype=pl.Float64))
         return out
-    return _mean(p, total, noisy, post)
+    return _mean(p, measured, post)
 
 
 def _mean(
-    p: StatisticPlan, total: np.ndarray, noisy: dict[str, pl.Series], post: PostProcessing
+    p: StatisticPlan, measured: Mapping[str, Measured], post: PostProcessing
 ) -> list[pl.Series]:
-    """Noisy sum / noisy count, clamped to the bounds; null (and flagged) where the noisy count
-    is ≤ 0, since no mean is defined there (the bounds' midpoint would only look like data)."""
-    stat, m, count_m = p.statistic, p.measurement, p.count
+    """Sum / count, clamped to the bounds; null (and flagged) where the count is ≤ 0, since no
+    mean is defined there (the bounds' midpoint would only look like data)."""
+    stat, count_m = p.statistic, p.count
     assert count_m is not None and not isinstance(stat, CountStatistic)  # a mean's denominator
-    count = noisy[count_m.name].cast(pl.Float64).to_numpy()
-    defined = count > 0
-    safe = np.where(defined, count, 1.0)
-    mean = np.clip(total / safe, stat.lower, stat.upper)
+    total, count = measured[p.measurement.name], measured[count_m.name]
+    counts = count.values.cast(pl.Float64).to_numpy()
+    defined = counts > 0
+    safe = np.where(defined, counts, 1.0)
+    mean = np.clip(total.values.to_numpy() / safe, stat.lower, stat.upper)
     # first-order propagation of the sum's and the count's margins through sum / count
-    moe = (m.moe95 + np.abs(mean) * count_m.moe95) / safe
+    moe = (total.moe95 + np.abs(mean) * count.moe95) / safe
     places = _places(post, moe)
     out = [pl.Series(stat.name, np.where(defined, _round(mean, places), np.nan))]
     if post.moe95_columns:

@@ -1,10 +1,11 @@
 """The pure release: data + spec + ε + noise source → noisy table + manifest.
 
 `prepare` decides everything from the spec, ε and the input's declared schema without reading a
-row (period, budget split, sensitivity, granularity, noise scales, the manifest), so every
-refusal happens before a ledger is charged; `PreparedRelease.run` then reads the data, draws the
-noise and post-processes, and nothing in it can fail because of a data value. Nothing here knows
-about ledgers or files. PRIVACY.md states the rule this follows.
+row (period, budget split, sensitivity, granularity, noise scales, with margins every level's
+margins of error, the manifest), so every refusal happens before a ledger is charged;
+`PreparedRelease.run` then reads the data, draws the noise and post-processes (with margins:
+every level, made consistent, `dprelease.margins`), and nothing in it can fail because of a data
+value. Nothing here knows about ledgers or files. PRIVACY.md states the rule this follows.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from dprelease import operator
 from dprelease.accounting import Plan, plan_release
 from dprelease.engines import DataSource, InputSummary, get_engine, new_salt
 from dprelease.errors import SpecError
-from dprelease.explain import build_manifest
+from dprelease.explain import build_manifest, with_outcome
+from dprelease.margins import MarginPlan, plan_margins, release_levels, stacked_keys
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
 from dprelease.operator import input_warnings
-from dprelease.postprocess import columns
+from dprelease.postprocess import columns, from_noisy
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon, exact_positive
 from dprelease.spec import (
@@ -58,7 +60,8 @@ class Release:
 @dataclass(frozen=True)
 class PreparedRelease:
     """A validated release waiting for its data and noise: everything it will publish but the
-    noisy values is already decided (`manifest` lacks only the noise source)."""
+    noisy values is already decided (`manifest` lacks only the noise source, and with margins
+    what a solver fallback would change: `Outcome`)."""
 
     data: DataSource
     loaded: LoadedSpec
@@ -69,25 +72,35 @@ class PreparedRelease:
     spec_hash: str
     engine: str
     manifest: dict[str, Any]
+    margins: MarginPlan | None = None
 
     def run(self, noise: NoiseSource | None = None, *, allow_unsafe_noise: bool = False) -> Release:
-        """Aggregate exactly, add one batch of discrete Laplace noise per measurement, then
-        post-process; the batch size is the public grid size, never a data value."""
+        """Aggregate exactly, add one batch of discrete Laplace noise per measurement (and
+        level), then post-process; the batch size is the public grid (level) size, never a
+        data value."""
         source = noise or default_noise_source()
         require_private(source, allow_unsafe=allow_unsafe_noise)
         engine = get_engine(self.engine)
         exact = engine.aggregate(self.data, self.loaded, self.plan, self.month, new_salt())
         for message in input_warnings(exact.summary, self.loaded.spec.name, self.period):
             operator.warn(message)
-        cells, post = self.loaded.cells, self.loaded.spec.postprocess
-        noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
-            m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
-            for m in self.plan.measurements
-        }
+        post, manifest = self.loaded.spec.postprocess, self.manifest
+        if self.margins is None:
+            cells = self.loaded.cells
+            noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
+                m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
+                for m in self.plan.measurements
+            }
+            measured = from_noisy(self.plan.measurements, noisy, post)
+            keys = exact.keys
+        else:
+            measured, outcome = release_levels(exact, self.plan, self.margins, source)
+            keys = stacked_keys(exact.keys, self.margins.levels)
+            manifest = with_outcome(manifest, self.plan, post, self.margins, outcome)
         table = pl.DataFrame(
             [
-                *exact.keys.get_columns(),
-                *(col for p in self.plan.statistics for col in columns(p, noisy, post)),
+                *keys.get_columns(),
+                *(col for p in self.plan.statistics for col in columns(p, measured, post)),
             ]
         )
         noise_source = {
@@ -95,7 +108,7 @@ class PreparedRelease:
             "seeded": source.is_seeded,
             "private": not source.is_seeded,
         }
-        manifest = {**self.manifest, "noise_source": noise_source}
+        manifest = {**manifest, "noise_source": noise_source}
         return Release(table, manifest, exact.summary.fingerprint)
 
     def input_summary(self) -> InputSummary:
@@ -142,10 +155,13 @@ def prepare(
     chosen = choose_neighbours(loaded.spec, neighbours)
     month = resolve_period(loaded.spec.period, period)
     plan = plan_release(loaded.spec, eps, chosen)
+    margins = plan_margins(loaded, plan)
     get_engine(engine).check(data, loaded, plan, month)
     digest = spec_hash(loaded)
-    manifest = build_manifest(loaded, plan, chosen, period, digest, engine).to_json_dict()
-    return PreparedRelease(data, loaded, plan, chosen, period, month, digest, engine, manifest)
+    manifest = build_manifest(loaded, plan, chosen, period, digest, engine, margins)
+    return PreparedRelease(
+        data, loaded, plan, chosen, period, month, digest, engine, manifest.to_json_dict(), margins
+    )
 
 
 def release(

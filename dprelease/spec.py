@@ -8,6 +8,7 @@ the sensitivity and the manifest say comes from here, never from the data.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -161,6 +162,8 @@ NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MOE95_SUFFIX = "_moe95"
 #: Suffix of a mean's flag column: true where the noisy count is ≤ 0 and the mean is null.
 UNDEFINED_SUFFIX = "_undefined"
+#: The column that names each row's level in a release with margins ("region,clinic", "total").
+LEVEL_COLUMN = "level"
 #: Largest |bound| a sum or mean may declare: beyond 2^53 a float no longer holds every integer,
 #: and the noise scale and variance stated in the manifest could overflow.
 MAX_ABS_BOUND = 2.0**53
@@ -363,6 +366,17 @@ class ReleaseSpec(_Strict):
     max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
     neighbours: Neighbours | None = None
     group_by: list[GroupBy] = Field(default_factory=list)
+    margins: list[list[str]] | None = Field(
+        default=None,
+        description="margins of the group-by released with the cells, each a list of group-by "
+        "columns ([] is the grand total); every level is measured and the released table is "
+        "made consistent: each margin is the sum of its released cells",
+    )
+    level_weights: list[_Positive] | None = Field(
+        default=None,
+        description="how each statistic's ε is split over the levels, in proportion: the cells "
+        "first, then each margin in order (default: equal)",
+    )
     statistics: Annotated[list[Statistic], Field(min_length=1)]
     period: PeriodSpec | None = None
     postprocess: PostProcessing = PostProcessing()
@@ -383,6 +397,12 @@ class ReleaseSpec(_Strict):
             {"release": self.model_dump(mode="json", exclude_none=True)}, sort_keys=False
         )
 
+    @field_validator("margins")
+    @classmethod
+    def _no_margins_is_none(cls, margins: list[list[str]] | None) -> list[list[str]] | None:
+        """`margins: []` means no margins, and is the same spec (and hash) as leaving it out."""
+        return margins or None
+
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseSpec:
         self._check_contribution_bounds()
@@ -393,16 +413,72 @@ class ReleaseSpec(_Strict):
         columns = self.key_columns
         if len(set(columns)) != len(columns):
             raise ValueError("a group-by column is listed twice")
-        outputs = columns + [name for s in self.statistics for name in output_columns(s)]
+        self._check_margins()
+        outputs = (
+            ([LEVEL_COLUMN] if self.margins else [])
+            + columns
+            + [name for s in self.statistics for name in output_columns(s)]
+        )
         clash = sorted({n for n in outputs if outputs.count(n) > 1})
         if clash:
             raise ValueError(
                 f"output column names {clash} would repeat: statistic names, group-by columns "
                 f"and the generated '<statistic>{MOE95_SUFFIX}' (and a mean's "
-                f"'<statistic>{UNDEFINED_SUFFIX}') columns must all differ; rename the statistic"
+                f"'<statistic>{UNDEFINED_SUFFIX}', and with margins '{LEVEL_COLUMN}') columns "
+                "must all differ; rename the statistic"
             )
         self._check_split()
         return self
+
+    def _check_margins(self) -> None:
+        """Margins are distinct proper subsets of the group-by columns, and form at most two
+        nested chains: then an integer rounding that keeps every margin the sum of its cells
+        always exists (see `consistency.round_additive`)."""
+        if self.margins is None:
+            if self.level_weights is not None:
+                raise _FieldError("level_weights", "level_weights split ε over margins: add them")
+            return
+        keys = self.key_columns
+        if not keys:
+            raise _FieldError(
+                "margins", "margins need group_by (an ungrouped release is its own grand total)"
+            )
+        sets: list[frozenset[str]] = []
+        for index, margin in enumerate(self.margins):
+            unknown = [column for column in margin if column not in keys]
+            if unknown:
+                raise _FieldError(
+                    ("margins", index),
+                    f"{unknown[0]!r} is not a group-by column ({', '.join(keys)})",
+                )
+            if len(set(margin)) != len(margin):
+                raise _FieldError(("margins", index), "a column is listed twice")
+            if set(margin) == set(keys):
+                raise _FieldError(
+                    ("margins", index),
+                    "these are all the group-by columns: the cells are always released; list "
+                    "only coarser margins",
+                )
+            if frozenset(margin) in sets:
+                raise _FieldError(("margins", index), "this margin is listed twice")
+            sets.append(frozenset(margin))
+        for a, b, c in itertools.combinations(range(len(sets)), 3):
+            if all(
+                not (sets[i] <= sets[j] or sets[j] <= sets[i]) for i, j in ((a, b), (a, c), (b, c))
+            ):
+                raise _FieldError(
+                    "margins",
+                    f"margins {self.margins[a]}, {self.margins[b]} and {self.margins[c]} cross "
+                    "(none holds another's columns): integer counts that keep every margin the "
+                    "sum of its cells are guaranteed only for at most two nested chains of "
+                    "margins; drop one or nest them",
+                )
+        levels = len(self.margins) + 1
+        if self.level_weights is not None and len(self.level_weights) != levels:
+            raise _FieldError(
+                "level_weights",
+                f"give one weight per level: {levels} (the cells, then each margin in order)",
+            )
 
     def _check_split(self) -> None:
         """Accuracy targets split ε only if every statistic that spends has one; a mean that
@@ -505,6 +581,9 @@ class ReleaseSpec(_Strict):
         refactor of this model is still the same spec. A field added later must enter only
         when it is set. The engine is left out: every engine computes the same release."""
         data = self.model_dump(mode="json", exclude={"engine"})
+        for later in ("margins", "level_weights"):
+            if data[later] is None:
+                del data[later]
         data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]
         data["postprocess"] = _canonical(data["postprocess"])
         return json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -23,9 +23,11 @@ from pydantic import Field
 from dprelease.errors import DPReleaseError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Ledger, ScopeStatus
 from dprelease.manifest import manifest_problems
+from dprelease.margins import level_blocks, released_keys
 from dprelease.publish import Recorded, record_release, write_release_files
 from dprelease.release import prepare
 from dprelease.report import budget_markdown, write_plots
+from dprelease.spec import LEVEL_COLUMN
 from pipelines.ledger_state import unpublished
 from pipelines.release_specs import PipelineRelease
 from pipelines.resources import (
@@ -39,7 +41,8 @@ from pipelines.resources import (
 BUDGET_KEY = dg.AssetKey("privacy_budget")
 PREVIEW_ROWS = 20
 CHECKS = {
-    "all_public_keys_present": "The released table has exactly the public key grid, in order.",
+    "all_public_keys_present": "The released table has exactly the public key grid (with "
+    "margins: every level's rows), in order.",
     "ledger_within_cap": "The scope has spent no more than the highest cap it has had (every "
     "charge fits the cap of its day; a cap lowered below that refuses new releases, not the "
     "publication of released ones).",
@@ -135,16 +138,19 @@ def check_results(
     release: PipelineRelease, recorded: Recorded, scope: ScopeStatus, highest: Fraction
 ) -> list[dg.AssetCheckResult]:
     """The three blocking checks; each compares the stored release with public facts only."""
-    keys = release.loaded.spec.key_columns
-    grid = release.loaded.key_grid()
+    expected = released_keys(release.loaded)  # the key grid; with margins, every level's rows
     table = recorded.table
-    keys_ok = table.select(keys).equals(grid) if keys else table.height == 1
+    if expected.width:
+        present = set(expected.columns) <= set(table.columns)
+        keys_ok = present and table.select(expected.columns).equals(expected)
+    else:
+        keys_ok = table.height == 1
     problems = manifest_problems(recorded.manifest)
     return [
         dg.AssetCheckResult(
             check_name="all_public_keys_present",
             passed=keys_ok,
-            metadata={"public_cells": grid.height if keys else 1, "released_cells": table.height},
+            metadata={"public_cells": max(expected.height, 1), "released_cells": table.height},
         ),
         dg.AssetCheckResult(
             check_name="ledger_within_cap",
@@ -163,15 +169,33 @@ def check_results(
     ]
 
 
+def _shown(block: pl.DataFrame, head: pl.DataFrame) -> str:
+    """How much of one level the preview shows."""
+    rows = f"{block.height} row" + ("" if block.height == 1 else "s")
+    shown = f"first {head.height} of {rows}" if head.height < block.height else f"all {rows}"
+    return f"{block[LEVEL_COLUMN][0]}: {shown}"
+
+
 def _preview(table: pl.DataFrame) -> dg.MetadataValue:
-    head = table.head(PREVIEW_ROWS)
-    caption = (
-        f"First {head.height} of {table.height} cells (all of them are in the published files)."
-        if head.height < table.height
-        else f"All {table.height} cells."
+    """The first rows of the released table (of each level, with margins), with a caption."""
+    blocks = level_blocks(table)
+    heads = [block.head(PREVIEW_ROWS) for block in blocks]
+    if LEVEL_COLUMN in table.columns:
+        shown = "; ".join(_shown(block, head) for block, head in zip(blocks, heads, strict=True))
+        caption = f"Per level, {shown} (all of them are in the published files)."
+    elif heads[0].height < table.height:
+        caption = (
+            f"First {heads[0].height} of {table.height} cells (all of them are in the published "
+            "files)."
+        )
+    else:
+        caption = f"All {table.height} cells."
+    header = "| " + " | ".join(table.columns) + " |\n|" + "---|" * table.width + "\n"
+    rows = "".join(
+        "| " + " | ".join(str(v) for v in row) + " |\n"
+        for head in heads
+        for row in head.iter_rows()
     )
-    header = "| " + " | ".join(head.columns) + " |\n|" + "---|" * head.width + "\n"
-    rows = "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in head.iter_rows())
     return dg.MetadataValue.md(f"{caption}\n\n{header}{rows}")
 
 

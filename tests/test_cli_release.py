@@ -120,6 +120,23 @@ def test_long_tables_are_shortened_in_the_terminal_only(ws: Path) -> None:
     assert pl.read_csv(ws / "pub/2024-02/release.csv").height == 30
 
 
+def test_a_release_with_margins_shows_each_level(ws: Path) -> None:
+    regions = [f"r{i:02d}" for i in range(30)]
+    (ws / "spec.yaml").write_text(
+        SPEC.replace(
+            "[north_east_coastal_region, south, east]", "[" + ", ".join(regions) + "]"
+        ).replace("  statistics:", "  margins: [[]]\n  statistics:")
+    )
+    result = cli(ws, "--epsilon", "1", "--cap", "1")
+    assert result.exit_code == 0, result.output
+    out = words(result.stdout)
+    assert "first 12 of 30 rows of region, 1 row of total; every row" in out
+    assert "r11" in result.stdout and "r12" not in result.stdout and "│ total " in result.stdout
+    table = pl.read_csv(ws / "pub/2024-02/release.csv")
+    assert table.height == 31 and table.get_column("level").to_list()[-1] == "total"
+    assert table.get_column("n").sum() == 2 * table.get_column("n")[-1]  # it adds up
+
+
 @pytest.mark.parametrize("option", ["--epsilon", "--cap"])
 @pytest.mark.parametrize("bad", ["abc", "-1", "0", "nan", "1/0"])
 def test_bad_epsilon_is_one_line(ws: Path, option: str, bad: str) -> None:

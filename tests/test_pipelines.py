@@ -604,3 +604,60 @@ def test_published_metadata_and_manifests_reveal_nothing_about_the_data(tmp_path
     stored = Ledger(str(tmp_path / "a/ledger.sqlite")).stored_release(release_id)
     published = tmp_path / "a/public" / MONTHLY / "2024-05/release.parquet"
     assert stored is not None and published.read_bytes() == stored.table_parquet
+
+
+def test_a_spec_with_margins_is_one_asset_one_charge_and_its_checks_mean_every_level(
+    root: Path,
+) -> None:
+    """The demo's monthly spec with region totals and the grand total: one materialization,
+    one ledger charge, the three checks green; the key check expects every level's rows."""
+    specs = root / "specs"
+    shutil.copytree(SPECS_DIR, specs)
+    monthly = specs / "visits_monthly.yaml"
+    monthly.write_text(
+        monthly.read_text().replace("  statistics:", "  margins: [[region], []]\n  statistics:")
+    )
+    defs = build_definitions(specs, resources=resources(root))
+    assert {a.key.to_user_string() for a in defs.assets if isinstance(a, dg.AssetsDefinition)} >= {
+        MONTHLY
+    }
+    result = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-03")
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert len(evaluations) == 3 and all(e.passed for e in evaluations)
+    keys = next(e for e in evaluations if e.check_name == "all_public_keys_present")
+    assert keys.metadata["public_cells"].value == 32 + 8 + 1
+    assert spent(root, SCOPE) == (VISITS_CAP / 12, 1)
+    metadata = result.asset_materializations_for_node(MONTHLY)[0].metadata
+    assert metadata["preview"].value.startswith(
+        "Per level, region,clinic: first 20 of 32 rows; region: all 8 rows; total: all 1 row"
+    )
+    table = pl.read_parquet(root / "public" / MONTHLY / "2024-03" / "release.parquet")
+    assert table.get_column("level").unique(maintain_order=True).to_list() == [
+        "region,clinic",
+        "region",
+        "total",
+    ]
+    # a stored copy that lost its grand total row: the key check withholds its files
+    release = load_release(monthly)
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        prepared = prepare(
+            root / "confidential/visits.parquet", release.loaded, VISITS_CAP / 12, period="2024-04"
+        )
+        reservation = book.reserve(
+            make_release_id(MONTHLY, "2024-04"),
+            SCOPE,
+            "2024-04",
+            prepared.plan.epsilon_total,
+            spec_hash=prepared.spec_hash,
+        )
+        released = prepared.run()
+        buffer = io.BytesIO()
+        released.table.head(40).write_parquet(buffer)
+        manifest = {**released.manifest, "release_id": reservation.release_id}
+        book.commit(reservation, buffer.getvalue(), manifest)
+    refused = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-04")
+    failed = [e for e in refused.get_asset_check_evaluations() if not e.passed]
+    assert [e.check_name for e in failed] == ["all_public_keys_present"]
+    assert failed[0].metadata["released_cells"].value == 40
+    assert not (root / "public" / MONTHLY / "2024-04").exists()

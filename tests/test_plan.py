@@ -62,10 +62,16 @@ def invoke(*args: str):
     return result.stdout
 
 
+#: The same release with its grand total as a margin.
+MARGINS = SPEC.replace("  statistics:", "  margins: [[]]\n  statistics:")
+
+
+@pytest.mark.parametrize("text", [SPEC, MARGINS], ids=["cells", "margins"])
 @pytest.mark.parametrize("budget", [("--epsilon", "1/7"), ("--config", str(PRIVACY))])
 def test_plan_matches_the_manifest_of_the_release_it_plans(
-    ws: Path, budget: tuple[str, str]
+    ws: Path, budget: tuple[str, str], text: str
 ) -> None:
+    (ws / "spec.yaml").write_text(text)
     planned = json.loads(invoke("plan", "--spec", str(ws / "spec.yaml"), *budget, "--json"))
     manifest = json.loads(
         invoke(
@@ -93,6 +99,11 @@ def test_plan_matches_the_manifest_of_the_release_it_plans(
             )
     released = accuracy_of(Manifest.model_validate(manifest).statistics)
     assert [r.model_dump() for r in released] == planned["statistics"]
+    if text == MARGINS:  # every level's margin of error, stated before any data is read
+        assert [level["level"] for level in planned["statistics"][0]["levels"]] == [
+            "region",
+            "total",
+        ]
 
 
 def test_the_json_keys_are_the_documented_ones(ws: Path) -> None:
@@ -107,7 +118,9 @@ def test_the_json_keys_are_the_documented_ones(ws: Path) -> None:
         assert f"`{key}`" in guide
 
 
-def test_the_text_plan_reads_at_80_columns(ws: Path) -> None:
+@pytest.mark.parametrize("text", [SPEC, MARGINS], ids=["cells", "margins"])
+def test_the_text_plan_reads_at_80_columns(ws: Path, text: str) -> None:
+    (ws / "spec.yaml").write_text(text)
     result = CliRunner(env={"COLUMNS": "80"}).invoke(
         app, ["plan", "--spec", str(ws / "spec.yaml"), "--target", "n=5", "--target", "cost=400"]
     )
@@ -115,6 +128,44 @@ def test_the_text_plan_reads_at_80_columns(ws: Path) -> None:
     assert all(len(line) <= 80 for line in result.stdout.splitlines())
     assert "smallest ε meeting every target" in result.stdout
     assert "avg_cost: reuses cost, n;" in " ".join(result.stdout.split())
+    assert ("95% margins of error per level" in result.stdout) == (text == MARGINS)
+
+
+@pytest.mark.slow
+def test_with_margins_a_target_is_the_largest_margin_of_the_released_cells() -> None:
+    """Targets apply to the cells as released (the consistent estimate, rounded): the search
+    finds the smallest ε whose planned cells meet them, and no smaller grid point does."""
+    spec = parse_spec(
+        {
+            "name": "t",
+            "source": "t",
+            "group_by": [{"column": "r", "domain": {"values": ["a", "b", "c"]}}],
+            "margins": [[]],
+            "statistics": [
+                {"name": "n", "kind": "count", "target_moe95": 20},
+                {
+                    "name": "s",
+                    "kind": "sum",
+                    "column": "x",
+                    "lower": 0,
+                    "upper": 9,
+                    "target_moe95": 90,
+                },
+            ],
+        }
+    ).spec
+    found = plan(spec)
+    assert found.targets_met and found.epsilon_for_targets is not None
+    epsilon = Fraction(found.epsilon_for_targets_exact or "0")
+    below = plan(spec, epsilon - _unit(epsilon))
+    assert not below.targets_met
+    for row in found.statistics:
+        assert row.levels is not None and row.moe95 is not None
+        assert row.moe95 == row.levels[0].moe95 <= (row.target_moe95 or 0)
+        # a cell measured alone at the cells' share of ε would miss it: consistency helps
+        assert (
+            plan_release(spec, epsilon, Neighbours.ADD_REMOVE).statistics[0].measurement.moe95 > 20
+        )
 
 
 def meets(spec, epsilon: Fraction, targets: dict[str, float]) -> bool:

@@ -1,9 +1,10 @@
 """The published Δ bounds what one privacy unit can move, for every spec and every data.
 
-For random specs (grouped or not, every combination of contribution bounds, counts, sums and
-means, both neighbour definitions) and random neighbouring datasets (one unit's rows added or
-removed; under substitution, replaced), the exact pre-noise aggregates move by at most the
-sensitivity the manifest publishes, in L1 over the key grid, for every measurement.
+For random specs (grouped or not, with or without margins, every combination of contribution
+bounds, counts, sums and means, both neighbour definitions) and random neighbouring datasets
+(one unit's rows added or removed; under substitution, replaced), the exact pre-noise aggregates
+move by at most the sensitivity the manifest publishes, in L1 over the key grid, for every
+measurement — and, with margins, over every level's rows by at most that level's Δ.
 
 The salt of the contribution bounding is fixed per example: for a fixed salt the rows a unit
 keeps must depend on that unit's rows alone (never on file order or other units), which is what
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dprelease.engines import get_engine
+from dprelease.margins import level_sums
 from dprelease.profile import Neighbours
 from dprelease.release import prepare
 from dprelease.spec import parse_spec
@@ -66,6 +68,11 @@ def specs(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
         "statistics": draw(statistics()),
         "neighbours": draw(st.sampled_from(["add_remove", "substitute"])),
     }
+    if group_by and draw(st.integers(0, 2)) == 0:  # a third: planning margins takes time
+        # any of these margins (two nested chains at most: the spec accepts them all)
+        columns = [group["column"] for group in group_by]
+        candidates = [[c] for c in columns if len(columns) > 1] + [[]]
+        spec["margins"] = [m for m in candidates if draw(st.booleans())]
     with_unit = draw(st.booleans())
     if with_unit:
         spec["privacy_unit"] = "pid"
@@ -120,6 +127,15 @@ def published_sensitivity(manifest: dict[str, Any]) -> dict[str, int]:
     return found
 
 
+def published_level_sensitivity(manifest: dict[str, Any]) -> dict[str, list[int]]:
+    """Δ in units per measurement and level (the cells first), as the manifest states it."""
+    found = {}
+    for entry in manifest["statistics"]:
+        for part in entry.get("measurements", [entry]):
+            found[part["name"]] = [level["sensitivity_units"] for level in part["levels"]]
+    return found
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     drawn=specs(),
@@ -162,3 +178,12 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
     for m in prepared.plan.measurements:
         moved = (a.of(m) - b.of(m)).abs().sum()
         assert moved <= sensitivity[m.name] == m.sensitivity_units, (m.name, m.derivation)
+        if prepared.margins is None:
+            continue
+        levels = prepared.margins.levels
+        published = published_level_sensitivity(prepared.manifest)[m.name]
+        for k, (x, y, level) in enumerate(
+            zip(level_sums(a.of(m), levels), level_sums(b.of(m), levels), m.levels, strict=True)
+        ):
+            moved = (x - y).abs().sum()
+            assert moved <= published[k] == level.sensitivity_units, (m.name, level.derivation)

@@ -15,6 +15,7 @@ from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors, parse_epsilon
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError
+from dprelease.manifest import MoeRange
 from dprelease.planner import ReleasePlan, plan
 from dprelease.profile import Neighbours, cap_from_profile
 from dprelease.rational import Epsilon
@@ -61,6 +62,28 @@ def _table(planned: ReleasePlan) -> Table:
     return table
 
 
+def _range(moe: float | MoeRange) -> str:
+    return _num(moe) if isinstance(moe, float) else f"{_num(moe.min)}–{_num(moe.max)}"
+
+
+def _levels_table(planned: ReleasePlan) -> Table | None:
+    """With margins: each statistic's levels, their ε and noise, and the margin of error of
+    the released values (consistent and rounded); None without margins."""
+    rows = [(row.name, level) for row in planned.statistics for level in row.levels or []]
+    if not rows:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, title="95% margins of error per level", title_justify="left")
+    table.add_column("statistic", overflow="fold")
+    table.add_column("level", overflow="fold")
+    for column in ("ε", "scale", "±95%"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for name, level in rows:
+        table.add_row(
+            name, level.level, _num(level.epsilon), _num(level.scale), _range(level.moe95)
+        )
+    return table
+
+
 def _print(planned: ReleasePlan) -> None:
     console = Console(highlight=False)
     console.print(
@@ -69,6 +92,8 @@ def _print(planned: ReleasePlan) -> None:
         f"{planned.neighbours.value} neighbours"
     )
     console.print(_table(planned))
+    if (levels := _levels_table(planned)) is not None:
+        console.print(levels)
     for row in planned.statistics:
         how = f"reuses {', '.join(row.reuses)}; " if row.reuses else ""
         console.print(f"{row.name}: {how}{row.derivation}")

@@ -19,10 +19,11 @@ from dprelease.cli._common import cli_errors, parse_epsilon
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Composition, Ledger
+from dprelease.margins import level_blocks
 from dprelease.profile import Neighbours, cap_from_profile
 from dprelease.publish import Published, composition_of, publish
 from dprelease.release import prepare
-from dprelease.spec import MOE95_SUFFIX, UNDEFINED_SUFFIX, load_spec
+from dprelease.spec import LEVEL_COLUMN, MOE95_SUFFIX, UNDEFINED_SUFFIX, load_spec
 
 PREVIEW_ROWS = 12
 #: Margin columns (`_ci95`: releases stored before they were renamed) and a mean's flag column
@@ -121,10 +122,15 @@ def _cell(value: object) -> str:
 
 
 def _preview(table: pl.DataFrame) -> Table:
-    """The first rows of the released table with its values, numbers shortened (never cut);
-    the margin-of-error columns and every digit are in the files."""
+    """The first rows of the released table (of each level, with margins) with its values,
+    numbers shortened (never cut); the margin-of-error columns and every digit are in the
+    files."""
     shown = table.select(c for c in table.columns if not c.endswith(HIDDEN_SUFFIXES))
-    rows = [[_cell(v) for v in row] for row in shown.head(PREVIEW_ROWS).iter_rows()]
+    blocks = [
+        [[_cell(v) for v in row] for row in block.head(PREVIEW_ROWS).iter_rows()]
+        for block in level_blocks(shown)
+    ]
+    rows = [row for block in blocks for row in block]
     rendered = Table()
     for index, (name, dtype) in enumerate(shown.schema.items()):
         if dtype.is_numeric():
@@ -132,19 +138,31 @@ def _preview(table: pl.DataFrame) -> Table:
             rendered.add_column(name, justify="right", min_width=width, overflow="fold")
         else:
             rendered.add_column(name, overflow="fold")
-    for row in rows:
-        rendered.add_row(*row)
+    for block in blocks:
+        for row in block:
+            rendered.add_row(*row)
+        rendered.add_section()
     return rendered
+
+
+def _shown_rows(table: pl.DataFrame) -> str:
+    """How much of the table (of each level) the preview shows."""
+
+    def of(block: pl.DataFrame) -> str:
+        rows = block.height
+        shown = f"first {PREVIEW_ROWS} of {rows} rows" if rows > PREVIEW_ROWS else f"{rows} rows"
+        shown = "1 row" if rows == 1 else shown
+        return f"{shown} of {block[LEVEL_COLUMN][0]}" if LEVEL_COLUMN in block.columns else shown
+
+    return ", ".join(of(block) for block in level_blocks(table))
 
 
 def _report(result: Published, ledger: Ledger, scope: str) -> None:
     status = ledger.status(scope)[0]
-    rows = result.table.height
     console = Console(highlight=False)
     console.print(_preview(result.table))
     console.print(
-        (f"first {PREVIEW_ROWS} of {rows} rows" if rows > PREVIEW_ROWS else f"{rows} rows")
-        + "; every row and the 95% margins of error are in release.csv"
+        _shown_rows(result.table) + "; every row and the 95% margins of error are in release.csv"
     )
     console.print(f"{result.release_id}: {result.describe()}")
     console.print(

@@ -1,0 +1,299 @@
+"""Releases with margins (issue 13): every level measured, one table that adds up.
+
+A spec with `margins:` releases its cells and each margin (a subset of the key columns; `[]` is
+the grand total). Each level of each measurement has its own discrete Laplace noise, from its
+share of the measurement's ε (`accounting`). After the noise, everything is post-processing of
+the noisy values with public parameters (`consistency`): the weighted least-squares estimate of
+the cells from every level (constrained to ≥ 0 where `nonnegative` applies), every level released
+as sums of the released cells, and a controlled rounding (counts to integers, sums to their
+decimal place) that keeps every margin the sum of its cells.
+
+`plan_margins` is public: the levels and every value's 95% margin of error, from the spec, its
+key grid and the plan, before any budget is reserved. `release_levels` runs after the noise and
+cannot fail on the values it post-processes: a solver that does not converge falls back,
+deterministically, to an estimate that needs no solver, and says so (`Outcome.fallbacks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import polars as pl
+
+from dprelease.accounting import Measurement, Plan, level_shares
+from dprelease.consistency import (
+    Estimate,
+    Levels,
+    NoiseLaw,
+    Rounded,
+    consistent,
+    consistent_nonnegative,
+    level_grid,
+    moe95,
+    round_additive,
+    rounded_moe95,
+)
+from dprelease.engines import ExactAggregates
+from dprelease.errors import SpecError
+from dprelease.noise import NoiseSource, discrete_laplace
+from dprelease.postprocess import Measured, noise_decimals
+from dprelease.spec import LEVEL_COLUMN, LoadedSpec, PostProcessing, StatisticKind, SumStatistic
+
+#: The shift every value keeps below in a controlled rounding of at most two nested chains of
+#: margins (the spec refuses more), in units of the rounding (`consistency.round_additive`).
+PLANNED_SHIFT = 1.0
+#: Scaled values this large are already integers in float64, and above 2^63 no longer fit the
+#: rounding's int64: they are left as they are (see `_round_additively`).
+_EXACT_FLOAT = 2.0**52
+
+
+def build_levels(loaded: LoadedSpec) -> Levels:
+    """The release's levels over its key grid (the cells, then each margin in the spec's
+    order); SpecError naming `release.margins` for anything the structure refuses."""
+    try:
+        return Levels.build(loaded.key_grid(), loaded.spec.margins or [])
+    except ValueError as exc:
+        raise SpecError("release.margins", str(exc)) from None
+
+
+def stacked_keys(grid: pl.DataFrame, levels: Levels) -> pl.DataFrame:
+    """A `level` column and each level's rows in turn (`level_grid`: null in the key columns
+    the level aggregates away): the key columns of a released table with margins."""
+    return pl.concat(
+        level_grid(grid, columns).select(pl.lit(levels.name(k)).alias(LEVEL_COLUMN), pl.all())
+        for k, columns in enumerate(levels.columns)
+    )
+
+
+def level_blocks(table: pl.DataFrame) -> list[pl.DataFrame]:
+    """A released table's levels in order, each its own frame (without margins: the table)."""
+    if LEVEL_COLUMN not in table.columns:
+        return [table]
+    return [block for _, block in table.group_by(LEVEL_COLUMN, maintain_order=True)]
+
+
+def released_keys(loaded: LoadedSpec) -> pl.DataFrame:
+    """The key columns of the released table: the key grid, or `stacked_keys` with margins."""
+    grid = loaded.key_grid()
+    return stacked_keys(grid, build_levels(loaded)) if loaded.spec.margins else grid
+
+
+@dataclass(frozen=True, eq=False)
+class LevelLaws:
+    """One measurement's public facts at every level (the cells first)."""
+
+    kind: StatisticKind
+    laws: tuple[NoiseLaw, ...]
+    moe95: tuple[np.ndarray, ...]  # of the consistent estimate, per row, in value units
+    nonnegative: bool  # estimated under cells ≥ 0
+    places: int | None  # a published sum: the decimal place of its controlled rounding
+
+    @property
+    def rounded(self) -> bool:
+        """Counts are rounded to integers, published sums to their place; a mean's own sum is
+        divided as estimated."""
+        return self.kind is StatisticKind.COUNT or self.places is not None
+
+    @property
+    def unit(self) -> float:
+        """The rounding's unit in value units: 1 for counts, 10^-places for a published sum."""
+        return 1.0 if self.places is None else 10.0**-self.places
+
+    def published_moe95(self, shifts: tuple[float, ...]) -> list[np.ndarray]:
+        """Per level, the margin of error of the released values: the estimate's, plus what the
+        controlled rounding may move a value (< shift units). A count's truth is an integer, so
+        its margin is ⌈h + shift⌉ − 1 (`consistency.rounded_moe95`)."""
+        if self.kind is StatisticKind.COUNT:
+            return [rounded_moe95(h, s) for h, s in zip(self.moe95, shifts, strict=True)]
+        return [h + s * self.unit for h, s in zip(self.moe95, shifts, strict=True)]
+
+
+@dataclass(frozen=True, eq=False)
+class MarginPlan:
+    """Everything public about a release with margins: its levels and, per measurement, the
+    noise laws and 95% margins of error of every level."""
+
+    levels: Levels
+    weights: tuple[float, ...]  # `level_weights`, the cells first
+    shares: tuple[Fraction, ...]  # the fraction of each measurement's ε per level
+    accuracy: Mapping[str, LevelLaws]
+
+    def planned_shifts(self) -> tuple[float, ...]:
+        return (PLANNED_SHIFT,) * len(self.levels.sizes)
+
+
+def _laws(m: Measurement) -> tuple[NoiseLaw, ...]:
+    return tuple(NoiseLaw(level.scale_units, m.granularity) for level in m.levels)
+
+
+def nonnegative(m: Measurement, post: PostProcessing) -> bool:
+    """Whether the estimate is constrained to cells ≥ 0: counts, and sums whose values cannot
+    be negative, when `nonnegative` is set (the same values a release without margins clamps)."""
+    return post.nonnegative and (m.kind is StatisticKind.COUNT or (m.lower or 0.0) >= 0.0)
+
+
+def plan_margins(
+    loaded: LoadedSpec, plan: Plan, only: Collection[str] | None = None
+) -> MarginPlan | None:
+    """The public facts of a release with margins (None without): reads no data. `only`
+    (measurement names) limits the margins of error computed to those (the planner's search)."""
+    if not loaded.spec.margins:
+        return None
+    levels = build_levels(loaded)
+    post = loaded.spec.postprocess
+    published_sums = {
+        p.measurement.name for p in plan.statistics if isinstance(p.statistic, SumStatistic)
+    }
+    cache: dict[tuple[NoiseLaw, ...], tuple[np.ndarray, ...]] = {}
+    accuracy = {}
+    for m in plan.measurements:
+        if only is not None and m.name not in only:
+            continue
+        laws = _laws(m)
+        if laws not in cache:
+            cache[laws] = moe95(levels, laws)
+        places = None
+        if m.name in published_sums:
+            smallest = min(float(h.min()) for h in cache[laws])
+            places = post.decimals if post.decimals is not None else noise_decimals(smallest)
+        accuracy[m.name] = LevelLaws(m.kind, laws, cache[laws], nonnegative(m, post), places)
+    spec = loaded.spec
+    weights = tuple(spec.level_weights or [1.0] * len(levels.sizes))
+    return MarginPlan(levels, weights, tuple(level_shares(spec)), accuracy)
+
+
+# --------------------------------------------------------------------------- after the noise
+
+
+@dataclass
+class Outcome:
+    """What post-processing did that depends on the noisy values (and so may be published):
+    each measurement's rounding bound per level, and any solver fallback, in words."""
+
+    shifts: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    fallbacks: list[str] = field(default_factory=list)
+
+    @classmethod
+    def planned(cls, margins: MarginPlan) -> Outcome:
+        """What a release states before its noise is drawn (and, but for a fallback, after)."""
+        shift, none = margins.planned_shifts(), (0.0,) * len(margins.levels.sizes)
+        return cls(
+            {name: shift if laws.rounded else none for name, laws in margins.accuracy.items()}
+        )
+
+
+def level_sums(cells: pl.Series, levels: Levels) -> list[pl.Series]:
+    """Each level's exact aggregate from the cells' (integers, level order; level 0 is the
+    cells): a margin row is the exact Int128 sum of its cells, which cannot overflow (the grand
+    total is a sum over fewer than 2^63 rows of at most 2^53 units)."""
+    sums = [cells]
+    for k in range(1, len(levels.sizes)):
+        frame = pl.DataFrame({"row": levels.index[k], "value": cells})
+        summed = frame.group_by("row").agg(pl.col("value").sum()).sort("row")
+        sums.append(summed.get_column("value"))
+    return sums
+
+
+def _estimate(
+    levels: Levels, noisy: list[np.ndarray], acc: LevelLaws, name: str, outcome: Outcome
+) -> Estimate:
+    """The consistent estimate; under `nonnegative` the constrained one, falling back to the
+    linear estimate (whose margins of error are exact) if the solver does not converge."""
+    if acc.nonnegative:
+        try:
+            return consistent_nonnegative(levels, noisy, acc.laws)
+        except Exception as exc:  # noqa: BLE001 - any solver failure falls back, never fails
+            outcome.fallbacks.append(
+                f"{name}: the nonnegative solve did not converge on these noisy values "
+                f"({type(exc).__name__}); the unconstrained estimate is released"
+            )
+    return consistent(levels, noisy, acc.laws)
+
+
+def _round_nearest(estimate: Estimate) -> Rounded:
+    """Cells to the nearest integer and every margin their sum: additive, needs no solver;
+    each level's shift bound is what it reached (strictly above)."""
+    levels = estimate.levels
+    cells = np.rint(estimate.values[0])
+    values = levels.aggregate(cells)
+    shifts = tuple(
+        float(np.floor(np.max(np.abs(v - e)))) + 1.0
+        for v, e in zip(values, levels.aggregate(estimate.values[0]), strict=True)
+    )
+    return Rounded(levels, values, shifts)
+
+
+def _round_additively(estimate: Estimate, name: str, outcome: Outcome) -> Rounded:
+    """`round_additive`, or the nearest-integer rounding where it cannot be used: values beyond
+    float64's integers (nothing to round), or a failing HiGHS solve (said in `outcome`)."""
+    if np.max(np.abs(estimate.values[0])) >= _EXACT_FLOAT:
+        return _round_nearest(estimate)
+    try:
+        return round_additive(estimate)
+    except Exception as exc:  # noqa: BLE001 - any solver failure falls back, never fails
+        outcome.fallbacks.append(
+            f"{name}: the additive rounding failed on these noisy values ({type(exc).__name__}); "
+            "cells were rounded to the nearest integer and every margin summed from them"
+        )
+        return _round_nearest(estimate)
+
+
+def _scaled(estimate: Estimate, places: int) -> Estimate:
+    """The cells in units of 10^-places (dividing by an exact power of ten when places < 0)."""
+    cells = estimate.values[0]
+    scaled = cells * 10.0**places if places >= 0 else cells / 10.0**-places
+    return Estimate(estimate.levels, (scaled,))
+
+
+def _unscaled(values: np.ndarray, places: int) -> np.ndarray:
+    """Integers in units of 10^-places back to value units, as `postprocess._round` does."""
+    return values / 10.0**places if places >= 0 else values * 10.0**-places
+
+
+def release_levels(
+    exact: ExactAggregates,
+    plan: Plan,
+    margins: MarginPlan,
+    source: NoiseSource,
+) -> tuple[dict[str, Measured], Outcome]:
+    """Noise every level of every measurement, make each consistent and round it additively:
+    the released values (every level's rows in turn) and what the rounding did.
+
+    Counts are rounded to integers; a published sum to its decimal place; a mean's own sum is
+    left as estimated (a mean is divided, not summed). Nothing here can fail because of a value:
+    the noise batches have the public sizes of the levels, and both solvers fall back."""
+    levels = margins.levels
+    outcome = Outcome()
+    measured = {}
+    for m in plan.measurements:
+        acc = margins.accuracy[m.name]
+        noisy = [
+            (exact_level + pl.Series(discrete_laplace(level.scale_units, size, source)))
+            .cast(pl.Float64)
+            .to_numpy()
+            * float(m.granularity)
+            for exact_level, level, size in zip(
+                level_sums(exact.of(m), levels), m.levels, levels.sizes, strict=True
+            )
+        ]
+        estimate = _estimate(levels, noisy, acc, m.name, outcome)
+        if m.kind is StatisticKind.COUNT:
+            rounded = _round_additively(estimate, m.name, outcome)
+            values = np.concatenate(rounded.values).astype(np.int64)
+            shifts = rounded.max_shift
+            series = pl.Series(values, dtype=pl.Int64)
+        elif acc.places is not None:
+            rounded = _round_additively(_scaled(estimate, acc.places), m.name, outcome)
+            series = pl.Series(_unscaled(np.concatenate(rounded.values).astype(float), acc.places))
+            shifts = rounded.max_shift
+        else:
+            series = pl.Series(np.concatenate(estimate.values))
+            shifts = (0.0,) * len(levels.sizes)
+        outcome.shifts[m.name] = shifts
+        moe = np.concatenate(acc.published_moe95(shifts))
+        places = None if acc.places is None else np.full(moe.size, float(acc.places))
+        measured[m.name] = Measured(series, moe, places)
+    return measured, outcome
