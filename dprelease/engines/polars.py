@@ -1,16 +1,27 @@
-"""The polars engine: one lazy, streaming plan from confidential rows to exact Int128 aggregates.
+"""The polars engine: from confidential rows to exact Int128 aggregates, in bounded memory.
 
 One direction: select the spec's columns under internal names → type them non-strictly → drop
-rows with a null unit → period filter → drop keys outside the public domain → bound each unit's
-contributions by a salted hash → clamp and discretize → exact group-by → lay the result on the
-full key grid (missing groups are 0). Every step is total: no value in the data can make it
-fail, overflow, or change anything but the aggregates.
+rows with a null unit → period filter → drop keys outside the public domain → order each row by a
+salted hash, clamp and discretize → bound each unit's contributions → exact group-by → lay the
+result on the full key grid (missing groups are 0). Every step is total: no value in the data can
+make it fail, overflow, or change anything but the aggregates.
+
+Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
+once, which would hold the whole input in memory; but units are independent, so an input of more
+than `ROWS_PER_PARTITION` rows is split by a salted hash of the unit: one streaming pass writes
+the row-local part into private temporary files, one set per partition, then each partition is
+bounded and aggregated alone and the integer aggregates are added. Each unit keeps the same rows
+whatever the number of partitions, so the result is identical; only memory and time depend on the
+row count (PRIVACY.md, assumption 6).
 
 Internal column names start with ':'; the user's column names appear only in the first select,
 so no input column can collide with them.
 """
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 import polars as pl
 
@@ -24,6 +35,13 @@ from dprelease.engines import (
     withholding_engine_errors,
 )
 from dprelease.spec import LoadedSpec, Month, StatisticKind
+
+#: Input rows per partition: bounding one partition holds its rows in memory (about 50 bytes a
+#: row), so peak memory stays flat however many rows the input has.
+ROWS_PER_PARTITION = 4_000_000
+#: Rows a partition's writer buffers before writing: the partitioning pass holds one such batch
+#: per partition.
+_BATCH_ROWS = 8192
 
 _UNIT = ":unit"
 _PERIOD = ":period"
@@ -83,35 +101,23 @@ def _not_null_unit(data: pl.DataType) -> pl.Expr:
     return unit.is_not_null() & unit.is_not_nan() if data.is_float() else unit.is_not_null()
 
 
-def _bounded(lf: pl.LazyFrame, loaded: LoadedSpec, salt: int) -> pl.LazyFrame:
-    """Per unit, keep a random choice of rows: ≤ G groups, ≤ R_g rows per group, ≤ R rows.
-
-    The order is a salted hash of what the row holds, so the rows one unit keeps depend on its
-    own rows only, never on file order or on other units. Rows identical in every column read
-    are interchangeable, so ties among them do not matter.
-    """
-    spec = loaded.spec
-    keys = list(_keys(loaded).values())
-    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
-    if spec.max_groups_per_unit is not None:
-        group_order = pl.struct(_UNIT, *keys).hash(seed=salt).rank("dense").over(_UNIT)
-        lf = lf.filter(group_order <= spec.max_groups_per_unit)
-    if spec.max_rows_per_group is not None:
-        lf = lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT, *keys) <= spec.max_rows_per_group)
-    return lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT) <= spec.rows_per_unit)
-
-
 def _sums(plan: Plan) -> list[Measurement]:
     return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
 
 
-def _lazy_plan(
-    data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+def _row_local(
+    lf: pl.LazyFrame,
+    text: frozenset[str] | None,
+    loaded: LoadedSpec,
+    plan: Plan,
+    month: Month | None,
+    salt: int,
 ) -> pl.LazyFrame:
-    """The lazy aggregation over observed in-domain groups, checked against the declared schema."""
-    lf = scan(data)
+    """Every step before the bounding, row by row (so it streams): the in-domain rows of the
+    period as internal keys, the unit and the row's salted order when there is a unit, and the
+    integer units of each sum. Checked against the declared schema first."""
     schema = lf.collect_schema()
-    validate_schema(schema, loaded, text_columns(data))
+    validate_schema(schema, loaded, text)
     spec = loaded.spec
     keys = _keys(loaded)
     summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
@@ -136,36 +142,93 @@ def _lazy_plan(
         else:
             names = {column: keys[column] for column in domain.columns}
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
+    kept = list(keys.values())
     if spec.privacy_unit is not None:
-        lf = _bounded(lf, loaded, salt)
-    sums = _sums(plan)
-    lf = lf.with_columns(
+        # the order of a row is a hash of everything it holds, so a unit's order depends on its
+        # own rows only; rows identical in every column read are interchangeable
+        lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
+        kept += [_UNIT, _ORDER]
+    sums = [
         _units_of(m, _value(summed.index(str(m.column)))).alias(_units(i))
-        for i, m in enumerate(sums)
-    )
-    aggregations = [
-        pl.len().alias(_ROWS),
-        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(sums))),
+        for i, m in enumerate(_sums(plan))
     ]
-    return lf.group_by(keys.values()).agg(aggregations) if keys else lf.select(aggregations)
+    return lf.select(*kept, *sums)
+
+
+def _bounded(lf: pl.LazyFrame, loaded: LoadedSpec, salt: int) -> pl.LazyFrame:
+    """Per unit, keep a random choice of rows: ≤ G groups (smallest salted hash of the unit and
+    keys), ≤ R_g rows per group and ≤ R rows (smallest salted order). Needs all of a unit's rows
+    at once, and only them."""
+    spec = loaded.spec
+    if spec.privacy_unit is None:
+        return lf
+    keys = list(_keys(loaded).values())
+    if spec.max_groups_per_unit is not None:
+        group_order = pl.struct(_UNIT, *keys).hash(seed=salt).rank("dense").over(_UNIT)
+        lf = lf.filter(group_order <= spec.max_groups_per_unit)
+    if spec.max_rows_per_group is not None:
+        lf = lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT, *keys) <= spec.max_rows_per_group)
+    return lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT) <= spec.rows_per_unit)
+
+
+def _aggregated(lf: pl.LazyFrame, loaded: LoadedSpec, plan: Plan) -> pl.LazyFrame:
+    """Rows and Int128 sums of units per observed in-domain group."""
+    aggregations = [
+        pl.len().cast(pl.Int128).alias(_ROWS),
+        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(_sums(plan)))),
+    ]
+    keys = list(_keys(loaded).values())
+    return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
+
+
+def _partitioned(
+    row_local: pl.LazyFrame, loaded: LoadedSpec, plan: Plan, partitions: int, salt: int
+) -> pl.DataFrame:
+    """The aggregation as a sum over partitions of the units, in memory for one partition.
+
+    The row-local plan streams into a private temporary directory (mode 0700, removed whether
+    this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
+    and aggregated alone. A unit's rows all land in one partition, with the order they had.
+    """
+    aggregation = _aggregated(_bounded(row_local, loaded, salt), loaded, plan)
+    partials = [pl.DataFrame(schema=aggregation.collect_schema())]
+    with tempfile.TemporaryDirectory(prefix="dprelease-") as tmp:
+        partition = (pl.col(_UNIT).hash(seed=salt) % partitions).alias("partition")
+        row_local.sink_ipc(
+            pl.PartitionBy(tmp, key=partition, include_key=False),
+            record_batch_size=_BATCH_ROWS,
+            engine="streaming",
+        )
+        for directory in sorted(Path(tmp).iterdir()):
+            rows = pl.scan_ipc(directory / "*.ipc")
+            bounded = _aggregated(_bounded(rows, loaded, salt), loaded, plan)
+            partials.append(bounded.collect(engine="streaming"))
+    keys = list(_keys(loaded).values())
+    total = pl.concat(partials).lazy()
+    added = total.group_by(keys).agg(pl.all().sum()) if keys else total.select(pl.all().sum())
+    return added.collect()
 
 
 class PolarsEngine:
-    """The single-machine engine (streaming polars)."""
+    """The single-machine engine (streaming polars, partitioned by unit when the input is large)."""
 
     name = "polars"
+
+    def __init__(self, rows_per_partition: int = ROWS_PER_PARTITION) -> None:
+        self.rows_per_partition = rows_per_partition
 
     def check(self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None) -> None:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation"):
-            _lazy_plan(data, loaded, plan, month, salt=0).collect_schema()
+            row_local = _row_local(scan(data), text_columns(data), loaded, plan, month, salt=0)
+            _aggregated(_bounded(row_local, loaded, salt=0), loaded, plan).collect_schema()
 
     def aggregate(
         self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
     ) -> ExactAggregates:
-        """Run the plan (streaming) and lay it on the full public key grid, missing groups = 0."""
+        """Run the plan and lay it on the full public key grid, missing groups = 0."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
-            observed = _lazy_plan(data, loaded, plan, month, salt).collect(engine="streaming")
+            observed = self._observed(data, loaded, plan, month, salt)
         grid = loaded.key_grid()
         if grid.width:
             internal = grid.rename(_keys(loaded))
@@ -174,10 +237,22 @@ class PolarsEngine:
             )
         column = {m.name: _units(i) for i, m in enumerate(_sums(plan))}
         values = {
-            m.name: observed.get_column(column.get(m.name, _ROWS))
-            .fill_null(0)
-            .cast(pl.Int128)
-            .alias(m.name)
+            m.name: observed.get_column(column.get(m.name, _ROWS)).fill_null(0).alias(m.name)
             for m in plan.measurements
         }
         return ExactAggregates(grid, values)
+
+    def _observed(
+        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+    ) -> pl.DataFrame:
+        """Aggregates of the observed groups; partitioned when bounding all units at once would
+        hold more than `rows_per_partition` rows (the count is the input's, before any filter)."""
+        lf = scan(data)
+        row_local = _row_local(lf, text_columns(data), loaded, plan, month, salt)
+        if loaded.spec.privacy_unit is not None:
+            rows = lf.select(pl.len()).collect(engine="streaming").item()
+            partitions = -(-rows // self.rows_per_partition)
+            if partitions > 1:
+                return _partitioned(row_local, loaded, plan, partitions, salt)
+        bounded = _bounded(row_local, loaded, salt)
+        return _aggregated(bounded, loaded, plan).collect(engine="streaming")

@@ -1,0 +1,221 @@
+"""A large input is bounded partition by partition; the result must not depend on that.
+
+The polars engine splits its input by a salted hash of the privacy unit when it has more than
+`rows_per_partition` rows, writes the partitions to private temporary files and adds the
+aggregates of each. For a fixed salt every unit must keep exactly the rows it keeps when all
+units are bounded at once, so the exact aggregates are identical; here the partitioning is
+forced down to a handful of rows per partition. The temporary files must be gone afterwards,
+whether the aggregation succeeded or failed.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dprelease.engines import ExactAggregates
+from dprelease.engines import polars as engine_module
+from dprelease.engines.polars import PolarsEngine
+from dprelease.errors import DataError
+from dprelease.release import prepare
+from dprelease.spec import LoadedSpec, Month, parse_spec
+
+REGIONS = ["a", "b", "c"]
+MONTH = Month(2024, 3)
+
+
+def spec(**bounds: int) -> dict[str, Any]:
+    return {
+        "name": "p",
+        "source": "p",
+        "privacy_unit": "pid",
+        "period": {"column": "day"},
+        "group_by": [
+            {"column": "region", "domain": {"values": REGIONS}},
+            {"column": "age", "domain": {"min": 0, "max": 2}},
+        ],
+        "statistics": [
+            {"name": "n", "kind": "count"},
+            {"name": "v", "kind": "sum", "column": "v", "lower": -5, "upper": 5},
+        ],
+        **bounds,
+    }
+
+
+BOUNDS = st.one_of(
+    st.builds(lambda r: {"max_rows_per_unit": r}, st.integers(1, 4)),
+    st.builds(
+        lambda g, rg: {"max_groups_per_unit": g, "max_rows_per_group": rg},
+        st.integers(1, 3),
+        st.integers(1, 3),
+    ),
+    st.builds(
+        lambda r, g, rg: {
+            "max_rows_per_unit": min(r, g * rg),
+            "max_groups_per_unit": g,
+            "max_rows_per_group": rg,
+        },
+        st.integers(1, 4),
+        st.integers(1, 3),
+        st.integers(1, 3),
+    ),
+)
+#: Unit ids as each dtype holds them; -0.0 and 0.0 are one unit, as are the text and
+#: categorical spellings of one id.
+UNITS: dict[str, tuple[pl.DataType, list[Any]]] = {
+    "int": (pl.Int64(), [0, 1, 2, 3, 4, 5, 6, 7, None]),
+    "float": (pl.Float64(), [0.0, -0.0, 1.5, 2.0, 3.0, math.nan, None]),
+    "text": (pl.String(), ["p0", "p1", "p2", "p3", "p4", "p5", "", None]),
+    "categorical": (pl.Categorical(), ["p0", "p1", "p2", "p3", "p4", None]),
+}
+
+
+def rows(units: list[Any]) -> st.SearchStrategy[list[dict[str, Any]]]:
+    row = st.fixed_dictionaries(
+        {
+            "pid": st.sampled_from(units),
+            "region": st.sampled_from([*REGIONS, "z", None]),
+            "age": st.sampled_from([0, 1, 2, 3, None]),
+            "v": st.one_of(st.none(), st.floats(-8, 8, allow_nan=False)),
+            "day": st.sampled_from(["2024-03-01", "2024-03-31", "2024-04-01", None]),
+        }
+    )
+    return st.lists(row, min_size=0, max_size=60)
+
+
+def frame(data: list[dict[str, Any]], unit: pl.DataType) -> pl.DataFrame:
+    schema = {"pid": unit, "region": pl.String, "age": pl.Int64, "v": pl.Float64, "day": pl.String}
+    return pl.DataFrame(data, schema=schema).with_columns(pl.col("day").str.to_date())
+
+
+def aggregates(
+    engine: PolarsEngine, data: object, loaded: LoadedSpec, salt: int
+) -> dict[str, list[int]]:
+    plan = prepare(data, loaded, 1.0, period="2024-03").plan
+    result: ExactAggregates = engine.aggregate(data, loaded, plan, MONTH, salt)
+    for series in result.values.values():
+        assert series.dtype == pl.Int128
+    return {name: series.to_list() for name, series in result.values.items()}
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The system temporary directory, redirected so the test can see what is left in it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+@dataclass
+class Split:
+    """What the engine split: the number of partitions of each partitioned aggregation, and
+    each partition it then bounded on its own (it scans them with `pl.scan_ipc`)."""
+
+    partitions: list[int] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def split(monkeypatch: pytest.MonkeyPatch) -> Split:
+    seen = Split()
+    partitioned, scan_ipc = engine_module._partitioned, pl.scan_ipc
+
+    def partitioned_spy(*args: Any) -> pl.DataFrame:
+        seen.partitions.append(args[3])
+        return partitioned(*args)
+
+    def scan_ipc_spy(source: Any, **kwargs: Any) -> pl.LazyFrame:
+        seen.read.append(str(source))
+        return scan_ipc(source, **kwargs)
+
+    monkeypatch.setattr(engine_module, "_partitioned", partitioned_spy)
+    monkeypatch.setattr(engine_module.pl, "scan_ipc", scan_ipc_spy)
+    return seen
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    bounds=BOUNDS,
+    unit=st.sampled_from(sorted(UNITS)),
+    data=st.data(),
+    per_partition=st.integers(1, 8),
+    salt=st.integers(0, 2**64 - 1),
+)
+def test_partitioned_aggregates_equal_the_unpartitioned_ones(
+    private_tmp: Path,
+    split: Split,
+    bounds: dict[str, int],
+    unit: str,
+    data: st.DataObject,
+    per_partition: int,
+    salt: int,
+) -> None:
+    dtype, units = UNITS[unit]
+    table = frame(data.draw(rows(units)), dtype)
+    loaded = parse_spec(spec(**bounds))
+    whole = aggregates(PolarsEngine(rows_per_partition=table.height + 1), table, loaded, salt)
+    assert not split.partitions
+    assert aggregates(PolarsEngine(rows_per_partition=per_partition), table, loaded, salt) == whole
+    assert split.partitions == (
+        [-(-table.height // per_partition)] if table.height > per_partition else []
+    )
+    assert not any(private_tmp.iterdir())
+    split.partitions.clear()
+
+
+def test_partitioned_input_files_give_the_unpartitioned_aggregates(
+    tmp_path: Path, private_tmp: Path, split: Split
+) -> None:
+    """Parquet and CSV (read as text) inputs, 2,000 rows of 300 units in 40 partitions."""
+    n = 2_000
+    table = pl.DataFrame(
+        {
+            "pid": [(i * 7919) % 300 for i in range(n)],
+            "region": [REGIONS[i % 4] if i % 4 < 3 else "z" for i in range(n)],
+            "age": [i % 4 for i in range(n)],
+            "v": [((i * 37) % 23) / 2 - 5.5 for i in range(n)],
+            "day": ["2024-03-0" + str(1 + i % 9) if i % 5 else "2024-04-02" for i in range(n)],
+        }
+    ).with_columns(pl.col("day").str.to_date())
+    files = {"parquet": tmp_path / "in.parquet", "csv": tmp_path / "in.csv"}
+    table.write_parquet(files["parquet"])
+    table.write_csv(files["csv"])
+    loaded = parse_spec(spec(max_rows_per_unit=3, max_groups_per_unit=2, max_rows_per_group=2))
+    for path in files.values():
+        whole = aggregates(PolarsEngine(), path, loaded, salt=12345)
+        assert not split.read
+        assert aggregates(PolarsEngine(rows_per_partition=50), path, loaded, salt=12345) == whole
+        assert len(split.read) > 30  # of 40 (some may hold no unit of the period)
+        split.read.clear()
+    assert set(private_tmp.iterdir()) == set(files.values())
+
+
+def test_temporary_files_are_removed_when_the_aggregation_fails(
+    private_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = frame([{"pid": i % 5, "region": "a", "age": 0, "v": 1.0, "day": "2024-03-01"}
+                   for i in range(20)], pl.Int64())  # fmt: skip
+    loaded = parse_spec(spec(max_rows_per_unit=2))
+    plan = prepare(table, loaded, 1.0, period="2024-03").plan
+    written: list[Path] = []
+
+    def broken(source: Path, **kwargs: Any) -> pl.LazyFrame:
+        written.extend(Path(source).parent.iterdir())
+        raise OSError("disk failed while reading a partition")
+
+    monkeypatch.setattr(engine_module.pl, "scan_ipc", broken)
+    with pytest.raises(DataError):
+        PolarsEngine(rows_per_partition=4).aggregate(table, loaded, plan, MONTH, salt=1)
+    assert written  # the partitions existed when reading them failed
+    assert not any(private_tmp.iterdir())
