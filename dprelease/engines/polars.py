@@ -62,14 +62,27 @@ def _units(index: int) -> str:
     return f":units{index}"
 
 
+def _key_dtypes(loaded: LoadedSpec) -> dict[str, pl.DataType]:
+    """The type each key column is held in: its domain's, except that text keys become an Enum
+    of the domain's values (one small integer per row instead of a string, to hash, write to a
+    partition and group by)."""
+    dtypes = {}
+    for domain in loaded.domains:
+        for column, dtype in domain.schema.items():
+            keys = domain.get_column(column).unique(maintain_order=True)
+            dtypes[column] = pl.Enum(keys) if dtype == pl.String else dtype
+    return dtypes
+
+
 def _as_key(column: str, data: pl.DataType, domain: pl.DataType) -> pl.Expr:
-    """A key typed as its domain's keys; whatever does not convert exactly becomes null."""
+    """A key typed as its domain's keys (see `_key_dtypes`); whatever does not convert exactly
+    becomes null."""
     expr = pl.col(column)
     if domain == pl.Boolean and data == pl.String:
         text = expr.str.to_lowercase()
         return pl.when(text == "true").then(True).when(text == "false").then(False)
     if not domain.is_integer() or data.is_integer():
-        return expr.cast(domain, strict=False)
+        return expr.cast(domain, strict=False)  # text not among an Enum's keys: null
     number = expr.cast(pl.Float64, strict=False)
     integral = pl.when(number == number.round()).then(number).cast(domain, strict=False)
     return pl.coalesce(expr.cast(domain, strict=False), integral) if data == pl.String else integral
@@ -93,7 +106,17 @@ def _units_of(m: Measurement, value: str) -> pl.Expr:
     fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
     number = pl.col(value).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
     units = (number.clip(m.lower, m.upper) / float(m.granularity)).round()
-    return units.cast(pl.Int64, strict=False).clip(m.lower_units, m.upper_units)
+    units = units.cast(pl.Int64, strict=False).clip(m.lower_units, m.upper_units)
+    return units.cast(_narrowest_int(m.lower_units, m.upper_units))
+
+
+def _narrowest_int(low: int, high: int) -> pl.DataType:
+    """The smallest signed integer type holding low..high (from the spec): a partition holds
+    fewer bytes per row."""
+    for dtype, bits in ((pl.Int8(), 8), (pl.Int16(), 16), (pl.Int32(), 32)):
+        if -(2 ** (bits - 1)) <= low and high < 2 ** (bits - 1):
+            return dtype
+    return pl.Int64()
 
 
 def _not_null_unit(data: pl.DataType) -> pl.Expr:
@@ -120,9 +143,10 @@ def _row_local(
     validate_schema(schema, loaded, text)
     spec = loaded.spec
     keys = _keys(loaded)
+    dtypes = _key_dtypes(loaded)
     summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
     selected = [
-        *(_as_key(c, schema[c], loaded.key_dtype(c)).alias(keys[c]) for c in spec.key_columns),
+        *(_as_key(c, schema[c], dtypes[c]).alias(keys[c]) for c in spec.key_columns),
         *(pl.col(c).alias(_value(i)) for i, c in enumerate(summed)),
     ]
     if spec.privacy_unit is not None:
@@ -136,6 +160,7 @@ def _row_local(
         period = pl.col(_PERIOD)
         lf = lf.filter((period.dt.year() == month.year) & (period.dt.month() == month.month))
     for domain in loaded.domains:  # keys outside the public domain (or null) are dropped here
+        domain = domain.cast({column: dtypes[column] for column in domain.columns})
         if domain.width == 1:
             (column,) = domain.columns
             lf = lf.filter(pl.col(keys[column]).is_in(domain.get_column(column).implode()))
@@ -231,7 +256,7 @@ class PolarsEngine:
             observed = self._observed(data, loaded, plan, month, salt)
         grid = loaded.key_grid()
         if grid.width:
-            internal = grid.rename(_keys(loaded))
+            internal = grid.cast(_key_dtypes(loaded)).rename(_keys(loaded))
             observed = internal.join(
                 observed, on=internal.columns, how="left", maintain_order="left"
             )
