@@ -10,6 +10,8 @@ whether the aggregation succeeded or failed.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import math
 import tempfile
 from dataclasses import dataclass, field
@@ -32,7 +34,7 @@ REGIONS = ["a", "b", "c"]
 MONTH = Month(2024, 3)
 
 
-def spec(**bounds: int) -> dict[str, Any]:
+def spec(grouped: bool = True, **bounds: int) -> dict[str, Any]:
     return {
         "name": "p",
         "source": "p",
@@ -41,7 +43,9 @@ def spec(**bounds: int) -> dict[str, Any]:
         "group_by": [
             {"column": "region", "domain": {"values": REGIONS}},
             {"column": "age", "domain": {"min": 0, "max": 2}},
-        ],
+        ]
+        if grouped
+        else [],
         "statistics": [
             {"name": "n", "kind": "count"},
             {"name": "v", "kind": "sum", "column": "v", "lower": -5, "upper": 5},
@@ -50,8 +54,9 @@ def spec(**bounds: int) -> dict[str, Any]:
     }
 
 
-BOUNDS = st.one_of(
-    st.builds(lambda r: {"max_rows_per_unit": r}, st.integers(1, 4)),
+ROWS = st.builds(lambda r: {"max_rows_per_unit": r}, st.integers(1, 4))
+GROUPED_BOUNDS = st.one_of(
+    ROWS,
     st.builds(
         lambda g, rg: {"max_groups_per_unit": g, "max_rows_per_group": rg},
         st.integers(1, 3),
@@ -146,7 +151,9 @@ def split(monkeypatch: pytest.MonkeyPatch) -> Split:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
-    bounds=BOUNDS,
+    grouped_bounds=st.one_of(
+        st.tuples(st.just(True), GROUPED_BOUNDS), st.tuples(st.just(False), ROWS)
+    ),
     unit=st.sampled_from(sorted(UNITS)),
     data=st.data(),
     per_partition=st.integers(1, 8),
@@ -155,15 +162,17 @@ def split(monkeypatch: pytest.MonkeyPatch) -> Split:
 def test_partitioned_aggregates_equal_the_unpartitioned_ones(
     private_tmp: Path,
     split: Split,
-    bounds: dict[str, int],
+    grouped_bounds: tuple[bool, dict[str, int]],
     unit: str,
     data: st.DataObject,
     per_partition: int,
     salt: int,
 ) -> None:
+    split.partitions.clear()  # the fixture lives across examples
     dtype, units = UNITS[unit]
     table = frame(data.draw(rows(units)), dtype)
-    loaded = parse_spec(spec(**bounds))
+    grouped, bounds = grouped_bounds
+    loaded = parse_spec(spec(grouped, **bounds))
     whole = aggregates(PolarsEngine(rows_per_partition=table.height + 1), table, loaded, salt)
     assert not split.partitions
     assert aggregates(PolarsEngine(rows_per_partition=per_partition), table, loaded, salt) == whole
@@ -171,7 +180,6 @@ def test_partitioned_aggregates_equal_the_unpartitioned_ones(
         [-(-table.height // per_partition)] if table.height > per_partition else []
     )
     assert not any(private_tmp.iterdir())
-    split.partitions.clear()
 
 
 def test_partitioned_input_files_give_the_unpartitioned_aggregates(
@@ -199,6 +207,47 @@ def test_partitioned_input_files_give_the_unpartitioned_aggregates(
         assert len(split.read) > 30  # of 40 (some may hold no unit of the period)
         split.read.clear()
     assert set(private_tmp.iterdir()) == set(files.values())
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        pl.Series([None] * 40, dtype=pl.Null),
+        pl.Series([i % 7 for i in range(40)], dtype=pl.Int128),
+        pl.Series([2**64 - 1 - i % 7 for i in range(40)], dtype=pl.UInt64),
+        pl.Series([decimal.Decimal(i % 7) / 4 for i in range(40)], dtype=pl.Decimal(10, 2)),
+        pl.Series([dt.time(i % 7) for i in range(40)]),
+        pl.Series([dt.timedelta(i % 7) for i in range(40)]),
+        pl.Series([bytes([i % 7]) for i in range(40)]),
+        pl.Series([i % 2 == 0 for i in range(40)]),
+        pl.Series([dt.datetime(2020, 1, 1, i % 7) for i in range(40)]).dt.replace_time_zone(
+            "Europe/Paris"
+        ),
+        pl.Series([str(i % 7) for i in range(40)], dtype=pl.Enum([str(i) for i in range(7)])),
+        pl.Series([i % 7 - 3.0 for i in range(40)], dtype=pl.Float32),
+    ],
+    ids=lambda unit: str(unit.dtype),
+)
+def test_every_declared_unit_type_goes_through_the_partitions(
+    unit: pl.Series, private_tmp: Path, split: Split
+) -> None:
+    """Partitioning writes the unit column to a file and reads it back: no declared type of the
+    unit may make that fail after the reservation, nor change which rows are one unit."""
+    table = pl.DataFrame(
+        {
+            "pid": unit,
+            "region": ["a", "b", "z", None] * 10,
+            "age": [0, 1, 2, 1] * 10,
+            "v": [float(i % 5) for i in range(40)],
+            "day": [dt.date(2024, 3, 1)] * 40,
+        }
+    )
+    for grouped in (True, False):
+        loaded = parse_spec(spec(grouped, max_rows_per_unit=2))
+        whole = aggregates(PolarsEngine(), table, loaded, salt=5)
+        assert aggregates(PolarsEngine(rows_per_partition=3), table, loaded, salt=5) == whole
+    assert split.partitions == [14, 14]
+    assert not any(private_tmp.iterdir())
 
 
 def test_temporary_files_are_removed_when_the_aggregation_fails(

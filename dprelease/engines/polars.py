@@ -36,9 +36,9 @@ from dprelease.engines import (
 )
 from dprelease.spec import LoadedSpec, Month, StatisticKind
 
-#: Input rows per partition: bounding one partition holds its rows in memory (about 50 bytes a
-#: row), so peak memory stays flat however many rows the input has.
-ROWS_PER_PARTITION = 4_000_000
+#: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
+#: for a query with two keys and two sums), so peak memory stays flat however long the input.
+ROWS_PER_PARTITION = 2_000_000
 #: Rows a partition's writer buffers before writing: the partitioning pass holds one such batch
 #: per partition.
 _BATCH_ROWS = 8192
@@ -213,10 +213,12 @@ def _partitioned(
 
     The row-local plan streams into a private temporary directory (mode 0700, removed whether
     this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
-    and aggregated alone. A unit's rows all land in one partition, with the order they had.
+    and aggregated alone and added to the total. A unit's rows all land in one partition, in the
+    order they had.
     """
-    aggregation = _aggregated(_bounded(row_local, loaded, salt), loaded, plan)
-    partials = [pl.DataFrame(schema=aggregation.collect_schema())]
+    keys = list(_keys(loaded).values())
+    nothing = pl.LazyFrame(schema=row_local.collect_schema())
+    total = _aggregated(nothing, loaded, plan).collect()  # ungrouped: one row of zeros
     with tempfile.TemporaryDirectory(prefix="dprelease-") as tmp:
         partition = (pl.col(_UNIT).hash(seed=salt) % partitions).alias("partition")
         row_local.sink_ipc(
@@ -226,12 +228,10 @@ def _partitioned(
         )
         for directory in sorted(Path(tmp).iterdir()):
             rows = pl.scan_ipc(directory / "*.ipc")
-            bounded = _aggregated(_bounded(rows, loaded, salt), loaded, plan)
-            partials.append(bounded.collect(engine="streaming"))
-    keys = list(_keys(loaded).values())
-    total = pl.concat(partials).lazy()
-    added = total.group_by(keys).agg(pl.all().sum()) if keys else total.select(pl.all().sum())
-    return added.collect()
+            part = _aggregated(_bounded(rows, loaded, salt), loaded, plan)
+            both = pl.concat([total, part.collect(engine="streaming")])
+            total = both.group_by(keys).agg(pl.all().sum()) if keys else both.sum()
+    return total
 
 
 class PolarsEngine:
