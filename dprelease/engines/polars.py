@@ -62,11 +62,11 @@ def _units(index: int) -> str:
     return f":units{index}"
 
 
-def _key_dtypes(loaded: LoadedSpec) -> dict[str, pl.DataType]:
-    """The type each key column is held in: its domain's, except that text keys become an Enum
+def _encoded_dtypes(loaded: LoadedSpec) -> pl.Schema:
+    """The type each key is held in once it is known to be in its domain: text keys as an Enum
     of the domain's values (one small integer per row instead of a string, to hash, write to a
-    partition and group by)."""
-    dtypes = {}
+    partition and group by), other keys as their domain's."""
+    dtypes = pl.Schema()
     for domain in loaded.domains:
         for column, dtype in domain.schema.items():
             keys = domain.get_column(column).unique(maintain_order=True)
@@ -75,14 +75,13 @@ def _key_dtypes(loaded: LoadedSpec) -> dict[str, pl.DataType]:
 
 
 def _as_key(column: str, data: pl.DataType, domain: pl.DataType) -> pl.Expr:
-    """A key typed as its domain's keys (see `_key_dtypes`); whatever does not convert exactly
-    becomes null."""
+    """A key typed as its domain's keys; whatever does not convert exactly becomes null."""
     expr = pl.col(column)
     if domain == pl.Boolean and data == pl.String:
         text = expr.str.to_lowercase()
         return pl.when(text == "true").then(True).when(text == "false").then(False)
     if not domain.is_integer() or data.is_integer():
-        return expr.cast(domain, strict=False)  # text not among an Enum's keys: null
+        return expr.cast(domain, strict=False)
     number = expr.cast(pl.Float64, strict=False)
     integral = pl.when(number == number.round()).then(number).cast(domain, strict=False)
     return pl.coalesce(expr.cast(domain, strict=False), integral) if data == pl.String else integral
@@ -119,53 +118,64 @@ def _narrowest_int(low: int, high: int) -> pl.DataType:
     return pl.Int64()
 
 
-def _not_null_unit(data: pl.DataType) -> pl.Expr:
-    unit = pl.col(_UNIT)
-    return unit.is_not_null() & unit.is_not_nan() if data.is_float() else unit.is_not_null()
-
-
 def _sums(plan: Plan) -> list[Measurement]:
     return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
 
 
-def _row_local(
-    lf: pl.LazyFrame,
-    text: frozenset[str] | None,
-    loaded: LoadedSpec,
-    plan: Plan,
-    month: Month | None,
-    salt: int,
+def _summed(plan: Plan) -> list[str]:
+    """The summed columns, each once."""
+    return list(dict.fromkeys(str(m.column) for m in _sums(plan)))
+
+
+def _selected(
+    lf: pl.LazyFrame, text: frozenset[str] | None, loaded: LoadedSpec, plan: Plan
 ) -> pl.LazyFrame:
-    """Every step before the bounding, row by row (so it streams): the in-domain rows of the
-    period as internal keys, the unit and the row's salted order when there is a unit, and the
-    integer units of each sum. Checked against the declared schema first."""
+    """The columns the spec reads, typed, under internal names; checked against the declared
+    schema first."""
     schema = lf.collect_schema()
     validate_schema(schema, loaded, text)
     spec = loaded.spec
     keys = _keys(loaded)
-    dtypes = _key_dtypes(loaded)
-    summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
     selected = [
-        *(_as_key(c, schema[c], dtypes[c]).alias(keys[c]) for c in spec.key_columns),
-        *(pl.col(c).alias(_value(i)) for i, c in enumerate(summed)),
+        *(_as_key(c, schema[c], loaded.key_dtype(c)).alias(keys[c]) for c in spec.key_columns),
+        *(pl.col(c).alias(_value(i)) for i, c in enumerate(_summed(plan))),
     ]
     if spec.privacy_unit is not None:
-        selected.append(pl.col(spec.privacy_unit).alias(_UNIT))
+        unit = pl.col(spec.privacy_unit)
+        selected.append(
+            (unit.fill_nan(None) if schema[spec.privacy_unit].is_float() else unit).alias(_UNIT)
+        )
     if spec.period is not None:
         selected.append(_as_date(spec.period.column, schema[spec.period.column]).alias(_PERIOD))
-    lf = lf.select(selected)
+    return lf.select(selected)
+
+
+def _row_local(
+    selected: pl.LazyFrame, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+) -> pl.LazyFrame:
+    """Every step before the bounding, row by row (so it streams): the in-domain rows of the
+    period with a unit, keys encoded (`_encoded_dtypes`), the unit and the row's salted order when
+    there is a unit, and the integer units of each sum."""
+    spec = loaded.spec
+    keys = _keys(loaded)
+    dtypes = _encoded_dtypes(loaded)
+    lf = selected
     if spec.privacy_unit is not None:  # never one shared allowance for all unknown units
-        lf = lf.filter(_not_null_unit(schema[spec.privacy_unit]))
+        lf = lf.filter(pl.col(_UNIT).is_not_null())  # (a NaN unit is null by now)
     if month is not None:
         period = pl.col(_PERIOD)
         lf = lf.filter((period.dt.year() == month.year) & (period.dt.month() == month.month))
     for domain in loaded.domains:  # keys outside the public domain (or null) are dropped here
         domain = domain.cast({column: dtypes[column] for column in domain.columns})
+        names = {column: keys[column] for column in domain.columns}
+        lf = lf.with_columns(  # text outside its Enum becomes null, so it is dropped too
+            pl.col(names[column]).cast(dtype, strict=False)
+            for column, dtype in domain.schema.items()
+        )
         if domain.width == 1:
             (column,) = domain.columns
-            lf = lf.filter(pl.col(keys[column]).is_in(domain.get_column(column).implode()))
+            lf = lf.filter(pl.col(names[column]).is_in(domain.get_column(column).implode()))
         else:
-            names = {column: keys[column] for column in domain.columns}
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
     kept = list(keys.values())
     if spec.privacy_unit is not None:
@@ -173,6 +183,7 @@ def _row_local(
         # own rows only; rows identical in every column read are interchangeable
         lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
         kept += [_UNIT, _ORDER]
+    summed = _summed(plan)
     sums = [
         _units_of(m, _value(summed.index(str(m.column)))).alias(_units(i))
         for i, m in enumerate(_sums(plan))
@@ -245,7 +256,8 @@ class PolarsEngine:
     def check(self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None) -> None:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation"):
-            row_local = _row_local(scan(data), text_columns(data), loaded, plan, month, salt=0)
+            selected = _selected(scan(data), text_columns(data), loaded, plan)
+            row_local = _row_local(selected, loaded, plan, month, salt=0)
             _aggregated(_bounded(row_local, loaded, salt=0), loaded, plan).collect_schema()
 
     def aggregate(
@@ -256,7 +268,7 @@ class PolarsEngine:
             observed = self._observed(data, loaded, plan, month, salt)
         grid = loaded.key_grid()
         if grid.width:
-            internal = grid.cast(_key_dtypes(loaded)).rename(_keys(loaded))
+            internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
             observed = internal.join(
                 observed, on=internal.columns, how="left", maintain_order="left"
             )
@@ -273,7 +285,8 @@ class PolarsEngine:
         """Aggregates of the observed groups; partitioned when bounding all units at once would
         hold more than `rows_per_partition` rows (the count is the input's, before any filter)."""
         lf = scan(data)
-        row_local = _row_local(lf, text_columns(data), loaded, plan, month, salt)
+        selected = _selected(lf, text_columns(data), loaded, plan)
+        row_local = _row_local(selected, loaded, plan, month, salt)
         if loaded.spec.privacy_unit is not None:
             rows = lf.select(pl.len()).collect(engine="streaming").item()
             partitions = -(-rows // self.rows_per_partition)
