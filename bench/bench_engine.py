@@ -69,7 +69,7 @@ def generate(rows: int, path: Path, seed: int = 20240501) -> None:
     so 10^8 rows need about 2.5 GB of memory (the shuffled person ids) and 1.3 GB of disk.
     """
     import numpy as np
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     rng = np.random.default_rng(seed)
     counts = rng.integers(1, 8, size=rows // 4 + rows // 8)
@@ -177,7 +177,7 @@ def run_dprelease(path: str) -> tuple[float, dict]:
 def run_opendp(path: str) -> tuple[float, dict]:
     from importlib.metadata import version
 
-    import opendp.prelude as dp
+    import opendp.prelude as dp  # type: ignore[import-not-found]  # .venv-bench only
     import polars as pl
 
     dp.enable_features("contrib")
@@ -202,8 +202,8 @@ def run_opendp(path: str) -> tuple[float, dict]:
         .group_by(["region", "age_band"])
         .agg(
             dp.len(signed=True).alias("n"),
-            pl.col("income").fill_null(0).dp.sum(INCOME),
-            pl.col("visits").fill_null(0).dp.sum(VISITS),
+            pl.col("income").fill_null(0).dp.sum(INCOME),  # type: ignore[attr-defined]
+            pl.col("visits").fill_null(0).dp.sum(VISITS),  # type: ignore[attr-defined]
         )
         .with_keys(keys)
     )
@@ -221,7 +221,7 @@ def run_opendp(path: str) -> tuple[float, dict]:
 
 
 def _rows_of(path: str) -> int:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     return pq.ParquetFile(path).metadata.num_rows
 

@@ -97,7 +97,13 @@ def rows(units: list[Any]) -> st.SearchStrategy[list[dict[str, Any]]]:
 
 
 def frame(data: list[dict[str, Any]], unit: pl.DataType) -> pl.DataFrame:
-    schema = {"pid": unit, "region": pl.String, "age": pl.Int64, "v": pl.Float64, "day": pl.String}
+    schema = {
+        "pid": unit,
+        "region": pl.String(),
+        "age": pl.Int64(),
+        "v": pl.Float64(),
+        "day": pl.String(),
+    }
     return pl.DataFrame(data, schema=schema).with_columns(pl.col("day").str.to_date())
 
 
