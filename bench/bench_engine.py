@@ -244,11 +244,19 @@ def child(variant: str, path: str) -> None:
     for module in IMPORTS[variant]:  # imported before the clock and the RSS baseline
         importlib.import_module(module)
     baseline = _status_kib("VmRSS")
+    cpu = time.process_time()
     seconds, facts = VARIANTS[variant](path)
+    cpu = time.process_time() - cpu
     peak = _status_kib("VmHWM")
     print(
         json.dumps(
-            {"seconds": seconds, "rss_after_imports_kib": baseline, "peak_kib": peak, **facts}
+            {
+                "seconds": seconds,
+                "cpu_s": cpu,
+                "rss_after_imports_kib": baseline,
+                "peak_kib": peak,
+                **facts,
+            }
         )
     )
 
@@ -293,8 +301,8 @@ def measure(python: Path, variant: str, path: Path, out_dir: Path) -> dict:
 
 def interleaved(plan: list[tuple[str, str, Path]], path: Path, args: Any, out: Path) -> dict:
     """`args.repeats` rounds of every variant in turn, so a change in the machine's load hits
-    all of them alike; per variant the best time, the largest peak RSS and the highest 1-minute
-    load average seen before one of its runs."""
+    all of them alike; per variant the best time, the least CPU time, the largest peak RSS and
+    the highest 1-minute load average seen before one of its runs."""
     runs: dict[str, list[dict]] = {label: [] for _, label, _ in plan}
     for _ in range(args.repeats):
         for variant, label, python in plan:
@@ -307,6 +315,7 @@ def interleaved(plan: list[tuple[str, str, Path]], path: Path, args: Any, out: P
         best = failed[0] if failed else min(done, key=lambda r: r["seconds"])
         results[label] = {
             **best,
+            "cpu_s": min(r.get("cpu_s", 0) for r in done),
             "peak_kib": max(r.get("peak_kib", 0) for r in done),
             "load": max(r["load"] for r in done),
         }
@@ -385,14 +394,16 @@ def main() -> int:
         f"(500 public cells), ≤ {MAX_ROWS} random rows per person, ε = {EPSILON:g}.",
         "",
         f"Time: best of {args.repeats} fresh processes, the variants taking turns, measured "
-        "inside the process (interpreter start and imports excluded). Peak RSS: largest "
-        "high-water mark of the same processes (includes the interpreter and imports; RSS right "
-        "after imports in brackets). Ratios are against the floor on the same polars version. "
-        "Load: the highest 1-minute load average seen before a run of the variant.",
+        "inside the process (interpreter start and imports excluded); CPU: the least user + "
+        "system time of those runs, which a loaded machine distorts less than the wall time. "
+        "Peak RSS: largest high-water mark of the same processes (includes the interpreter and "
+        "imports; RSS right after imports in brackets). Ratios are against the floor on the "
+        "same polars version. Load: the highest 1-minute load average seen before a run of the "
+        "variant.",
         "",
-        "| rows | variant | time (s) | peak RSS (MiB) | time / floor | RSS / floor | load "
-        "| notes |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| rows | variant | time (s) | CPU (s) | peak RSS (MiB) | time / floor | CPU / floor "
+        "| RSS / floor | load | notes |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     table = "\n".join(header + rows + [""] + notes) + "\n"
     print(table)
@@ -405,7 +416,8 @@ def _brief(result: dict) -> str:
     if "error" in result:
         return f"FAILED: {result['error']}"
     return (
-        f"{result['seconds']:.2f} s; peak {result['peak_kib'] / 1024:.0f} MiB; "
+        f"{result['seconds']:.2f} s, CPU {result['cpu_s']:.2f} s; "
+        f"peak {result['peak_kib'] / 1024:.0f} MiB; "
         f"total {result['total']:,}; load {result['load']:.1f}"
     )
 
@@ -420,10 +432,11 @@ def _table_rows(size: int, results: dict) -> list[str]:
     out = []
     for label, r in results.items():
         if "error" in r:
-            out.append(f"| {size:.0e} | {label} | — | — | — | — | — | failed: {r['error']} |")
+            out.append(f"| {size:.0e} | {label} |{' — |' * 7} failed: {r['error']} |")
             continue
         floor = floors.get(r["polars"])
         time_ratio = f"{r['seconds'] / floor['seconds']:.2f}×" if floor else "—"
+        cpu_ratio = f"{r['cpu_s'] / floor['cpu_s']:.2f}×" if floor else "—"
         rss_ratio = f"{r['peak_kib'] / floor['peak_kib']:.2f}×" if floor else "—"
         noisy = "" if label.startswith("floor") else " (noisy)"
         notes = [f"kept rows {r['total']:,}{noisy}"]
@@ -440,9 +453,9 @@ def _table_rows(size: int, results: dict) -> list[str]:
         if label == "dprelease" and opendp and "error" not in opendp:
             notes.append(f"{opendp['seconds'] / r['seconds']:.1f}× faster than OpenDP")
         out.append(
-            f"| {size:.0e} | {label} | {r['seconds']:.2f} | {r['peak_kib'] / 1024:.0f} "
-            f"[{r['rss_after_imports_kib'] / 1024:.0f}] | {time_ratio} | {rss_ratio} | "
-            f"{r['load']:.1f} | {'; '.join(notes)} |"
+            f"| {size:.0e} | {label} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | "
+            f"{r['peak_kib'] / 1024:.0f} [{r['rss_after_imports_kib'] / 1024:.0f}] | "
+            f"{time_ratio} | {cpu_ratio} | {rss_ratio} | {r['load']:.1f} | {'; '.join(notes)} |"
         )
     return out
 
