@@ -5,6 +5,8 @@
     python3 dev.py test   # set up .venv if needed, then ruff + the whole test suite
 
 The virtualenv is (re)installed whenever pyproject.toml changes, so a fresh clone just works.
+Both commands also give the checkout its one persistent Dagster home, `.dprelease/dagster`, named
+in `.env` (which `dg dev`, `dg launch` and the demo read), so nobody sets DAGSTER_HOME by hand.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".pyproject.sha256"
+DAGSTER_HOME = ROOT / ".dprelease" / "dagster"
+#: Runs and materializations stay on this machine: no usage statistics are sent.
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 
 def _ensure_venv() -> None:
@@ -38,8 +43,22 @@ def _ensure_venv() -> None:
     STAMP.write_text(digest)
 
 
+def ensure_dagster_home() -> None:
+    """Create the home and name it in `.env` (kept if `.env` already names one); Dagster needs
+    an absolute path, so the line is written per checkout and `.env` is not committed."""
+    DAGSTER_HOME.mkdir(parents=True, exist_ok=True)
+    config = DAGSTER_HOME / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+    env = ROOT / ".env"
+    lines = env.read_text().splitlines() if env.exists() else []
+    if not any(line.startswith("DAGSTER_HOME=") for line in lines):
+        env.write_text("\n".join([*lines, f"DAGSTER_HOME={DAGSTER_HOME}"]) + "\n")
+
+
 def _run(*argv: str) -> int:
-    return subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=ROOT).returncode
+    environment = {**os.environ, "DAGSTER_HOME": os.environ.get("DAGSTER_HOME", str(DAGSTER_HOME))}
+    return subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=ROOT, env=environment).returncode
 
 
 def main() -> int:
@@ -47,9 +66,11 @@ def main() -> int:
     extra = sys.argv[2:]
     if command == "demo":
         _ensure_venv()
+        ensure_dagster_home()
         return _run("python", "-m", "pipelines.demo", *extra)
     if command == "test":
         _ensure_venv()
+        ensure_dagster_home()
         rc = _run("ruff", "check", ".")
         return rc or _run("python", "-m", "pytest", *extra)
     print(__doc__)

@@ -9,11 +9,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Literal
 
 from dprelease.errors import NoiseError, SpecError
 from dprelease.noise import ci95_halfwidth, exact_scale, variance
 from dprelease.profile import Neighbours
-from dprelease.spec import ReleaseSpec, Statistic, StatisticKind
+from dprelease.spec import (
+    CountStatistic,
+    MeanStatistic,
+    ReleaseSpec,
+    Statistic,
+    StatisticKind,
+    SumStatistic,
+)
 
 #: Automatic granularity sits this many binary orders of magnitude below the noise scale, so the
 #: rounding to integer units is negligible against the noise it is hidden in.
@@ -51,7 +59,8 @@ class Measurement:
         return float(self.scale_units * self.granularity)
 
     @property
-    def ci95(self) -> float:
+    def moe95(self) -> float:
+        """95% margin of error: the half-width h·g of the exact discrete Laplace interval."""
         return float(ci95_halfwidth(self.scale_units) * self.granularity)
 
     @property
@@ -61,12 +70,20 @@ class Measurement:
 
 @dataclass(frozen=True)
 class StatisticPlan:
-    """How a released column is made: a count or sum is one measurement; a mean is sum / count."""
+    """How a released column is made: a count or sum is one measurement; a mean is sum / count,
+    each its own measurement or another statistic's (`epsilon` is what it spends itself)."""
 
     statistic: Statistic
     epsilon: Fraction
     measurement: Measurement  # the count, or the sum for `sum` and `mean`
     count: Measurement | None = None  # the denominator of a mean
+
+    reused: tuple[str, ...] = ()  # names of the statistics whose measurements a mean reuses
+
+    def own(self) -> list[Measurement]:
+        """The measurements this statistic pays for from its own share."""
+        parts = [self.measurement] if self.count is None else [self.measurement, self.count]
+        return [m for m in parts if m.name not in self.reused]
 
 
 @dataclass(frozen=True)
@@ -74,7 +91,7 @@ class Plan:
     statistics: list[StatisticPlan]
     measurements: list[Measurement]
     epsilon_total: Fraction
-    split: str
+    split: Literal["weights", "accuracy targets"]
 
 
 def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
@@ -100,6 +117,11 @@ def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
             "in other groups): ×2",
         )
     return rows, reason
+
+
+def rows_reach(spec: ReleaseSpec, neighbours: Neighbours) -> int:
+    """Rows one privacy unit can move in L1 (see `_l1_reach`)."""
+    return _l1_reach(spec, neighbours)[0]
 
 
 def _count_sensitivity(spec: ReleaseSpec, neighbours: Neighbours) -> tuple[int, str]:
@@ -144,7 +166,9 @@ def auto_granularity(sensitivity: Fraction, epsilon: Fraction) -> Fraction:
 def split_budget(
     statistics: list[Statistic], epsilon: Fraction, needs: list[Fraction] | None
 ) -> list[Fraction]:
-    """Sequential composition: shares in proportion to weights or needs, summing to ε exactly."""
+    """Sequential composition: shares in proportion to weights or needs, summing to ε exactly.
+
+    `statistics` are those that spend (a mean that reuses everything does not)."""
     raw = needs if needs is not None else [Fraction(s.weight or 1) for s in statistics]
     total = sum(raw, Fraction(0))
     shares = [epsilon * r / total for r in raw[:-1]]
@@ -175,7 +199,7 @@ def _checked(m: Measurement, path: str) -> Measurement:
     """Every number the manifest states about `m` must be a finite float."""
     stated: tuple[float, ...]
     try:
-        stated = (m.sensitivity, m.scale, m.ci95, m.variance, float(m.epsilon))
+        stated = (m.sensitivity, m.scale, m.moe95, m.variance, float(m.epsilon))
     except OverflowError:
         stated = (math.inf,)
     if not all(math.isfinite(x) for x in stated):
@@ -201,22 +225,21 @@ def _count(
 
 def _sum(
     name: str,
-    stat: Statistic,
+    stat: SumStatistic | MeanStatistic,
     epsilon: Fraction,
     spec: ReleaseSpec,
     neighbours: Neighbours,
     path: str,
 ) -> Measurement:
     """A sum in integer units of the declared granularity, else an automatic power of two."""
-    assert stat.lower is not None and stat.upper is not None
     reach, _ = _l1_reach(spec, neighbours)
+    lower, upper = Fraction(stat.lower), Fraction(stat.upper)
     if stat.granularity is not None:
         granularity = Fraction(stat.granularity)
     else:
-        largest = max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
-        granularity = auto_granularity(reach * largest, epsilon)
-    lower_u = round(Fraction(stat.lower) / granularity)
-    upper_u = round(Fraction(stat.upper) / granularity)
+        granularity = auto_granularity(reach * max(abs(lower), abs(upper)), epsilon)
+    lower_u = round(lower / granularity)
+    upper_u = round(upper / granularity)
     if lower_u == upper_u:
         raise SpecError(
             f"{path}.granularity",
@@ -231,15 +254,23 @@ def _sum(
     return _checked(m, path)
 
 
-def _need(stat: Statistic, spec: ReleaseSpec, neighbours: Neighbours) -> Fraction:
-    """ε a statistic needs for its target half-width, Δ·ln(20)/target (in exact rationals)."""
-    reach, _ = _l1_reach(spec, neighbours)
-    delta = Fraction(reach)
-    if stat.kind is not StatisticKind.COUNT:
-        assert stat.lower is not None and stat.upper is not None
-        delta *= max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
-    assert stat.target_ci95 is not None
-    return delta * Fraction(LN_20) / Fraction(stat.target_ci95)
+def sensitivity_bound(
+    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: Neighbours
+) -> Fraction:
+    """Δ of a count or sum in its own units, before discretization (granularity → 0)."""
+    reach = rows_reach(spec, neighbours)
+    if isinstance(stat, CountStatistic):
+        return Fraction(reach)
+    return reach * max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
+
+
+def _need(
+    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: Neighbours
+) -> Fraction:
+    """ε a statistic needs for its target margin, Δ·ln(20)/target (the continuous Laplace
+    quantile, in exact rationals): the accuracy-first split is in proportion to these."""
+    assert stat.target_moe95 is not None  # the spec has targets on every count and sum or none
+    return sensitivity_bound(stat, spec, neighbours) * Fraction(LN_20) / Fraction(stat.target_moe95)
 
 
 def _path(index: int) -> str:
@@ -252,6 +283,13 @@ def internal_name(stat: Statistic, part: str) -> str:
     return f"{stat.kind.value}:{stat.name}:{part}"
 
 
+def spending_statistics(spec: ReleaseSpec) -> list[Statistic]:
+    """The statistics that get a share of ε: all but means that reuse both their parts."""
+    return [
+        s for s in spec.statistics if not isinstance(s, MeanStatistic) or spec.reuse_of(s).spends
+    ]
+
+
 def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -> Plan:
     """Split ε over the statistics and derive every measurement's sensitivity and noise scale.
 
@@ -259,39 +297,53 @@ def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -
     the plan and every refusal are the same whatever the data. Raises SpecError, naming the
     statistic, for anything the sampler or the manifest could not handle.
 
-    A mean reuses the release's first count as its denominator (post-processing, no extra ε);
-    without one it spends half of its share on a count of its own.
+    A mean divides the release's first count by its first sum of the same column and bounds
+    (post-processing, no extra ε; see `ReleaseSpec.reuse_of`); what it cannot reuse it
+    measures from its own share (half each when it needs both).
     """
     if epsilon <= 0:
         raise SpecError("epsilon", "ε must be > 0")
-    accuracy_first = spec.statistics[0].target_ci95 is not None
-    needs = [_need(s, spec, neighbours) for s in spec.statistics] if accuracy_first else None
-    shares = split_budget(spec.statistics, epsilon, needs)
-    items = list(enumerate(zip(spec.statistics, shares, strict=True)))
-    counts = {
-        index: _count(stat.name, share, spec, neighbours, _path(index))
-        for index, (stat, share) in items
-        if stat.kind is StatisticKind.COUNT
-    }
-    shared_count = next(iter(counts.values()), None)
-    plans: list[StatisticPlan] = []
-    for index, (stat, share) in items:
-        path = _path(index)
-        if stat.kind is StatisticKind.COUNT:
-            plans.append(StatisticPlan(stat, share, counts[index]))
-        elif stat.kind is StatisticKind.SUM:
-            plans.append(
-                StatisticPlan(stat, share, _sum(stat.name, stat, share, spec, neighbours, path))
+    spending = spending_statistics(spec)
+    accuracy_first = any(
+        isinstance(s, CountStatistic | SumStatistic) and s.target_moe95 is not None
+        for s in spending
+    )
+    needs = (
+        [_need(s, spec, neighbours) for s in spending if not isinstance(s, MeanStatistic)]
+        if accuracy_first  # the spec refuses a mean that spends under accuracy targets
+        else None
+    )
+    share_of = dict(
+        zip([s.name for s in spending], split_budget(spending, epsilon, needs), strict=True)
+    )
+    made: dict[str, Measurement] = {}
+    for index, stat in enumerate(spec.statistics):
+        if isinstance(stat, CountStatistic):
+            made[stat.name] = _count(stat.name, share_of[stat.name], spec, neighbours, _path(index))
+        elif isinstance(stat, SumStatistic):
+            made[stat.name] = _sum(
+                stat.name, stat, share_of[stat.name], spec, neighbours, _path(index)
             )
-        else:
-            count, sum_share = shared_count, share
-            if count is None:
-                sum_share = share / 2
-                count = _count(
-                    internal_name(stat, "count"), share - sum_share, spec, neighbours, path
-                )
-            total = _sum(internal_name(stat, "sum"), stat, sum_share, spec, neighbours, path)
-            plans.append(StatisticPlan(stat, share, total, count))
+    plans: list[StatisticPlan] = []
+    for index, stat in enumerate(spec.statistics):
+        if not isinstance(stat, MeanStatistic):
+            plans.append(StatisticPlan(stat, share_of[stat.name], made[stat.name]))
+            continue
+        path, reuse = _path(index), spec.reuse_of(stat)
+        share = share_of.get(stat.name, Fraction(0))
+        part = share / ((reuse.sum is None) + (reuse.count is None) or 1)  # its share, split
+        total = (
+            made[reuse.sum]
+            if reuse.sum
+            else _sum(internal_name(stat, "sum"), stat, part, spec, neighbours, path)
+        )
+        count = (
+            made[reuse.count]
+            if reuse.count
+            else _count(internal_name(stat, "count"), part, spec, neighbours, path)
+        )
+        reused = tuple(name for name in (reuse.sum, reuse.count) if name is not None)
+        plans.append(StatisticPlan(stat, share, total, count, reused))
     measurements = {m.name: m for p in plans for m in (p.measurement, p.count) if m is not None}
     return Plan(
         plans,

@@ -9,9 +9,13 @@
         - {name: prevalence, q: 0.5, q0: 0.00125}
       rounding: 0.05                    # optional: round ε_min down to this grid
       prior_risk: {kind: constant, r: 3}  # optional companion selector: ε ≤ its ε too
+    scopes:                             # optional: a budget scope with its own profile
+      hospital_patients:                # (a whole section like `privacy:`, not merged with it)
+        profile: {kind: constant, bound: 20}
 
-Every error becomes a `ConfigError` whose path is the YAML path of the bad field, e.g.
-`privacy.adversaries[0].q` or `privacy.profile.points[2]`. The library types do the semantic
+Scopes not listed under `scopes:` use `privacy:`. Every error becomes a `ConfigError` whose path
+is the YAML path of the bad field, e.g. `privacy.adversaries[0].q` or
+`scopes.hospital_patients.profile.points[2]`. The library types do the semantic
 checks (B ≥ 1, sorted points, q in (0, 1)) so the rules live in one place.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -199,9 +204,7 @@ def _as_config_error(exc: ValidationError, prefix: str) -> ConfigError:
     return ConfigError(path, first["msg"] + (f" (and {more} more problem(s))" if more else ""))
 
 
-def load_privacy_config(path: str | Path) -> PrivacyConfig:
-    """Read the `privacy:` section of a YAML file."""
-    file = Path(path)
+def _read_document(file: Path) -> Mapping[str, Any]:
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -217,7 +220,40 @@ def load_privacy_config(path: str | Path) -> PrivacyConfig:
         raise ConfigError("", f"{file}: YAML syntax error{where}: {problem}") from None
     if not isinstance(document, Mapping) or "privacy" not in document:
         raise ConfigError("privacy", f"{file} has no top-level `privacy:` section")
-    return PrivacyConfig.from_mapping(document["privacy"], path_prefix="privacy")
+    return document
+
+
+@dataclass(frozen=True)
+class PrivacyProfiles:
+    """Every profile of a privacy YAML: the `privacy:` default and one per listed scope."""
+
+    default: PrivacyConfig
+    scopes: Mapping[str, PrivacyConfig]
+
+    def for_scope(self, scope: str | None) -> PrivacyConfig:
+        """The scope's own profile if it has one, else the default."""
+        return self.scopes.get(scope, self.default) if scope is not None else self.default
+
+
+def load_privacy_profiles(path: str | Path) -> PrivacyProfiles:
+    """Read and validate the whole file, every scope's section included, so a bad section fails
+    before any release of any scope is charged."""
+    file = Path(path)
+    document = _read_document(file)
+    default = PrivacyConfig.from_mapping(document["privacy"], path_prefix="privacy")
+    listed = document.get("scopes") or {}
+    if not isinstance(listed, Mapping):
+        raise ConfigError("scopes", f"expected a mapping of scope name to section in {file}")
+    scopes = {
+        str(name): PrivacyConfig.from_mapping(section, path_prefix=f"scopes.{name}")
+        for name, section in listed.items()
+    }
+    return PrivacyProfiles(default, scopes)
+
+
+def load_privacy_config(path: str | Path, scope: str | None = None) -> PrivacyConfig:
+    """The profile of `scope` (its `scopes:` entry, else `privacy:`); no scope: `privacy:`."""
+    return load_privacy_profiles(path).for_scope(scope)
 
 
 def choose_budget(config: PrivacyConfig) -> BudgetChoice:

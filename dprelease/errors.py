@@ -49,6 +49,15 @@ class SchemaError(DPReleaseError, ValueError):
         super().__init__(f"{where}column {column!r}: {message}")
 
 
+class InputError(DPReleaseError, ValueError):
+    """The confidential input cannot be read as given: a format dprelease does not read, or a
+    directory that is not a dataset. Names the input, never a value in it."""
+
+    def __init__(self, source: str, message: str) -> None:
+        self.source = source
+        super().__init__(f"input {source!r}: {message}")
+
+
 class DataError(DPReleaseError):
     """Reading or aggregating the confidential input failed. The engine's own message is withheld
     because it may quote confidential values; the error says where to look instead."""

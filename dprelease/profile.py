@@ -328,31 +328,6 @@ class GroupPrivacyRow:
     odds_factor: float
 
 
-@dataclass(frozen=True)
-class EpsilonCheck:
-    """Whether a proposed ε honours the profiles; `margin` = ε_min − ε (≥ 0 means it does)."""
-
-    epsilon: float
-    epsilon_min: float
-    satisfied: bool
-    margin: float
-    tightest_p10: float
-
-
-def check_epsilon(
-    profiles: Profiles, epsilon: float, neighbours: Neighbours = Neighbours.ADD_REMOVE
-) -> EpsilonCheck:
-    """The inverse question: does ε satisfy every profile, and where is it tightest?"""
-    lowest = epsilon_min(profiles, neighbours)
-    return EpsilonCheck(
-        epsilon=epsilon,
-        epsilon_min=lowest.epsilon,
-        satisfied=epsilon <= lowest.epsilon,
-        margin=lowest.epsilon - epsilon,
-        tightest_p10=lowest.p10,
-    )
-
-
 def adversary_rows(
     profiles: Profiles,
     adversaries: Sequence[Adversary],

@@ -21,11 +21,13 @@ from typing import Any
 
 import polars as pl
 
-from dprelease.errors import ReleaseConflict
+from dprelease import operator
+from dprelease.errors import DataError, ReleaseConflict
 from dprelease.files import atomic_path
 from dprelease.ledger import (
     Composition,
     Ledger,
+    Reservation,
     ReservationStatus,
     StoredRelease,
     make_release_id,
@@ -106,7 +108,7 @@ class Recorded:
         return (
             f"{self.release_id}: the input differs from the one released on {day}; the stored "
             "release (from the earlier input) was returned. To release the new input, release "
-            "anew with --force-new (charged again)"
+            "anew with --force-new (force_new=True in Python; charged again)"
         )
 
 
@@ -163,7 +165,6 @@ def record_release(
     asset: str,
     run_id: str | None = None,
     force_new: bool = False,
-    input_fingerprint: str | None = None,
     max_cap: Fraction | None = None,
     noise: NoiseSource | None = None,
     allow_unsafe_noise: bool = False,
@@ -173,10 +174,11 @@ def record_release(
 
     `prepared` has already validated spec, ε and schema, so bad input never reaches the ledger.
     The slot is `make_release_id(asset, prepared.period)`. A released slot is returned as stored
-    (nothing charged or drawn). Refusals leave the ledger unchanged: BudgetExhausted,
-    SpecChanged, ReservationMismatch, CompositionMismatch, CapAboveProfile (the ledger's cap
-    exceeds `max_cap`, the ε the privacy profile allows). `input_fingerprint` (private) is
-    compared with the stored one and kept in the ledger only.
+    (nothing charged or drawn); its input is read once to tell the operator whether it changed
+    since (`Recorded.input_warning`, logged to the operator channel). Refusals leave the ledger
+    unchanged: BudgetExhausted, SpecChanged, ReservationMismatch, CompositionMismatch,
+    CapAboveProfile (the ledger's cap exceeds `max_cap`, the ε the privacy profile allows). The
+    input's private fingerprint, from the engine's pass over the data, is kept in the ledger only.
     """
     source = noise or default_noise_source()
     require_private(source, allow_unsafe=allow_unsafe_noise)  # refuse before charging anything
@@ -191,11 +193,13 @@ def record_release(
         composition=composition_of(prepared.loaded),
         run_id=run_id,
         force_new=force_new,
-        input_fingerprint=input_fingerprint,
         max_cap=max_cap,
     )
+    input_changed = None
     if reservation.status == "committed":
         stored = ledger.stored_copy(reservation)
+        on_stage("comparing the input with the released one")
+        input_changed = _input_changed(prepared, ledger, reservation)
     else:
         on_stage("aggregating and drawing noise")
         result = prepared.run(source, allow_unsafe_noise=allow_unsafe_noise)
@@ -203,6 +207,7 @@ def record_release(
             **result.manifest,
             "release_id": release_id,
             "ledger": {
+                "recorded": True,
                 "scope": scope,
                 "charge_id": reservation.charge_id,
                 "rerelease": reservation.rerelease,
@@ -210,16 +215,35 @@ def record_release(
         }
         on_stage("recording in the ledger")
         try:
-            stored = ledger.commit(reservation, _parquet_bytes(result.table), manifest)
+            stored = ledger.commit(
+                reservation,
+                _parquet_bytes(result.table),
+                manifest,
+                input_fingerprint=result.input_fingerprint,
+            )
         except ReleaseConflict as conflict:  # another run of this slot committed first: use its
             stored = conflict.stored
-    return Recorded(
-        release_id,
-        reservation.status,
-        stored,
-        reservation.requested_epsilon,
-        reservation.input_changed,
+    recorded = Recorded(
+        release_id, reservation.status, stored, reservation.requested_epsilon, input_changed
     )
+    if (warning := recorded.input_warning()) is not None:
+        operator.warn(warning)
+    return recorded
+
+
+def _input_changed(
+    prepared: PreparedRelease, ledger: Ledger, reservation: Reservation
+) -> bool | None:
+    """Whether this run's input differs from the stored release's (None: unknown). A re-run of
+    a released slot never fails, so an input that cannot be read now only gets a warning."""
+    try:
+        fingerprint = prepared.input_summary().fingerprint
+    except (DataError, OSError) as exc:
+        operator.warn(
+            f"{reservation.release_id}: could not compare the input with the released one ({exc})"
+        )
+        return None
+    return ledger.input_changed(reservation, fingerprint)
 
 
 def publish(

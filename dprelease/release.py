@@ -9,36 +9,28 @@ about ledgers or files. PRIVACY.md states the rule this follows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import polars as pl
 
-import dprelease
-from dprelease.accounting import Measurement, Plan, StatisticPlan, internal_name, plan_release
-from dprelease.engines import DataSource, get_engine, new_salt
+from dprelease import operator
+from dprelease.accounting import Plan, plan_release
+from dprelease.engines import DataSource, InputSummary, get_engine, new_salt
 from dprelease.errors import SpecError
+from dprelease.explain import build_manifest
 from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
+from dprelease.operator import input_warnings
+from dprelease.postprocess import columns
 from dprelease.profile import Neighbours
 from dprelease.rational import Epsilon, exact_positive
 from dprelease.spec import (
-    CI95_SUFFIX,
     LoadedSpec,
     Month,
     ReleaseSpec,
-    StatisticKind,
     resolve_period,
 )
-
-MECHANISM = (
-    "discrete Laplace (geometric) mechanism, exact sampling after Canonne, Kamath & "
-    "Steinke 2020, integer arithmetic, OS CSPRNG bits"
-)
-
-
-_INT64 = (-(2**63), 2**63 - 1)
 
 
 def as_fraction(epsilon: Epsilon, field_name: str = "epsilon") -> Fraction:
@@ -55,10 +47,12 @@ def as_fraction(epsilon: Epsilon, field_name: str = "epsilon") -> Fraction:
 
 @dataclass(frozen=True)
 class Release:
-    """A finished release: the only two things that may be published."""
+    """A finished release: the only two things that may be published, and the private input
+    fingerprint the ledger keeps (never published)."""
 
     table: pl.DataFrame
     manifest: dict[str, Any]
+    input_fingerprint: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -83,7 +77,9 @@ class PreparedRelease:
         require_private(source, allow_unsafe=allow_unsafe_noise)
         engine = get_engine(self.engine)
         exact = engine.aggregate(self.data, self.loaded, self.plan, self.month, new_salt())
-        cells = self.loaded.cells
+        for message in input_warnings(exact.summary, self.loaded.spec.name, self.period):
+            operator.warn(message)
+        cells, post = self.loaded.cells, self.loaded.spec.postprocess
         noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
             m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
             for m in self.plan.measurements
@@ -91,7 +87,7 @@ class PreparedRelease:
         table = pl.DataFrame(
             [
                 *exact.keys.get_columns(),
-                *(col for p in self.plan.statistics for col in _columns(p, noisy, self.loaded)),
+                *(col for p in self.plan.statistics for col in columns(p, noisy, post)),
             ]
         )
         noise_source = {
@@ -99,171 +95,13 @@ class PreparedRelease:
             "seeded": source.is_seeded,
             "private": not source.is_seeded,
         }
-        return Release(table, {**self.manifest, "noise_source": noise_source})
+        manifest = {**self.manifest, "noise_source": noise_source}
+        return Release(table, manifest, exact.summary.fingerprint)
 
-
-def _guarantee(spec: ReleaseSpec) -> str:
-    """What ε protects, in words; under parallel periods only a person within one period."""
-    unit = spec.privacy_unit or "row"
-    if spec.period is None:
-        return f"ε-DP for each privacy unit ({unit}) over the whole input"
-    if spec.period.composition == "sequential":
-        return (
-            f"ε-DP per period for each privacy unit ({unit}); periods compose sequentially: "
-            "every period's ε is charged to one lifetime budget, which bounds what all periods "
-            "together reveal about a unit"
-        )
-    return (
-        f"ε-DP per period; the privacy unit is a person within a period ({unit} within one "
-        "period): periods compose in parallel, each may spend the full budget, so someone "
-        "present in k periods is protected only at k times the per-period ε"
-    )
-
-
-def _bounds_entry(spec: ReleaseSpec) -> dict[str, Any]:
-    if spec.privacy_unit is None:
-        return {"max_rows_per_unit": 1, "how": "each row is a privacy unit"}
-    how = "rows kept per unit are chosen at random (CSPRNG-salted hash order)"
-    if spec.max_rows_per_unit is None:
-        how += "; max_rows_per_unit defaults to max_groups_per_unit × max_rows_per_group"
-    return {
-        "max_rows_per_unit": spec.rows_per_unit,
-        "max_groups_per_unit": spec.max_groups_per_unit,
-        "max_rows_per_group": spec.max_rows_per_group,
-        "null_units": "rows with a null privacy unit are dropped",
-        "how": how,
-    }
-
-
-def _manifest(
-    loaded: LoadedSpec,
-    plan: Plan,
-    neighbours: Neighbours,
-    period: str | None,
-    spec_hash: str,
-    engine: str,
-) -> dict[str, Any]:
-    """Everything the manifest says but the noise source, from public inputs only."""
-    spec = loaded.spec
-    return {
-        "release_id": None,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "library_version": dprelease.__version__,
-        "engine": engine,
-        "release": spec.name,
-        "source": spec.source,
-        "period": period,
-        "period_composition": spec.period.composition if spec.period else None,
-        "guarantee": _guarantee(spec),
-        "spec_hash": spec_hash,
-        "mechanism": MECHANISM,
-        "neighbours": neighbours.value,
-        "privacy_unit": spec.privacy_unit or "each row is a privacy unit",
-        "contribution_bounds": _bounds_entry(spec),
-        "epsilon_total": float(plan.epsilon_total),
-        "epsilon_total_exact": str(plan.epsilon_total),
-        "budget_split": plan.split,
-        "composition": "sequential over the statistics: their ε add up to the total",
-        "group_by": [
-            {
-                "columns": group.key_columns,
-                "keys": domain.height,
-                "domain": type(group.domain).__name__.removesuffix("Domain").lower(),
-            }
-            for group, domain in zip(spec.group_by, loaded.domains, strict=True)
-        ],
-        "cells": loaded.cells,
-        "out_of_domain": "rows whose keys are null, do not convert to the domain's key type, or "
-        "lie outside the public domain are dropped",
-        "nulls": "a null or NaN summed value (or text that does not parse as a number) counts "
-        "as 0 if 0 is within [lower, upper], else as lower; ±inf is clamped to the bounds",
-        "postprocessing": spec.postprocess.model_dump(),
-        "statistics": [_statistic_entry(p) for p in plan.statistics],
-    }
-
-
-def _columns(p: StatisticPlan, noisy: dict[str, pl.Series], loaded: LoadedSpec) -> list[pl.Series]:
-    post = loaded.spec.postprocess
-    stat, m = p.statistic, p.measurement
-    if stat.kind is StatisticKind.COUNT:
-        lowest = 0 if post.nonnegative else _INT64[0]
-        values = noisy[m.name].clip(lowest, _INT64[1]).cast(pl.Int64)
-        out = [values.alias(stat.name)]
-        if post.ci95_columns:
-            out.append(
-                pl.Series(f"{stat.name}{CI95_SUFFIX}", [m.ci95] * len(values), dtype=pl.Float64)
-            )
-        return out
-    total = noisy[m.name].cast(pl.Float64) * float(m.granularity)
-    if stat.kind is StatisticKind.SUM:
-        if post.nonnegative and m.lower >= 0:
-            total = total.clip(lower_bound=0.0)
-        out = [_round(total, post.decimals).alias(stat.name)]
-        if post.ci95_columns:
-            out.append(
-                pl.Series(f"{stat.name}{CI95_SUFFIX}", [m.ci95] * len(total), dtype=pl.Float64)
-            )
-        return out
-    assert p.count is not None
-    count = noisy[p.count.name].cast(pl.Float64).clip(lower_bound=1.0)
-    mean = (total / count).clip(m.lower, m.upper)
-    out = [_round(mean, post.decimals).alias(stat.name)]
-    if post.ci95_columns:  # first-order propagation of both half-widths through sum / count
-        half = (m.ci95 + mean.abs() * p.count.ci95) / count
-        out.append(_round(half, post.decimals).alias(f"{stat.name}{CI95_SUFFIX}"))
-    return out
-
-
-def _round(values: pl.Series, decimals: int | None) -> pl.Series:
-    return values if decimals is None else values.round(decimals)
-
-
-def _measurement_entry(m: Measurement) -> dict[str, Any]:
-    return {
-        "name": m.name,
-        "kind": m.kind.value,
-        "epsilon": float(m.epsilon),
-        "epsilon_exact": str(m.epsilon),
-        "sensitivity": m.sensitivity,
-        "sensitivity_units": m.sensitivity_units,
-        "derivation": m.derivation,
-        "granularity": float(m.granularity),
-        "noise_scale": m.scale,
-        "noise_scale_units_exact": str(m.scale_units),
-        "ci95_halfwidth": m.ci95,
-        "variance": m.variance,
-    }
-
-
-def _statistic_entry(p: StatisticPlan) -> dict[str, Any]:
-    stat, m = p.statistic, p.measurement
-    entry: dict[str, Any] = {
-        "name": stat.name,
-        "kind": stat.kind.value,
-        "column": stat.column,
-        "lower": stat.lower,
-        "upper": stat.upper,
-        "epsilon": float(p.epsilon),
-        "epsilon_exact": str(p.epsilon),
-        "mechanism": MECHANISM,
-    }
-    if stat.kind is StatisticKind.MEAN:
-        shared = p.count.name != internal_name(stat, "count")
-        entry["how"] = "noisy sum / noisy count (post-processing), clamped to [lower, upper]; " + (
-            "the count is the release's count statistic, at no extra ε"
-            if shared
-            else "with a count of its own"
-        )
-        entry["ci95_halfwidth"] = "per cell, first-order propagation of sum and count half-widths"
-        entry["measurements"] = [_measurement_entry(m)]
-        if not shared:
-            entry["measurements"].append(_measurement_entry(p.count))
-        return entry
-    entry.update({k: v for k, v in _measurement_entry(m).items() if k not in entry})
-    if stat.target_ci95 is not None:
-        entry["target_ci95"] = stat.target_ci95
-        entry["target_met"] = m.ci95 <= stat.target_ci95
-    return entry
+    def input_summary(self) -> InputSummary:
+        """The private input summary alone (one pass over the input; no noise, no release):
+        for a re-run whose stored release is returned, to tell whether the input changed."""
+        return get_engine(self.engine).summarize(self.data, self.loaded, self.plan, self.month)
 
 
 def spec_hash(loaded: LoadedSpec) -> str:
@@ -272,60 +110,22 @@ def spec_hash(loaded: LoadedSpec) -> str:
     return loaded.hash()
 
 
-#: What a manifest must state for a release to be explainable (checked before publication).
-REQUIRED_MANIFEST_FIELDS = (
-    "release_id",
-    "created_at",
-    "library_version",
-    "spec_hash",
-    "mechanism",
-    "noise_source",
-    "neighbours",
-    "privacy_unit",
-    "contribution_bounds",
-    "epsilon_total",
-    "epsilon_total_exact",
-    "budget_split",
-    "statistics",
-)
-REQUIRED_MEASUREMENT_FIELDS = (
-    "epsilon",
-    "sensitivity",
-    "derivation",
-    "granularity",
-    "noise_scale",
-    "noise_scale_units_exact",
-    "ci95_halfwidth",
-)
-
-
-def manifest_problems(manifest: dict[str, Any]) -> list[str]:
-    """Why a manifest does not fully explain its release (empty: complete and consistent)."""
-    problems = [f"missing {key}" for key in REQUIRED_MANIFEST_FIELDS if manifest.get(key) is None]
-    if problems:
-        return problems
-    if not manifest["noise_source"].get("private"):
-        problems.append("noise source is seeded: not a private release")
-    for stat in manifest["statistics"]:
-        parts = stat.get("measurements", [stat])
-        problems += [
-            f"statistic {stat.get('name')!r}: missing {key}"
-            for part in parts
-            for key in REQUIRED_MEASUREMENT_FIELDS
-            if part.get(key) is None
-        ]
-    spent = sum((Fraction(s["epsilon_exact"]) for s in manifest["statistics"]), Fraction(0))
-    if spent != Fraction(manifest["epsilon_total_exact"]):
-        problems.append(
-            f"statistics spend {spent}, the total says {manifest['epsilon_total_exact']}"
+def choose_neighbours(spec: ReleaseSpec, configured: Neighbours | None) -> Neighbours:
+    """The spec's neighbour definition, else the privacy configuration's, else add/remove;
+    SpecError when the two disagree."""
+    if configured is not None and spec.neighbours not in (None, configured):
+        raise SpecError(
+            "release.neighbours",
+            f"spec says {spec.neighbours.value} but the "
+            f"privacy configuration says {configured.value}; make them agree",
         )
-    return problems
+    return spec.neighbours or configured or Neighbours.ADD_REMOVE
 
 
 def prepare(
     data: DataSource,
     loaded: LoadedSpec,
-    epsilon: float | Fraction,
+    epsilon: Epsilon,
     *,
     neighbours: Neighbours | None = None,
     period: str | None = None,
@@ -335,18 +135,12 @@ def prepare(
     rows. Every refusal (a typed error naming the field or column) happens here, before a
     caller reserves any budget."""
     eps = as_fraction(epsilon)
-    chosen = loaded.spec.neighbours or neighbours or Neighbours.ADD_REMOVE
-    if neighbours is not None and loaded.spec.neighbours not in (None, neighbours):
-        raise SpecError(
-            "release.neighbours",
-            f"spec says {loaded.spec.neighbours.value} but the "
-            f"privacy configuration says {neighbours.value}; make them agree",
-        )
+    chosen = choose_neighbours(loaded.spec, neighbours)
     month = resolve_period(loaded.spec.period, period)
     plan = plan_release(loaded.spec, eps, chosen)
     get_engine(engine).check(data, loaded, plan, month)
     digest = spec_hash(loaded)
-    manifest = _manifest(loaded, plan, chosen, period, digest, engine)
+    manifest = build_manifest(loaded, plan, chosen, period, digest, engine).to_json_dict()
     return PreparedRelease(data, loaded, plan, chosen, period, month, digest, engine, manifest)
 
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
@@ -22,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     ValidationError,
     field_validator,
@@ -37,11 +39,12 @@ class _Strict(BaseModel):
 
 
 class _FieldError(ValueError):
-    """A cross-field check that blames one field, so the error names that field's YAML path."""
+    """A cross-field check that blames one field, so the error names that field's YAML path
+    (`field`: its name, or its path below the model that raises)."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str | tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
-        self.field = field
+        self.loc = (field,) if isinstance(field, str) else field
 
 
 class ValuesDomain(_Strict):
@@ -89,6 +92,13 @@ class FileDomain(_Strict):
         default=None, description="column in the file (single group column only); default: its name"
     )
 
+    _base_dir: Path | None = PrivateAttr(default=None)  # the YAML's folder; None: working dir
+
+    @property
+    def path(self) -> Path:
+        """The keys file: relative to the spec's YAML file, else to the working directory."""
+        return (self._base_dir or Path.cwd()) / self.file
+
 
 def _domain_kind(value: Any) -> str:
     if isinstance(value, dict):
@@ -130,6 +140,12 @@ class GroupBy(_Strict):
     def key_columns(self) -> list[str]:
         return [self.column] if self.column is not None else list(self.columns or [])
 
+    @property
+    def domain_kind(self) -> Literal["values", "range", "file"]:
+        if isinstance(self.domain, ValuesDomain):
+            return "values"
+        return "range" if isinstance(self.domain, RangeDomain) else "file"
+
 
 class StatisticKind(StrEnum):
     COUNT = "count"
@@ -140,41 +156,74 @@ class StatisticKind(StrEnum):
 #: Names a spec gives (release, statistics). Internal measurement names contain ':' (see
 #: `accounting`), which this pattern forbids, so no spec can name a column like them.
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-#: Suffix of the generated half-width column of a statistic.
-CI95_SUFFIX = "_ci95"
+#: Suffix of the generated margin-of-error column of a statistic: the half-width of its 95%
+#: interval (value ± margin).
+MOE95_SUFFIX = "_moe95"
+#: Suffix of a mean's flag column: true where the noisy count is ≤ 0 and the mean is null.
+UNDEFINED_SUFFIX = "_undefined"
 #: Largest |bound| a sum or mean may declare: beyond 2^53 a float no longer holds every integer,
 #: and the noise scale and variance stated in the manifest could overflow.
 MAX_ABS_BOUND = 2.0**53
+#: Field names of earlier versions, refused with a pointer to the new name.
+_RENAMED = {"target_ci95": "target_moe95", "ci95_columns": "moe95_columns"}
 
 _Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-class Statistic(_Strict):
-    """One released column. `sum` and `mean` need declared bounds on the summed column."""
+class _Renamed(_Strict):
+    """Refuses a field of an earlier version by naming its successor (not a generic 'extra')."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in _RENAMED.items():
+                if old in data:
+                    raise _FieldError(old, f"{old!r} is now called {new!r}")
+        return data
+
+
+class _StatisticBase(_Renamed):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    kind: StatisticKind
-    column: str | None = None
-    lower: float | None = None
-    upper: float | None = None
-    weight: _Positive | None = None
-    target_ci95: _Positive | None = None
+    kind: StatisticKind  # each kind narrows it to its own (the union's tag)
+    weight: _Positive | None = Field(
+        default=None, description="share of ε in proportion to the weights (default 1)"
+    )
+
+
+class CountStatistic(_StatisticBase):
+    """Rows per cell (after contribution bounding)."""
+
+    kind: Literal[StatisticKind.COUNT] = StatisticKind.COUNT
+    target_moe95: _Positive | None = Field(
+        default=None, description="wanted 95% margin of error: splits ε by accuracy targets"
+    )
+
+
+class _Bounded(_StatisticBase):
+    """A statistic of a column's values, which need declared bounds (they set Δ)."""
+
+    column: str
+    lower: float
+    upper: float
     granularity: _Positive | None = Field(
         default=None,
         description="unit of discretization; default: a power of two 2^20 below the noise scale",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _declared(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            kind = cls.model_fields["kind"].default.value
+            if "column" not in data:
+                raise ValueError(f"{kind} needs 'column'")
+            if "lower" not in data or "upper" not in data:
+                raise ValueError(f"{kind} needs declared 'lower' and 'upper' bounds")
+        return data
+
     @model_validator(mode="after")
-    def _bounds(self) -> Statistic:
-        if self.kind is StatisticKind.COUNT:
-            for field in ("column", "lower", "upper", "granularity"):
-                if getattr(self, field) is not None:
-                    raise ValueError(f"a count takes no {field!r}")
-            return self
-        if self.column is None:
-            raise ValueError(f"{self.kind.value} needs 'column'")
-        if self.lower is None or self.upper is None:
-            raise ValueError(f"{self.kind.value} needs declared 'lower' and 'upper' bounds")
+    def _bounds(self) -> _Bounded:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
             raise ValueError("bounds must be finite numbers")
         if max(abs(self.lower), abs(self.upper)) > MAX_ABS_BOUND:
@@ -184,13 +233,58 @@ class Statistic(_Strict):
             )
         if self.lower >= self.upper:
             raise ValueError(f"lower ({self.lower}) must be < upper ({self.upper})")
-        if self.kind is StatisticKind.MEAN and self.target_ci95 is not None:
-            raise ValueError(
-                "a mean takes no target_ci95 (its accuracy depends on the count); use 'weight'"
-            )
-        if self.weight is not None and self.target_ci95 is not None:
-            raise ValueError("give either 'weight' or 'target_ci95', not both")
         return self
+
+
+class SumStatistic(_Bounded):
+    """The sum per cell of a column clamped to [lower, upper]."""
+
+    kind: Literal[StatisticKind.SUM] = StatisticKind.SUM
+    target_moe95: _Positive | None = Field(
+        default=None, description="wanted 95% margin of error: splits ε by accuracy targets"
+    )
+
+    @model_validator(mode="after")
+    def _one_split(self) -> SumStatistic:
+        if self.weight is not None and self.target_moe95 is not None:
+            raise ValueError("give either 'weight' or 'target_moe95', not both")
+        return self
+
+
+class MeanStatistic(_Bounded):
+    """Noisy sum / noisy count per cell (post-processing). It reuses the release's count and a
+    sum of the same column and bounds, and spends ε only on what it cannot reuse."""
+
+    kind: Literal[StatisticKind.MEAN] = StatisticKind.MEAN
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_target(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "target_moe95" in data:
+            raise _FieldError(
+                "target_moe95",
+                "a mean takes no target_moe95 (its margin depends on each cell's count); target "
+                "the count and a sum of the same column and bounds, which the mean reuses",
+            )
+        return data
+
+
+#: One released column; `kind` says which (the YAML's `kind:` key).
+Statistic = Annotated[CountStatistic | SumStatistic | MeanStatistic, Field(discriminator="kind")]
+STATISTIC_KINDS = tuple(kind.value for kind in StatisticKind)
+
+
+@dataclass(frozen=True)
+class MeanReuse:
+    """What a mean divides: the names of the statistics it reuses (None: a measurement of its
+    own, paid from its share)."""
+
+    count: str | None
+    sum: str | None
+
+    @property
+    def spends(self) -> bool:
+        return self.count is None or self.sum is None
 
 
 class PeriodSpec(_Strict):
@@ -238,16 +332,24 @@ def resolve_period(period_spec: PeriodSpec | None, period: str | None) -> Month 
     return Month(int(found.group(1)), int(found.group(2)))
 
 
-class PostProcessing(_Strict):
+class PostProcessing(_Renamed):
     """Free by DP's post-processing property: applied to noisy values only."""
 
     nonnegative: bool = True
-    decimals: Annotated[int, Field(ge=0, le=12)] | None = None
-    ci95_columns: bool = True
+    decimals: Annotated[int, Field(ge=0, le=12)] | None = Field(
+        default=None,
+        description="decimals of sums and means; default: the place of the second significant "
+        "digit of their 95% margin of error (the precision the noise leaves)",
+    )
+    moe95_columns: bool = True
 
 
 class ReleaseSpec(_Strict):
-    """One published table, as declared in YAML under `release:`."""
+    """One published table: the fields of the YAML's `release:` section.
+
+    Build it from YAML (`ReleaseSpec.from_yaml`) or in Python with the same fields; a keys file
+    of a `file:` domain is read relative to the YAML file (or the working directory).
+    """
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     source: str
@@ -265,6 +367,17 @@ class ReleaseSpec(_Strict):
     period: PeriodSpec | None = None
     postprocess: PostProcessing = PostProcessing()
 
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> ReleaseSpec:
+        """The spec in a YAML file's `release:` section; SpecError naming the YAML path."""
+        return load_spec(path).spec
+
+    def to_yaml(self) -> str:
+        """The spec as YAML (`release:` section), as `from_yaml` and the pipeline read it."""
+        return yaml.safe_dump(
+            {"release": self.model_dump(mode="json", exclude_none=True)}, sort_keys=False
+        )
+
     @model_validator(mode="after")
     def _consistent(self) -> ReleaseSpec:
         self._check_contribution_bounds()
@@ -275,21 +388,46 @@ class ReleaseSpec(_Strict):
         columns = self.key_columns
         if len(set(columns)) != len(columns):
             raise ValueError("a group-by column is listed twice")
-        outputs = columns + names + [f"{name}{CI95_SUFFIX}" for name in names]
+        outputs = columns + [name for s in self.statistics for name in output_columns(s)]
         clash = sorted({n for n in outputs if outputs.count(n) > 1})
         if clash:
             raise ValueError(
                 f"output column names {clash} would repeat: statistic names, group-by columns "
-                f"and the generated '<statistic>{CI95_SUFFIX}' columns must all differ; rename "
-                "the statistic"
+                f"and the generated '<statistic>{MOE95_SUFFIX}' (and a mean's "
+                f"'<statistic>{UNDEFINED_SUFFIX}') columns must all differ; rename the statistic"
             )
-        targets = [s.target_ci95 is not None for s in self.statistics]
-        if any(targets) and not all(targets):
+        self._check_split()
+        return self
+
+    def _check_split(self) -> None:
+        """Accuracy targets split ε only if every statistic that spends has one; a mean that
+        reuses everything spends nothing, so it takes no weight either."""
+        targeted = [
+            s.target_moe95 is not None
+            for s in self.statistics
+            if isinstance(s, CountStatistic | SumStatistic)
+        ]
+        if any(targeted) and not all(targeted):
             raise ValueError(
-                "either every statistic has 'target_ci95' (accuracy-first split) "
+                "either every count and sum has 'target_moe95' (accuracy-first split) "
                 "or none has (split by weights)"
             )
-        return self
+        for index, stat in enumerate(self.statistics):
+            if not isinstance(stat, MeanStatistic):
+                continue
+            reuse = self.reuse_of(stat)
+            if reuse.spends and any(targeted):
+                raise _FieldError(
+                    ("statistics", index),
+                    "with accuracy targets a mean must reuse a count and a sum of its column "
+                    "and bounds (it has no margin of its own to target): add them",
+                )
+            if not reuse.spends and stat.weight is not None:
+                raise _FieldError(
+                    ("statistics", index, "weight"),
+                    f"this mean reuses {reuse.count!r} and {reuse.sum!r} and spends no ε of its "
+                    "own; remove 'weight'",
+                )
 
     def _check_contribution_bounds(self) -> None:
         """Bounds say what they do: only those the engine enforces may be set, R is explicit
@@ -323,6 +461,23 @@ class ReleaseSpec(_Strict):
                 "or leave it out (it defaults to that product)",
             )
 
+    def reuse_of(self, mean: MeanStatistic) -> MeanReuse:
+        """The release's first count, and its first sum of the mean's column and bounds (and
+        granularity, if the mean declares one): dividing those costs no ε and keeps the
+        published sum, count and mean consistent."""
+        count = next((s.name for s in self.statistics if isinstance(s, CountStatistic)), None)
+        total = next(
+            (
+                s.name
+                for s in self.statistics
+                if isinstance(s, SumStatistic)
+                and (s.column, s.lower, s.upper) == (mean.column, mean.lower, mean.upper)
+                and mean.granularity in (None, s.granularity)
+            ),
+            None,
+        )
+        return MeanReuse(count, total)
+
     @property
     def rows_per_unit(self) -> int:
         """R, the rows one unit keeps after bounding: declared, else G × R_g; 1 without a unit."""
@@ -338,7 +493,37 @@ class ReleaseSpec(_Strict):
         return [column for group in self.group_by for column in group.key_columns]
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """The spec as canonical JSON, for its hash (a released slot's identity in the ledger).
+
+        The form is frozen at its first version: every statistic lists the fields all kinds
+        had then, and renamed fields keep their first names, so a spec released before a
+        refactor of this model is still the same spec. A field added later must enter only
+        when it is set."""
+        data = self.model_dump(mode="json")
+        data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]
+        data["postprocess"] = _canonical(data["postprocess"])
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+_FIRST_NAMES = {new: old for old, new in _RENAMED.items()}
+_STATISTIC_FIELDS = ("column", "lower", "upper", "weight", "target_ci95", "granularity")
+
+
+def _canonical(section: dict[str, Any]) -> dict[str, Any]:
+    """A statistic or postprocess section under the canonical form's field names."""
+    named = {_FIRST_NAMES.get(key, key): value for key, value in section.items()}
+    if "kind" in named:
+        named = dict.fromkeys(_STATISTIC_FIELDS) | named
+    return named
+
+
+def output_columns(stat: Statistic) -> list[str]:
+    """The released columns a statistic makes: its values, its margin of error, and for a mean
+    the flag of cells where it is undefined."""
+    columns = [stat.name, f"{stat.name}{MOE95_SUFFIX}"]
+    if isinstance(stat, MeanStatistic):
+        columns.append(f"{stat.name}{UNDEFINED_SUFFIX}")
+    return columns
 
 
 class LoadedSpec(BaseModel):
@@ -377,30 +562,59 @@ class LoadedSpec(BaseModel):
         return digest.hexdigest()
 
 
+def _is_tag(loc: tuple[int | str, ...], index: int) -> bool:
+    """Whether loc[index] is the tag pydantic adds for a union member (a domain's form, a
+    statistic's kind), which is not part of the YAML path."""
+    part = loc[index]
+    if index >= 1 and loc[index - 1] == "domain":
+        return part in {"values", "range", "file"}
+    return index >= 2 and loc[index - 2] == "statistics" and part in STATISTIC_KINDS
+
+
 def _yaml_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     path = prefix
     for index, part in enumerate(loc):
         if isinstance(part, int):
             path += f"[{part}]"
-        elif index and loc[index - 1] == "domain" and part in {"values", "range", "file"}:
-            continue  # the discriminator's tag, not part of the YAML path
-        else:
+        elif not _is_tag(loc, index):
             path += f".{part}"
     return path
 
 
+def _spec_error(exc: ValidationError, prefix: str) -> SpecError:
+    """The first validation error as a SpecError naming its YAML path."""
+    first = exc.errors()[0]
+    message = first["msg"].removeprefix("Value error, ")
+    loc = tuple(first["loc"])
+    cause = first.get("ctx", {}).get("error")
+    if isinstance(cause, _FieldError):
+        loc += cause.loc
+    if first["type"] in {"union_tag_invalid", "union_tag_not_found"}:  # a statistic's kind
+        loc += ("kind",)
+        message = f"kind must be one of {', '.join(STATISTIC_KINDS)}"
+    return SpecError(_yaml_path(prefix, loc), message)
+
+
 def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "release") -> LoadedSpec:
-    """Validate a `release:` mapping and resolve its key domains; errors name the YAML path."""
+    """Validate a `release:` mapping and resolve its key domains; errors name the YAML path.
+
+    `base_dir` is where `file:` domains are read from (default: the working directory).
+    """
     try:
         spec = ReleaseSpec.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        message = first["msg"].removeprefix("Value error, ")
-        cause = first.get("ctx", {}).get("error")
-        loc = (*first["loc"], cause.field) if isinstance(cause, _FieldError) else first["loc"]
-        raise SpecError(_yaml_path(prefix, loc), message) from None
+        raise _spec_error(exc, prefix) from None
+    for group in spec.group_by:
+        if isinstance(group.domain, FileDomain):
+            group.domain._base_dir = base_dir
+    return resolve(spec, prefix=prefix)
+
+
+def resolve(spec: ReleaseSpec, *, prefix: str = "release") -> LoadedSpec:
+    """The spec with its public key domains read (keys files relative to the spec's YAML file,
+    else the working directory); SpecError naming the YAML path of a bad domain."""
     domains = [
-        _resolve_domain(group, base_dir or Path.cwd(), f"{prefix}.group_by[{i}].domain")
+        _resolve_domain(group, f"{prefix}.group_by[{i}].domain")
         for i, group in enumerate(spec.group_by)
     ]
     return LoadedSpec(spec=spec, domains=domains)
@@ -420,23 +634,19 @@ def load_spec(path: str | Path) -> LoadedSpec:
     return parse_spec(document["release"], base_dir=path.parent)
 
 
-def _resolve_domain(group: GroupBy, base_dir: Path, path: str) -> pl.DataFrame:
-    domain = group.domain
+def _resolve_domain(group: GroupBy, path: str) -> pl.DataFrame:
+    domain, first = group.domain, group.key_columns[0]
     if isinstance(domain, ValuesDomain):
-        return pl.DataFrame({group.column: domain.values})
+        return pl.DataFrame({first: domain.values})
     if isinstance(domain, RangeDomain):
-        return pl.DataFrame(
-            {group.column: range(domain.min, domain.max + 1)}, schema={group.column: pl.Int64}
-        )
-    file = base_dir / domain.file
+        return pl.DataFrame({first: range(domain.min, domain.max + 1)}, schema={first: pl.Int64})
+    file = domain.path
     if not file.is_file():
         raise SpecError(f"{path}.file", f"public keys file {str(file)!r} not found")
     frame = pl.read_parquet(file) if file.suffix == ".parquet" else pl.read_csv(file)
     wanted = group.key_columns
     if domain.column is not None:
-        frame = (
-            frame.rename({domain.column: group.column}) if domain.column in frame.columns else frame
-        )
+        frame = frame.rename({domain.column: first}) if domain.column in frame.columns else frame
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
         raise SpecError(f"{path}.file", f"public keys file has no column {missing[0]!r}")
@@ -447,7 +657,7 @@ def _resolve_domain(group: GroupBy, base_dir: Path, path: str) -> pl.DataFrame:
         raise SpecError(f"{path}.file", "the public keys file contains an empty key")
     duplicated = keys.is_duplicated()
     if duplicated.any():
-        first = keys.filter(duplicated).row(0)
-        shown = first[0] if len(first) == 1 else first
+        row = keys.filter(duplicated).row(0)
+        shown = row[0] if len(row) == 1 else row
         raise SpecError(f"{path}.file", f"duplicate key {shown!r} in the public keys file")
     return keys

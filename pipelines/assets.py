@@ -1,21 +1,32 @@
-"""Assets: confidential sources → privacy budget → releases (recorded in the ledger) → public files.
+"""Assets: confidential sources (external) → one release asset per spec file; the privacy budget.
 
-Every release asset is built from a spec file by `release_assets`; it records the release through
-the ledger and reports blocking checks, and only when they pass does its `public/<name>` asset
-write files from the ledger's stored copy. Metadata holds noisy values and spec-derived facts only.
+A release asset does the whole release in one step: it records the release through the ledger
+(charging the budget, or returning the stored copy), evaluates the blocking checks on the stored
+copy, and writes the public files only when they pass. One step means every path that
+materializes it — the UI, a backfill, the schedule, `dg launch`, the publish sensor — publishes
+what it charged, and the checks still gate the files. A release that is recorded but has no
+published files (a crash between commit and write, or a failed check) is listed by the
+`privacy_budget` asset and re-published by a sensor (`pipelines.automation`), without a charge.
+
+Metadata holds noisy values and spec-derived facts only.
 """
 
 import json
+import warnings
 from fractions import Fraction
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
-from dagster import AssetExecutionContext
+from pydantic import Field
 
-from dprelease.ledger import ScopeStatus, make_release_id
+from dprelease.errors import DPReleaseError, LedgerNotFound, UnknownScope
+from dprelease.ledger import Ledger, ScopeStatus
+from dprelease.manifest import manifest_problems
 from dprelease.publish import Recorded, record_release, write_release_files
-from dprelease.release import manifest_problems, prepare
+from dprelease.release import prepare
 from dprelease.report import budget_markdown, write_plots
+from pipelines.ledger_state import unpublished
 from pipelines.release_specs import PipelineRelease
 from pipelines.resources import (
     Budget,
@@ -29,98 +40,101 @@ BUDGET_KEY = dg.AssetKey("privacy_budget")
 PREVIEW_ROWS = 20
 CHECKS = {
     "all_public_keys_present": "The released table has exactly the public key grid, in order.",
-    "ledger_within_cap": "The scope's spent budget is within its cap after this release.",
+    "ledger_within_cap": "The scope has spent no more than the highest cap it has had (every "
+    "charge fits the cap of its day; a cap lowered below that refuses new releases, not the "
+    "publication of released ones).",
     "manifest_complete": "The manifest states mechanism, sensitivity, scale, ε and CI per column.",
 }
 
 
-def confidential_source(table: str) -> dg.AssetsDefinition:
-    """A confidential table: located through the resource, never copied into Dagster storage."""
+class ReleaseConfig(dg.Config):
+    """What an operator may ask of one run (Launchpad or `dg launch --config-json`)."""
 
-    @dg.asset(
-        name=table,
+    force_new: bool = Field(
+        default=False,
+        description="Release a period that is already released as a NEW, charged release (a "
+        "spec changed since it was released is refused without it, and an unchanged one returns "
+        "the stored copy).",
+    )
+    create_scope: bool = Field(
+        default=False,
+        description="Production only: create this release's budget scope in the ledger (cap = "
+        "its profile's ε), and the ledger itself if DPRELEASE_LEDGER_URL names none yet. Without "
+        "it an unknown scope or ledger is refused, so a wrong URL never becomes a fresh budget.",
+    )
+
+
+#: After the library's words, what an operator does in Dagster about a refusal only production
+#: meets (the ledger or the scope is not there and the run did not ask to create it).
+PRODUCTION_HINTS: dict[type[DPReleaseError], str] = {
+    LedgerNotFound: "In Dagster, DPRELEASE_LEDGER_URL must name the existing ledger; only the "
+    "very first release into a new ledger is launched with run config create_scope: true",
+    UnknownScope: "If this is the scope's first release, launch again with run config "
+    "create_scope: true; otherwise check DPRELEASE_LEDGER_URL",
+}
+
+
+def in_dagster_words(text: str) -> str:
+    """The library's words, with the Launchpad option where they name the CLI's flag."""
+    return text.replace("--force-new", "run config force_new: true")
+
+
+def refusal(exc: DPReleaseError) -> str:
+    """A typed, data-free refusal in words for the run's error."""
+    hint = PRODUCTION_HINTS.get(type(exc))
+    return in_dagster_words(str(exc)) + (f". {hint}" if hint else "")
+
+
+def confidential_source(table: str) -> dg.AssetSpec:
+    """A confidential table: external to Dagster (never materialized or copied by it); each
+    release run observes its column schema."""
+    return dg.AssetSpec(
+        key=table,
         group_name="confidential",
         kinds={"parquet"},
-        description=f"Confidential table {table!r} in the confidential store (never published).",
+        description=f"Confidential table {table!r} in the confidential store (never published). "
+        "Observed by every release that reads it: column names and types only.",
     )
-    def source(confidential: ConfidentialStore) -> dg.MaterializeResult:
-        path = confidential.table_path(table)
-        schema = pl.scan_parquet(path).collect_schema()  # column names and types, no values
-        columns = [dg.TableColumn(name, str(dtype)) for name, dtype in schema.items()]
-        return dg.MaterializeResult(
-            metadata={
-                "path": dg.MetadataValue.path(str(path)),
-                "dagster/column_schema": dg.TableSchema(columns=columns),
-            }
+
+
+def _observe_schema(context: dg.AssetExecutionContext, table: str, path: Path) -> None:
+    schema = pl.scan_parquet(path).collect_schema()  # column names and types, no values
+    columns = [dg.TableColumn(name, str(dtype)) for name, dtype in schema.items()]
+    context.log_event(
+        dg.AssetObservation(
+            asset_key=table, metadata={"dagster/column_schema": dg.TableSchema(columns=columns)}
         )
-
-    return source
-
-
-@dg.asset(
-    key=BUDGET_KEY,
-    group_name="privacy",
-    kinds={"python"},
-    description="ε from the configured odds risk profile: ε_min over all prior odds ratios P10.",
-)
-def privacy_budget(policy: PrivacyPolicy, public: PublicStore) -> dg.MaterializeResult:
-    choice = policy.budget().choice
-    directory = public.budget_dir()
-    plots = write_plots(choice, directory)
-    (directory / "budget.json").write_text(json.dumps(choice.to_json_dict(), indent=2) + "\n")
-    adversaries = dg.MetadataValue.table(
-        records=[
-            dg.TableRecord(
-                {
-                    "name": row.name,
-                    "q": row.q,
-                    "q0": row.q0,
-                    "p10": row.p10,
-                    "bound": row.bound,
-                    "epsilon_p10": row.epsilon,
-                    "max_posterior_odds": row.max_posterior_odds_ratio,
-                }
-            )
-            for row in choice.adversaries
-        ],
-        schema=dg.TableSchema(
-            columns=[dg.TableColumn("name", "string")]
-            + [
-                dg.TableColumn(c, "float")
-                for c in ("q", "q0", "p10", "bound", "epsilon_p10", "max_posterior_odds")
-            ]
-        ),
-    )
-    report = budget_markdown(choice, plots)
-    return dg.MaterializeResult(
-        metadata={
-            "epsilon_min": choice.epsilon_min,
-            "epsilon": choice.epsilon,
-            "argmin_p10": choice.argmin_p10,
-            "bound_at_argmin": choice.bound_at_argmin,
-            "neighbours": choice.neighbours.value,
-            "adversaries": adversaries,
-            "report": dg.MetadataValue.md(report),
-            "plots": dg.MetadataValue.path(str(directory)),
-        }
     )
 
 
-def monthly_partitions(release: PipelineRelease) -> dg.MonthlyPartitionsDefinition:
-    """Reporting periods YYYY-MM from first_period to last_period (open-ended if none)."""
-    end = None
-    if release.publish.last_period:  # Dagster's end date is exclusive: the month after
-        year, month = map(int, release.publish.last_period.split("-"))
-        end = f"{year + month // 12}-{month % 12 + 1:02d}"
-    return dg.MonthlyPartitionsDefinition(
-        start_date=release.publish.first_period, end_date=end, fmt="%Y-%m"
-    )
+# -- budget -------------------------------------------------------------------------------------
+
+
+def _scopes(book: Ledger) -> dict[str, ScopeStatus]:
+    return {status.name: status for status in book.status()}
+
+
+def highest_cap(book: Ledger, status: ScopeStatus) -> Fraction:
+    """The largest cap the scope has had: now, at creation, or set since.
+
+    A correct ledger never spends past it, whereas a cap lowered below what was already spent
+    (allowed, and then no new release fits) must not fail the re-run of a released period.
+    """
+    caps = [
+        e.epsilon
+        for e in book.history(status.name)
+        if e.kind in ("scope_created", "cap_changed") and e.epsilon is not None
+    ]
+    return max([status.cap, *caps])
+
+
+# -- checks and words ---------------------------------------------------------------------------
 
 
 def check_results(
-    release: PipelineRelease, recorded: Recorded, scope: ScopeStatus
+    release: PipelineRelease, recorded: Recorded, scope: ScopeStatus, highest: Fraction
 ) -> list[dg.AssetCheckResult]:
-    """The three blocking checks; each compares the release with public facts only."""
+    """The three blocking checks; each compares the stored release with public facts only."""
     keys = release.loaded.spec.key_columns
     grid = release.loaded.key_grid()
     table = recorded.table
@@ -134,8 +148,12 @@ def check_results(
         ),
         dg.AssetCheckResult(
             check_name="ledger_within_cap",
-            passed=scope.spent <= scope.cap,
-            metadata={"spent": float(scope.spent), "cap": float(scope.cap)},
+            passed=scope.spent <= highest,
+            metadata={
+                "spent": float(scope.spent),
+                "cap": float(scope.cap),
+                "highest_cap": float(highest),
+            },
         ),
         dg.AssetCheckResult(
             check_name="manifest_complete",
@@ -147,66 +165,139 @@ def check_results(
 
 def _preview(table: pl.DataFrame) -> dg.MetadataValue:
     head = table.head(PREVIEW_ROWS)
+    caption = (
+        f"First {head.height} of {table.height} cells (all of them are in the published files)."
+        if head.height < table.height
+        else f"All {table.height} cells."
+    )
     header = "| " + " | ".join(head.columns) + " |\n|" + "---|" * head.width + "\n"
     rows = "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in head.iter_rows())
-    return dg.MetadataValue.md(header + rows)
+    return dg.MetadataValue.md(f"{caption}\n\n{header}{rows}")
 
 
-def release_assets(release: PipelineRelease) -> list[dg.AssetsDefinition]:
-    """The release asset (ledger) and its public asset (files) for one spec file.
+def _partitioned_checks(
+    name: str, partitions: dg.PartitionsDefinition | None
+) -> list[dg.AssetCheckSpec]:
+    """Blocking checks, evaluated per partition, so a refused month marks only its own checks.
+
+    Per-partition checks are a Dagster preview feature: used on purpose, its warning silenced.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return [
+            dg.AssetCheckSpec(
+                check, asset=name, blocking=True, description=text, partitions_def=partitions
+            )
+            for check, text in CHECKS.items()
+        ]
+
+
+# -- assets -------------------------------------------------------------------------------------
+
+
+def monthly_partitions(release: PipelineRelease) -> dg.MonthlyPartitionsDefinition:
+    """Reporting periods YYYY-MM from first_period to last_period (open-ended if none)."""
+    end = None
+    if release.publish.last_period:  # Dagster's end date is exclusive: the month after
+        year, month = map(int, release.publish.last_period.split("-"))
+        end = f"{year + month // 12}-{month % 12 + 1:02d}"
+    first = release.publish.first_period
+    assert first is not None, "load_release requires first_period for monthly specs"
+    return dg.MonthlyPartitionsDefinition(start_date=first, end_date=end, fmt="%Y-%m")
+
+
+def _current_cap(book: Ledger, scope: str, *, creatable: bool) -> Fraction | None:
+    """The scope's cap in the ledger, or None for a scope a run may create (it is created only
+    after the input has been validated, so bad input never leaves a new scope behind).
+
+    Where scopes are not creatable (production without `create_scope`), an unknown scope is
+    refused: a wrong ledger URL must never look like a fresh budget.
+    """
+    try:
+        return book.status(scope)[0].cap
+    except UnknownScope:
+        if not creatable:
+            raise
+        return None
+
+
+def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
+    """The release asset of one spec file: ledger record, blocking checks, public files.
 
     A backfill runs one period per run (Dagster's default for partitioned assets): each month is
-    its own ledger charge, so one refused month fails alone and earlier months stay published.
+    its own ledger charge, so a refused month fails alone and earlier months stay published.
     """
     spec = release.loaded.spec
     partitions = monthly_partitions(release) if spec.period else None
-    composition = spec.period.composition if spec.period else "sequential"
     scope = release.publish.scope
-
-    def epsilon(budget: Budget) -> Fraction:
-        return budget.cap * release.publish.share
 
     @dg.asset(
         name=spec.name,
         group_name="releases",
         partitions_def=partitions,
-        deps=[dg.AssetKey(spec.source), BUDGET_KEY],
-        check_specs=[
-            dg.AssetCheckSpec(name, asset=spec.name, blocking=True, description=text)
-            for name, text in CHECKS.items()
-        ],
-        kinds={"polars"},
-        description=f"DP release {spec.name!r} from {spec.source!r}, recorded in the ledger "
-        f"(scope {scope!r}, {release.publish.share} of its cap per release). Spec: "
-        f"{release.path.name}",
+        deps=[dg.AssetKey(spec.source)],
+        check_specs=_partitioned_checks(spec.name, partitions),
+        kinds={"polars", "parquet", "csv"},
+        description=f"DP release {spec.name!r} from {spec.source!r}: recorded in the ledger "
+        f"(scope {scope!r}, {release.publish.share} of its cap per release), then published "
+        f"as parquet, CSV and manifest once its checks pass. Spec: {release.path.name}",
     )
-    def release_asset(
-        context: AssetExecutionContext,
+    def release_(
+        context: dg.AssetExecutionContext,
+        config: ReleaseConfig,
         confidential: ConfidentialStore,
         ledger: LedgerResource,
         policy: PrivacyPolicy,
+        public: PublicStore,
     ) -> dg.MaterializeResult:
         period = context.partition_key if partitions else None
-        budget = policy.budget()
-        prepared = prepare(
-            confidential.table_path(spec.source),
-            release.loaded,
-            epsilon(budget),
-            neighbours=budget.choice.neighbours,
-            period=period,
-        )
-        with ledger.open() as book:
-            book.ensure_scope(scope, budget.cap, composition)
-            recorded = record_release(
-                prepared, ledger=book, scope=scope, asset=spec.name, run_id=context.run.run_id
-            )
-            status = book.status(scope)[0]
-        context.log.info(f"{recorded.release_id}: {recorded.status}")
+        try:
+            budget = policy.budget(scope)  # a bad profile fails here, before the ledger
+            path = confidential.table_path(spec.source)
+            with ledger.open(create=config.create_scope) as book:
+                creatable = config.create_scope or not ledger.require_existing
+                cap = _current_cap(book, scope, creatable=creatable) or budget.profile_cap
+                prepared = prepare(  # spec, ε and schema validated before the ledger changes
+                    path,
+                    release.loaded,
+                    cap * release.publish.share,
+                    neighbours=budget.choice.neighbours,
+                    period=period,
+                )
+                book.ensure_scope(scope, budget.profile_cap, release.composition)
+                recorded = record_release(
+                    prepared,
+                    ledger=book,
+                    scope=scope,
+                    asset=spec.name,
+                    run_id=context.run.run_id,
+                    force_new=config.force_new,
+                    max_cap=budget.profile_cap,
+                    on_stage=context.log.info,
+                )
+                status = book.status(scope)[0]
+                highest = highest_cap(book, status)
+        except DPReleaseError as exc:  # typed, data-free messages: the refusal in words
+            raise dg.Failure(f"{spec.name} {period or ''}".strip() + f": {refusal(exc)}") from None
+        if (warning := recorded.input_warning()) is not None:
+            context.log.warning(in_dagster_words(warning))  # the operator's channel only
+        _observe_schema(context, spec.source, path)
+        checks = check_results(release, recorded, status, highest)
+        directory = public.release_dir(spec.name, period)
+        failed = [str(c.check_name) for c in checks if not c.passed]
+        if failed:
+            published = f"no: check(s) {', '.join(failed)} failed; files withheld"
+        else:
+            write_release_files(recorded.stored, directory)
+            published = f"yes: {directory}"
+        words = in_dagster_words(recorded.describe())
+        context.log.info(f"{recorded.release_id}: {words}; published {published}")
         return dg.MaterializeResult(
             metadata={
-                "release_id": recorded.release_id,
-                "ledger_status": recorded.status,
+                "ledger": words,
                 "charged": recorded.charged,
+                "published": published,
+                "release_id": recorded.release_id,
                 "epsilon": recorded.manifest["epsilon_total"],
                 "scope": scope,
                 "scope_cap": float(status.cap),
@@ -215,40 +306,111 @@ def release_assets(release: PipelineRelease) -> list[dg.AssetsDefinition]:
                 "manifest": dg.MetadataValue.json(recorded.manifest),
                 "preview": _preview(recorded.table),
             },
-            check_results=check_results(release, recorded, status),
+            check_results=checks,
         )
 
+    return release_
+
+
+def privacy_budget_asset(releases: list[PipelineRelease]) -> dg.AssetsDefinition:
+    """Per budget scope: the profile's ε and plots, the ledger's cap and spending, and every
+    release recorded but not published."""
+    scopes = sorted({r.publish.scope for r in releases})
+
     @dg.asset(
-        key=dg.AssetKey(["public", spec.name]),
-        group_name="public",
-        partitions_def=partitions,
-        deps=[release_asset],
-        kinds={"parquet", "csv"},
-        description=f"Published files of {spec.name!r}: written from the ledger's stored copy "
-        "once the release's checks pass.",
+        key=BUDGET_KEY,
+        group_name="privacy",
+        kinds={"python"},
+        description="Per budget scope: ε_min from its odds risk profile (with plots), the "
+        "ledger's cap (never above the profile's ε), spent and remaining, and releases "
+        "recorded but not yet published.",
     )
-    def public_asset(
-        context: AssetExecutionContext,
-        ledger: LedgerResource,
-        policy: PrivacyPolicy,
-        public: PublicStore,
+    def privacy_budget(
+        policy: PrivacyPolicy, ledger: LedgerResource, public: PublicStore
     ) -> dg.MaterializeResult:
-        period = context.partition_key if partitions else None
-        release_id = make_release_id(spec.name, period)
+        budgets = {scope: policy.budget(scope) for scope in scopes}
         with ledger.open() as book:
-            stored = book.stored_release(release_id)
-        if stored is None:
-            raise dg.Failure(
-                f"{release_id} is not recorded in the ledger; materialize "
-                f"{spec.name!r} for this period first"
+            statuses = _scopes(book)
+            pending = unpublished(book, releases, public)
+            cap_changes = [e for s in scopes for e in book.history(s) if e.kind == "cap_changed"]
+        rows, sections = [], []
+        for scope, budget in budgets.items():
+            choice, status = budget.choice, statuses.get(scope)
+            directory = public.budget_dir(scope)
+            plots = write_plots(choice, directory)
+            (directory / "budget.json").write_text(
+                json.dumps(choice.to_json_dict(), indent=2) + "\n"
             )
-        files = write_release_files(stored, public.release_dir(spec.name, period))
+            note = _cap_note(scope, budget, status)
+            waiting = [p.release_id for p in pending if p.scope == scope]
+            rows.append(
+                dg.TableRecord(
+                    {
+                        "scope": scope,
+                        "epsilon_min": choice.epsilon_min,
+                        "profile_epsilon": choice.epsilon,
+                        "ledger_cap": None if status is None else float(status.cap),
+                        "spent": 0.0 if status is None else float(status.spent),
+                        "remaining": float(
+                            budget.profile_cap if status is None else status.remaining
+                        ),
+                        "releases": 0 if status is None else status.releases,
+                        "unpublished": len(waiting),
+                        "note": note,
+                    }
+                )
+            )
+            sections.append(
+                f"## Scope `{scope}`\n\n{note}\n\n"
+                + (f"Recorded, not yet published: {', '.join(waiting)}\n\n" if waiting else "")
+                + budget_markdown(choice, plots)
+            )
+        history = "".join(
+            f"- {e.at:%Y-%m-%d %H:%M} UTC, {e.scope}: {e.detail} ({e.actor})\n" for e in cap_changes
+        )
         return dg.MaterializeResult(
             metadata={
-                "release_id": release_id,
-                "directory": dg.MetadataValue.path(str(public.release_dir(spec.name, period))),
-                "files": ", ".join(sorted(files)),
+                "scopes": dg.MetadataValue.table(
+                    records=rows,
+                    schema=dg.TableSchema(
+                        columns=[dg.TableColumn("scope", "string")]
+                        + [
+                            dg.TableColumn(c, "float")
+                            for c in ("epsilon_min", "profile_epsilon", "ledger_cap", "spent")
+                        ]
+                        + [
+                            dg.TableColumn("remaining", "float"),
+                            dg.TableColumn("releases", "int"),
+                            dg.TableColumn("unpublished", "int"),
+                            dg.TableColumn("note", "string"),
+                        ]
+                    ),
+                ),
+                "unpublished": ", ".join(p.release_id for p in pending) or "none",
+                "cap_changes": dg.MetadataValue.md(history or "No cap changes."),
+                "report": dg.MetadataValue.md("\n\n".join(sections)),
+                "plots": dg.MetadataValue.path(str(public.budget_dir())),
             }
         )
 
-    return [release_asset, public_asset]
+    return privacy_budget
+
+
+def _cap_note(scope: str, budget: Budget, status: ScopeStatus | None) -> str:
+    """The cap in force and how it relates to the profile, in words."""
+    allowed = f"{float(budget.profile_cap):.6g}"
+    if status is None:
+        return f"Not in the ledger yet: its first release creates it with cap {allowed}."
+    cap = f"{float(status.cap):.6g}"
+    if status.cap > budget.profile_cap:
+        return (
+            f"The ledger's cap {cap} is above what the profile now allows ({allowed}): new "
+            f"releases are refused until `dprelease ledger set-cap {scope} "
+            f"{budget.profile_cap}`; released periods still re-run from the stored copy."
+        )
+    if status.cap < budget.profile_cap:
+        return (
+            f"Cap {cap} (the profile would allow {allowed}; the ledger's cap stays the limit "
+            "until raised with `dprelease ledger set-cap`)."
+        )
+    return f"Cap {cap}, as the profile allows."

@@ -1,22 +1,23 @@
 """The README's demo: the whole pipeline on embedded defaults, from a fresh checkout.
 
-Generates the demo data if absent, materializes the privacy budget and every release (the monthly
-release for its last three months) through the ledger, and prints where the files went and what
-the ledger has spent. Running it again releases nothing new: the ledger returns stored releases.
+Generates the demo data if absent, materializes every release (the monthly release for its last
+three months) through the ledger and then the privacy budget, and prints where the files went and
+what the ledger has spent. The runs go to the project's Dagster home (`.dprelease/dagster`, which
+`dev.py` names in `.env`), so `dg dev` shows them. Running it again charges nothing: the ledger
+returns the stored releases.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import dagster as dg
 from rich.console import Console
 from rich.table import Table
 
-from dprelease.publish import STATUS_TEXT
+from pipelines.assets import BUDGET_KEY
 from pipelines.definitions import defs
 from pipelines.resources import LedgerResource, PublicStore
 
@@ -26,10 +27,10 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _instance() -> dg.DagsterInstance:
-    """$DAGSTER_HOME if set (so `dagster dev` shows the runs), else a throwaway instance."""
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    return dg.DagsterInstance.local_temp(tempfile.mkdtemp(prefix="dprelease-dagster-"))
+    """The project's persistent Dagster home: $DAGSTER_HOME, else `.dprelease/dagster`."""
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dprelease/dagster").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
+    return dg.DagsterInstance.get()
 
 
 def _releases(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, str, str]]:
@@ -38,12 +39,12 @@ def _releases(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, str, st
     for event in result.get_asset_materialization_events():
         materialization = event.materialization
         metadata = materialization.metadata
-        if "ledger_status" in metadata:
+        if "ledger" in metadata:
             rows.append(
                 (
                     materialization.asset_key.to_user_string(),
                     materialization.partition or "-",
-                    STATUS_TEXT[metadata["ledger_status"].value],
+                    str(metadata["ledger"].value),
                     f"{metadata['epsilon'].value:.4f}",
                 )
             )
@@ -53,11 +54,8 @@ def _releases(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, str, st
 def main() -> int:
     console = Console(soft_wrap=True)
     instance = _instance()
-    jobs = {job.name: defs.resolve_job_def(job.name) for job in defs.jobs}
-    console.print("materializing the privacy budget and the unperiodic releases ...")
-    released = _releases(
-        jobs["publish_releases"].execute_in_process(instance=instance, run_config=QUIET)
-    )
+    jobs = {job.name: defs.resolve_job_def(job.name) for job in defs.jobs or []}
+    released = []
     for name, job in sorted(jobs.items()):
         if job.partitions_def is None:
             continue
@@ -66,6 +64,13 @@ def main() -> int:
             released += _releases(
                 job.execute_in_process(instance=instance, partition_key=period, run_config=QUIET)
             )
+    console.print("materializing the unperiodic releases, then the privacy budget ...")
+    released += _releases(
+        jobs["publish_releases"].execute_in_process(instance=instance, run_config=QUIET)
+    )
+    defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=instance, asset_selection=[BUDGET_KEY], run_config=QUIET
+    )
     summary = Table(title="releases", title_justify="left")
     for column in ("release", "period", "ledger", "ε"):
         summary.add_column(column)
@@ -73,12 +78,14 @@ def main() -> int:
         summary.add_row(*row)
     console.print(summary)
 
-    public: PublicStore = defs.resources["public"]
+    resources = defs.resources or {}
+    public = resources["public"]
+    assert isinstance(public, PublicStore)
     console.print(f"\npublic files in {Path(public.directory).resolve()}:")
     for path in sorted(Path(public.directory).rglob("*")):
         if path.is_file():
             console.print(f"  {path}")
-    ledger = defs.resources["ledger"]
+    ledger = resources["ledger"]
     assert isinstance(ledger, LedgerResource)
     with ledger.open() as book:
         scopes, where = book.status(), book.display_url

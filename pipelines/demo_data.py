@@ -18,13 +18,13 @@ confidential store stays "one file per table" and the same table also serves mul
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from dprelease.files import atomic_path
 
 __all__ = [
     "AGE_BANDS",
@@ -211,18 +211,6 @@ def generate_visits(
     return df.sort("visit_date", "patient_id", maintain_order=True)
 
 
-def _write_parquet_atomic(df: pl.DataFrame, path: Path) -> None:
-    """Write to a temp file in the same directory and rename, so readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        df.write_parquet(tmp, statistics=True, row_group_size=50_000)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_demo_data(directory: Path, *, overwrite: bool = False) -> dict[str, Path]:
     """Write ``case_control.parquet`` and ``visits.parquet`` into ``directory`` if absent.
 
@@ -235,6 +223,7 @@ def write_demo_data(directory: Path, *, overwrite: bool = False) -> dict[str, Pa
     for name, generate in generators.items():
         path = directory / f"{name}.parquet"
         if overwrite or not path.exists():
-            _write_parquet_atomic(generate(), path)
+            with atomic_path(path) as temporary:  # readers never see half a file
+                generate().write_parquet(temporary, statistics=True, row_group_size=50_000)
         paths[name] = path
     return paths

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dprelease.errors import SpecError
+from dprelease.ledger import Composition
 from dprelease.spec import LoadedSpec, parse_spec
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
@@ -53,6 +54,12 @@ class PipelineRelease:
     @property
     def name(self) -> str:
         return self.loaded.spec.name
+
+    @property
+    def composition(self) -> Composition:
+        """How the scope composes periods: the spec's `period.composition`, else sequential."""
+        period = self.loaded.spec.period
+        return period.composition if period else "sequential"
 
 
 def load_release(path: Path) -> PipelineRelease:

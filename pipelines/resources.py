@@ -1,13 +1,20 @@
-"""Dagster resources: where confidential tables live, where public files go, the ledger, the policy.
+"""Dagster resources, chosen by deployment name: where confidential tables live, where public files
+go, the ledger, and the privacy profiles.
 
-Each defaults to an embedded local setting and can be pointed elsewhere by an environment variable,
-so `dagster dev` works on a fresh checkout and a deployment changes only its environment.
+`DPRELEASE_DEPLOYMENT` names the deployment (the `project_fully_featured` pattern):
+
+* `demo` (default): embedded defaults under `.dprelease/`, the bundled synthetic tables generated
+  on first use, each setting overridable by its environment variable;
+* `production`: `DPRELEASE_CONFIDENTIAL_DIR`, `DPRELEASE_PRIVACY_CONFIG` and
+  `DPRELEASE_LEDGER_URL` are required (the code location does not load without them), demo data
+  is never generated, and the ledger and a release's budget scope must already exist unless the
+  run asks to create them (`create_scope`): a missing or mistyped URL must never become a fresh
+  budget.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -15,27 +22,26 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from dprelease.config import choose_budget, load_privacy_config
-from dprelease.ledger import Ledger
+from dprelease.config import PrivacyProfiles, choose_budget, load_privacy_profiles
+from dprelease.errors import ConfigError
+from dprelease.ledger import LEDGER_URL_ENV, Ledger
 from dprelease.profile import BudgetChoice, cap_from_profile
 from pipelines.demo_data import write_demo_data
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-def _env(name: str, default: str) -> Callable[[], str]:
-    """A field default read from the environment when the resource is built."""
-    return lambda: os.environ.get(name) or default
+DEPLOYMENT_ENV = "DPRELEASE_DEPLOYMENT"
+CONFIDENTIAL_ENV = "DPRELEASE_CONFIDENTIAL_DIR"
+PUBLIC_ENV = "DPRELEASE_PUBLIC_DIR"
+PRIVACY_ENV = "DPRELEASE_PRIVACY_CONFIG"
+DEMO_CONFIDENTIAL_DIR = ".dprelease/confidential"
 
 
 class ConfidentialStore(dg.ConfigurableResource):
     """A directory of parquet files, one per confidential table; read only by release assets."""
 
-    directory: str = Field(
-        default_factory=_env("DPRELEASE_CONFIDENTIAL_DIR", ".dprelease/confidential")
-    )
+    directory: str
     generate_demo_data: bool = Field(
-        default=True, description="write the bundled demo tables when a table is missing"
+        default=False, description="write the bundled demo tables when a table is missing"
     )
 
     def table_path(self, table: str) -> Path:
@@ -45,7 +51,7 @@ class ConfidentialStore(dg.ConfigurableResource):
             write_demo_data(Path(self.directory))
         if not path.exists():
             raise FileNotFoundError(
-                f"confidential table {table!r} not found at {path}; set DPRELEASE_CONFIDENTIAL_DIR"
+                f"confidential table {table!r} not found at {path}; set {CONFIDENTIAL_ENV}"
             )
         return path
 
@@ -53,13 +59,14 @@ class ConfidentialStore(dg.ConfigurableResource):
 class PublicStore(dg.ConfigurableResource):
     """The output directory: only noisy tables, manifests and budget plots are written here."""
 
-    directory: str = Field(default_factory=_env("DPRELEASE_PUBLIC_DIR", "out/public"))
+    directory: str
 
     def release_dir(self, release: str, period: str | None) -> Path:
         return Path(self.directory) / release / (period or "all")
 
-    def budget_dir(self) -> Path:
-        return Path(self.directory) / "privacy_budget"
+    def budget_dir(self, scope: str | None = None) -> Path:
+        """The budget report's directory, or one scope's plots within it."""
+        return Path(self.directory, "privacy_budget", *([scope] if scope else []))
 
 
 class LedgerResource(dg.ConfigurableResource):
@@ -72,39 +79,99 @@ class LedgerResource(dg.ConfigurableResource):
     url: str | None = Field(
         default=None,
         description="ledger URL or SQLite path; default: $DPRELEASE_LEDGER_URL, "
-        "else .dprelease/ledger.sqlite",
+        "else (demo only) .dprelease/ledger.sqlite",
+    )
+    require_existing: bool = Field(
+        default=False,
+        description="open only a ledger that exists, unless a run asks to create its scope "
+        "(production)",
     )
 
-    def open(self) -> Ledger:
-        return Ledger(self.url)
+    def open(self, *, create: bool = False) -> Ledger:
+        """The ledger. With `require_existing`, a ledger that does not exist is refused
+        (LedgerNotFound, nothing created) unless `create`: a missing or mistyped URL must
+        never become a fresh budget."""
+        if self.require_existing and not (self.url or os.environ.get(LEDGER_URL_ENV)):
+            raise _missing(LEDGER_URL_ENV, "the ledger URL")
+        return Ledger(
+            self.url, mode="create" if create or not self.require_existing else "existing"
+        )
 
 
 @dataclass(frozen=True)
 class Budget:
-    """ε chosen from the odds risk profile, and the same ε as an exact lifetime cap per scope."""
+    """A scope's profile: the choice to explain, and the largest cap it allows (ε rounded down
+    to an exact rational)."""
 
     choice: BudgetChoice
-    cap: Fraction
+    profile_cap: Fraction
 
 
 class PrivacyPolicy(dg.ConfigurableResource):
-    """The odds risk profile (a `privacy:` YAML) every scope's lifetime cap is derived from."""
+    """The privacy YAML: a default odds risk profile and, under `scopes:`, per-scope profiles."""
 
-    config_path: str = Field(
-        default_factory=_env("DPRELEASE_PRIVACY_CONFIG", str(PACKAGE_DIR / "privacy.yaml"))
-    )
+    config_path: str
 
-    def budget(self) -> Budget:
-        """Read the profile once per run: the choice to explain and the exact cap to enforce."""
-        choice = choose_budget(load_privacy_config(self.config_path))
+    def profiles(self) -> PrivacyProfiles:
+        """The whole file, validated (a bad section of any scope fails every run, uncharged)."""
+        return load_privacy_profiles(self.config_path)
+
+    def budget(self, scope: str) -> Budget:
+        """Read the scope's profile once per run: the choice and the cap it allows."""
+        choice = choose_budget(self.profiles().for_scope(scope))
         return Budget(choice, cap_from_profile(choice))
 
 
-def default_resources() -> dict[str, dg.ConfigurableResource]:
-    """Embedded defaults, each overridable by an environment variable."""
+def _missing(variable: str, what: str) -> ConfigError:
+    return ConfigError(
+        variable, f"{what} must be set when {DEPLOYMENT_ENV}=production (it is not set)"
+    )
+
+
+def _required(variable: str, what: str) -> str:
+    value = os.environ.get(variable)
+    if not value:
+        raise _missing(variable, what)
+    return value
+
+
+def demo_resources() -> dict[str, dg.ConfigurableResource]:
+    """Embedded defaults, each overridable; demo tables only in the default demo directory."""
+    confidential = os.environ.get(CONFIDENTIAL_ENV)
     return {
-        "confidential": ConfidentialStore(),
-        "public": PublicStore(),
+        "confidential": ConfidentialStore(
+            directory=confidential or DEMO_CONFIDENTIAL_DIR, generate_demo_data=not confidential
+        ),
+        "public": PublicStore(directory=os.environ.get(PUBLIC_ENV) or "out/public"),
         "ledger": LedgerResource(),
-        "policy": PrivacyPolicy(),
+        "policy": PrivacyPolicy(
+            config_path=os.environ.get(PRIVACY_ENV) or str(PACKAGE_DIR / "privacy.yaml")
+        ),
     }
+
+
+def production_resources() -> dict[str, dg.ConfigurableResource]:
+    """Everything that decides what is released, and against which budget, is required."""
+    _required(LEDGER_URL_ENV, "the ledger URL")  # fail at load; re-read when opened
+    return {
+        "confidential": ConfidentialStore(
+            directory=_required(CONFIDENTIAL_ENV, "the confidential store directory")
+        ),
+        "public": PublicStore(directory=os.environ.get(PUBLIC_ENV) or "out/public"),
+        "ledger": LedgerResource(require_existing=True),
+        "policy": PrivacyPolicy(config_path=_required(PRIVACY_ENV, "the privacy profile YAML")),
+    }
+
+
+RESOURCES_BY_DEPLOYMENT = {"demo": demo_resources, "production": production_resources}
+
+
+def deployment_resources() -> dict[str, dg.ConfigurableResource]:
+    """The resources of the deployment named by DPRELEASE_DEPLOYMENT (default `demo`)."""
+    name = os.environ.get(DEPLOYMENT_ENV) or "demo"
+    if name not in RESOURCES_BY_DEPLOYMENT:
+        raise ConfigError(
+            DEPLOYMENT_ENV,
+            f"unknown deployment {name!r}; use one of {sorted(RESOURCES_BY_DEPLOYMENT)}",
+        )
+    return RESOURCES_BY_DEPLOYMENT[name]()

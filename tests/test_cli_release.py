@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from fractions import Fraction
 from pathlib import Path
 
 import polars as pl
@@ -89,7 +90,7 @@ def test_release_prints_the_table_where_files_went_and_what_the_ledger_did(ws: P
     assert first.exit_code == 0, first.output
     out = words(first.stdout)
     assert "north_east_coastal_region" in out and "cost" in out  # the released table
-    assert "cost_ci95" not in out  # margins are left to the files
+    assert "cost_moe95" not in out  # margins are left to the files
     assert "3 rows; every row and the 95% margins of error are in release.csv" in out
     assert "visits/2024-02: released and charged" in out
     assert "ε = 0.25; scope 'visits' has 0.75 of its cap 1 left" in out
@@ -170,6 +171,26 @@ def test_release_with_a_privacy_config(ws: Path) -> None:
     assert rerun.exit_code == 0 and "already released on" in words(rerun.stdout)
     too_big = cli(ws, "--config", str(PRIVACY), "--cap", "0.5", period="2024-03")
     _one_line_error(too_big, "--cap", "exceeds the ε the privacy profile allows")
+
+
+def test_release_with_a_privacy_config_uses_the_scopes_own_profile(ws: Path) -> None:
+    """A scope listed under `scopes:` gets its own profile's ε; any other scope the default."""
+    config = ws / "privacy.yaml"
+    config.write_text(
+        PRIVACY.read_text()
+        + "scopes:\n  visits:\n    profile: {kind: constant, bound: 20}\n    rounding: 0.05\n"
+    )
+    own = cli(ws, "--config", str(config), "--json")  # scope: the spec's name, `visits`
+    assert own.exit_code == 0, own.output
+    assert json.loads(own.stdout)["epsilon_total_exact"] == "29/20"  # ½ ln 20 ≈ 1.498 → 1.45
+    other = cli(ws, "--config", str(config), "--scope", "study", "--json", period="2024-03")
+    assert other.exit_code == 0, other.output
+    assert json.loads(other.stdout)["epsilon_total_exact"] == "3/10"  # `privacy:`
+    ledger = Ledger(str(ws / "l.sqlite"))
+    assert [(s.name, s.cap) for s in ledger.status()] == [
+        ("study", Fraction(3, 10)),
+        ("visits", Fraction(29, 20)),
+    ]
 
 
 def test_a_changed_spec_is_refused_with_exit_2_and_force_new_charges(ws: Path) -> None:

@@ -131,3 +131,37 @@ def test_loader_errors_are_clear(tmp_path: Path) -> None:
     scalar.write_text("privacy: 3\n")
     with pytest.raises(ConfigError, match=r"^privacy: expected a mapping, got int"):
         load_privacy_config(scalar)
+
+
+def test_scopes_have_their_own_profiles_and_others_use_the_default(tmp_path: Path) -> None:
+    config = tmp_path / "privacy.yaml"
+    config.write_text(
+        "privacy:\n  profile: {kind: piecewise_linear, points: [[0, 10], [1, 2], [10, 5]]}\n"
+        "scopes:\n  visits:\n    profile: {kind: constant, bound: 20}\n"
+    )
+    assert choose_budget(load_privacy_config(config, "visits")).epsilon == pytest.approx(
+        0.5 * math.log(20)
+    )
+    default = 0.5 * math.log(2)
+    assert choose_budget(load_privacy_config(config, "other")).epsilon == pytest.approx(default)
+    assert choose_budget(load_privacy_config(config)).epsilon == pytest.approx(default)
+
+
+@pytest.mark.parametrize(
+    ("scopes", "path"),
+    [
+        ("scopes: [visits]\n", "scopes"),
+        (
+            "scopes:\n  visits: {profile: {kind: constant, bound: 0.5}}\n",
+            "scopes.visits.profile.bound",
+        ),
+        ("scopes:\n  visits: {profile: {kind: step}}\n", "scopes.visits.profile.points"),
+    ],
+)
+def test_a_bad_scope_section_fails_for_every_scope(tmp_path: Path, scopes: str, path: str) -> None:
+    """The whole file is validated, so a typo in one scope stops every release before a charge."""
+    config = tmp_path / "privacy.yaml"
+    config.write_text("privacy:\n  profile: {kind: constant, bound: 2}\n" + scopes)
+    with pytest.raises(ConfigError) as caught:
+        load_privacy_config(config, "another_scope")
+    assert caught.value.path == path

@@ -4,12 +4,14 @@ The polars engine splits its input by a salted hash of the privacy unit when it 
 `rows_per_partition` rows, writes the partitions to private temporary files and adds the
 aggregates of each. For a fixed salt every unit must keep exactly the rows it keeps when all
 units are bounded at once, so the exact aggregates are identical; here the partitioning is
-forced down to a handful of rows per partition. The temporary files must be gone afterwards,
-whether the aggregation succeeded or failed.
+forced down to a handful of rows per partition. The private input summary (row counts and the
+fingerprint) comes from the same pass and must not change either. The temporary files must be
+gone afterwards, whether the aggregation succeeded or failed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import math
@@ -107,14 +109,15 @@ def frame(data: list[dict[str, Any]], unit: pl.DataType) -> pl.DataFrame:
     return pl.DataFrame(data, schema=schema).with_columns(pl.col("day").str.to_date())
 
 
-def aggregates(
-    engine: PolarsEngine, data: object, loaded: LoadedSpec, salt: int
-) -> dict[str, list[int]]:
+def aggregates(engine: PolarsEngine, data: object, loaded: LoadedSpec, salt: int) -> dict:
+    """The exact aggregates, and the private input summary computed in the same pass."""
     plan = prepare(data, loaded, 1.0, period="2024-03").plan
     result: ExactAggregates = engine.aggregate(data, loaded, plan, MONTH, salt)
     for series in result.values.values():
         assert series.dtype == pl.Int128
-    return {name: series.to_list() for name, series in result.values.items()}
+    summary = dataclasses.asdict(result.summary)
+    assert summary == dataclasses.asdict(engine.summarize(data, loaded, plan, MONTH))
+    return {"summary": summary, **{name: s.to_list() for name, s in result.values.items()}}
 
 
 @pytest.fixture
@@ -138,8 +141,9 @@ def split(monkeypatch: pytest.MonkeyPatch) -> Split:
     seen = Split()
     partitioned, scan_ipc = engine_module._partitioned, pl.scan_ipc
 
-    def partitioned_spy(*args: Any) -> pl.DataFrame:
-        seen.partitions.append(args[3])
+    def partitioned_spy(*args: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
+        row_local, summary, loaded, plan, partitions, salt = args
+        seen.partitions.append(partitions)
         return partitioned(*args)
 
     def scan_ipc_spy(source: Any, **kwargs: Any) -> pl.LazyFrame:

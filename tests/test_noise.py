@@ -66,7 +66,6 @@ def chi2_pvalue(draws: np.ndarray, scale: Fraction) -> float:
 SCALES = [0.5, 1, 3.7, 100, 10_000]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("scale", SCALES)
 def test_chi_square_matches_exact_pmf(scale: float) -> None:
     """False-alarm rate 1e-4 per scale (fail when p < 1e-4)."""
@@ -74,7 +73,6 @@ def test_chi_square_matches_exact_pmf(scale: float) -> None:
     assert chi2_pvalue(draws, exact_scale(scale)) > 1e-4
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("scale", [1, 100])
 def test_chi_square_rejects_a_wrong_scale(scale: float) -> None:
     """Power check: draws at 1.1·b are rejected when tested against b (would pass with < 1e-4)."""
@@ -82,7 +80,6 @@ def test_chi_square_rejects_a_wrong_scale(scale: float) -> None:
     assert chi2_pvalue(draws, exact_scale(scale)) < 1e-4
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("scale", SCALES)
 def test_mean_and_variance(scale: float) -> None:
     """Mean ≈ 0 and variance ≈ 2q/(1−q)², each within 5 standard errors of the sample size
@@ -186,7 +183,6 @@ def test_open_run_is_carried_into_the_next_pass(monkeypatch: pytest.MonkeyPatch)
     assert passes == [2] * 7  # read exactly up to the third failure, two draws at a time
 
 
-@pytest.mark.slow
 @pytest.mark.usefixtures("short_passes")
 def test_geometric_is_exact_with_short_passes() -> None:
     """False-alarm rate 1e-4 (fail when p < 1e-4)."""

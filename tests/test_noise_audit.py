@@ -49,7 +49,6 @@ def epsilon_lower_bound(scale: float, epsilon: float, seed: int) -> float:
     return float(np.nanmax(ratios))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [0.1, 1.0])
 def test_audit_finds_no_excess_privacy_loss(epsilon: float) -> None:
     """False-alarm rate ≤ 1e-6 (ALPHA)."""
@@ -58,7 +57,6 @@ def test_audit_finds_no_excess_privacy_loss(epsilon: float) -> None:
     assert eps_lb > 0.8 * epsilon  # the audit is tight: discrete Laplace attains ε exactly
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("epsilon", [0.1, 1.0])
 def test_audit_catches_too_little_noise(epsilon: float) -> None:
     """A broken mechanism (scale 0.7/ε, true loss ε/0.7) must be flagged."""

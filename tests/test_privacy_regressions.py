@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 
 from dprelease.cli import app
 from dprelease.errors import SpecError
+from dprelease.manifest import manifest_problems
 from dprelease.noise import NoiseSource
-from dprelease.release import manifest_problems, prepare, release
+from dprelease.release import prepare, release
 from dprelease.spec import parse_spec
 
 runner = CliRunner()
@@ -33,6 +34,8 @@ def spec(**overrides: object) -> dict:
         "statistics": [{"name": "n", "kind": "count"}],
     }
     base.update(overrides)
+    # full precision: these tests check exact aggregates, not the default rounding
+    base["postprocess"] = {"decimals": 12, **base.get("postprocess", {})}
     return {key: value for key, value in base.items() if value is not None}
 
 
@@ -256,7 +259,7 @@ def test_a_statistic_named_like_a_means_internals_gets_its_own_values() -> None:
 
 @pytest.mark.parametrize(
     ("names", "words"),
-    [(["mean:x:sum"], "should match pattern"), (["n", "n_ci95"], "'n_ci95'")],
+    [(["mean:x:sum"], "should match pattern"), (["n", "n_moe95"], "'n_moe95'")],
 )
 def test_names_that_could_collide_are_refused(names: list[str], words: str) -> None:
     stats = [{"name": name, "kind": "count"} for name in names]

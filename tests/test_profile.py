@@ -19,7 +19,6 @@ from dprelease.profile import (
     PiecewiseLinearProfile,
     StepProfile,
     cap_from_profile,
-    check_epsilon,
     choose_budget_for,
     epsilon_min,
     group_privacy,
@@ -99,14 +98,6 @@ def test_individual_profiles_use_the_smallest_epsilon() -> None:
     lowest = epsilon_min([PAPER, ConstantProfile(1.5), ConstantProfile(3)])
     assert lowest.profile_index == 1
     assert lowest.epsilon == pytest.approx(0.5 * math.log(1.5))
-
-
-def test_check_epsilon_reports_margin_and_tightest_p10() -> None:
-    ok = check_epsilon(PAPER, 0.3)
-    assert ok.satisfied and ok.margin == pytest.approx(0.5 * math.log(2) - 0.3)
-    assert ok.tightest_p10 == 1.0
-    too_big = check_epsilon(PAPER, 0.4)
-    assert not too_big.satisfied and too_big.margin == pytest.approx(0.5 * math.log(2) - 0.4)
 
 
 def test_choose_budget_rounds_down_and_keeps_epsilon_min() -> None:
@@ -223,6 +214,19 @@ def test_epsilon_min_is_below_epsilon_at_every_p10(
     for profile in (PiecewiseLinearProfile(points), StepProfile(points)):
         at_p10 = float(neighbours.epsilon_for_bound(profile.bound(p10)))
         assert epsilon_min(profile, neighbours).epsilon <= at_p10
+
+
+@given(linear_profiles(), st.booleans())
+def test_epsilon_min_is_attained_at_its_p10(points: list[list[float]], substitute: bool) -> None:
+    """A lower bound alone would pass for ε_min ≡ 0: ε_min must also be reached (or approached
+    as P10 → 0⁺) at the P10 it reports, and equal ε at the profile's lowest point."""
+    neighbours = Neighbours.SUBSTITUTE if substitute else Neighbours.ADD_REMOVE
+    lowest_bound = min(bound for _, bound in points)
+    for profile in (PiecewiseLinearProfile(points), StepProfile(points)):
+        lowest = epsilon_min(profile, neighbours)
+        assert lowest.bound == lowest_bound
+        assert lowest.epsilon == float(neighbours.epsilon_for_bound(lowest_bound))
+        assert float(profile.bound(lowest.p10)) == pytest.approx(lowest_bound, rel=1e-12)
 
 
 @given(linear_profiles(), st.data(), st.floats(min_value=0.0, max_value=100.0))

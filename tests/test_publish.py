@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -132,9 +134,9 @@ def test_sigkill_between_reserve_and_commit_publishes_nothing_and_resumes(worksp
     ledger_path = workspace / "ledger.sqlite"
     Ledger(str(ledger_path)).ensure_scope("visits", 1)
     script = textwrap.dedent(f"""
-        import os, signal
+        import importlib, os, signal
         from pathlib import Path
-        from dprelease import release as release_module
+        release_module = importlib.import_module("dprelease.release")  # dp.release is the API
         from dprelease.ledger import Ledger
         from dprelease.publish import publish
         from dprelease.spec import load_spec
@@ -201,20 +203,31 @@ def test_a_sequential_spec_cannot_draw_on_a_parallel_scope(workspace: Path) -> N
 
 
 def test_changed_input_returns_the_stored_release_with_an_operator_warning(
-    workspace: Path,
+    workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The engine fingerprints the period's rows; the ledger keeps it privately and a re-run on
+    different data returns the stored release, warning only the operator."""
     ledger = Ledger(str(workspace / "ledger.sqlite"))
     ledger.ensure_scope("visits", 1)
-    first = _publish(workspace, ledger, "2024-01", input_fingerprint="fingerprint-A")
-    same = _publish(workspace, ledger, "2024-01", input_fingerprint="fingerprint-A")
-    changed = _publish(workspace, ledger, "2024-01", input_fingerprint="fingerprint-B")
+    with caplog.at_level(logging.WARNING, logger="dprelease.operator"):
+        first = _publish(workspace, ledger, "2024-01")
+        data = pl.read_parquet(workspace / "visits.parquet")
+        data.reverse().write_parquet(workspace / "visits.parquet")  # same rows, other order
+        same = _publish(workspace, ledger, "2024-01")
+        assert not caplog.records
+        data.with_columns(pl.col("cost") * 2).write_parquet(workspace / "visits.parquet")
+        changed = _publish(workspace, ledger, "2024-01")
     assert (first.input_warning(), same.input_warning()) == (None, None)
     warning = changed.input_warning()
     assert warning is not None and "input differs" in warning and "--force-new" in warning
+    assert [r.getMessage() for r in caplog.records] == [warning]
     assert changed.stored.table_parquet == first.stored.table_parquet
     assert ledger.status("visits")[0].spent == Fraction(1, 4)
-    for path in (workspace / "out/2024-01").iterdir():  # never in any published file
-        assert b"fingerprint-" not in path.read_bytes()
+    with sqlite3.connect(workspace / "ledger.sqlite") as db:  # kept in the ledger, privately
+        (kept,) = db.execute("SELECT input_fingerprint FROM dprelease_charges").fetchone()
+    assert kept.startswith("polars-")
+    published = b"".join(p.read_bytes() for p in (workspace / "out/2024-01").iterdir())
+    assert kept.encode() not in published and kept not in json.dumps(ledger.export())
 
 
 def test_a_run_that_loses_the_commit_race_returns_the_winners_release(workspace: Path) -> None:

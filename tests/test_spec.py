@@ -155,12 +155,22 @@ def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
         (
             {
                 "statistics": [
-                    {"name": "n", "kind": "count", "target_ci95": 5},
+                    {"name": "n", "kind": "count", "target_moe95": 5},
                     {"name": "m", "kind": "count"},
                 ]
             },
             "release",
-            "target_ci95",
+            "target_moe95",
+        ),
+        (
+            {"statistics": [{"name": "n", "kind": "count", "target_ci95": 5}]},
+            "release.statistics[0].target_ci95",
+            "now called 'target_moe95'",
+        ),
+        (
+            {"postprocess": {"ci95_columns": False}},
+            "release.postprocess.ci95_columns",
+            "now called 'moe95_columns'",
         ),
         ({"colour": "blue"}, "release.colour", "Extra inputs"),
     ],
@@ -197,3 +207,53 @@ def test_spec_hash_depends_on_spec_and_domains_not_on_epsilon() -> None:
     c = parse_spec(base_spec(group_by=[{"column": "region", "domain": {"values": ["north"]}}]))
     assert a.hash() == parse_spec(base_spec()).hash()
     assert len({a.hash(), b.hash(), c.hash()}) == 3
+
+
+@pytest.mark.parametrize(
+    ("spec", "released_hash"),
+    [
+        (
+            {
+                "name": "visits",
+                "source": "visits",
+                "privacy_unit": "pid",
+                "max_rows_per_unit": 2,
+                "period": {"column": "day"},
+                "group_by": [
+                    {"column": "region", "domain": {"values": ["n", "s"]}},
+                    {"column": "age", "domain": {"min": 1, "max": 3}},
+                ],
+                "statistics": [
+                    {"name": "n", "kind": "count", "target_moe95": 5},
+                    {
+                        "name": "cost",
+                        "kind": "sum",
+                        "column": "cost",
+                        "lower": 0,
+                        "upper": 100,
+                        "target_moe95": 50,
+                        "granularity": 0.5,
+                    },
+                ],
+                "postprocess": {"decimals": 2, "moe95_columns": False},
+            },
+            "efe219b6c87f6acdb234acab3f7b1e733735e0f02e5fca85188aedbc53e48a85",
+        ),
+        (
+            {
+                "name": "m",
+                "source": "m",
+                "neighbours": "substitute",
+                "statistics": [
+                    {"name": "n", "kind": "count", "weight": 2},
+                    {"name": "avg", "kind": "mean", "column": "x", "lower": -1, "upper": 1},
+                ],
+            },
+            "76bc446a8a83316731c4f0622be4433e32f867696ee46ff03ca14d423d85abfe",
+        ),
+    ],
+)
+def test_a_spec_keeps_the_hash_it_was_released_under(spec: dict, released_hash: str) -> None:
+    """The hashes dprelease c888955 computed for these specs (with target_ci95/ci95_columns,
+    before the discriminated union): a slot released then re-runs without SpecChanged."""
+    assert parse_spec(spec).hash() == released_hash

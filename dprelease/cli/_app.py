@@ -1,6 +1,11 @@
 """The typer app every command module adds itself to."""
 
+import logging
+
 import typer
+
+from dprelease.cli._common import warn
+from dprelease.operator import LOGGER_NAME
 
 app = typer.Typer(
     name="dprelease",
@@ -9,3 +14,17 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+class _OperatorToStderr(logging.Handler):
+    """Operator warnings as `warning: …` lines on the current stderr (never in any output)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        warn(record.getMessage())
+
+
+@app.callback()
+def _show_operator_warnings() -> None:
+    logger = logging.getLogger(LOGGER_NAME)
+    if not any(isinstance(handler, _OperatorToStderr) for handler in logger.handlers):
+        logger.addHandler(_OperatorToStderr(logging.WARNING))

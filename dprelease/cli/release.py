@@ -15,17 +15,19 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors, parse_epsilon, warn
+from dprelease.cli._common import cli_errors, parse_epsilon
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Composition, Ledger
 from dprelease.profile import Neighbours, cap_from_profile
 from dprelease.publish import Published, composition_of, publish
 from dprelease.release import prepare
-from dprelease.spec import load_spec
+from dprelease.spec import MOE95_SUFFIX, UNDEFINED_SUFFIX, load_spec
 
 PREVIEW_ROWS = 12
-MARGIN_SUFFIXES = ("_ci95", "_moe95")  # per-statistic margin columns, left to the files
+#: Margin columns (`_ci95`: releases stored before they were renamed) and a mean's flag column
+#: (its null cells show as –): left to the files.
+HIDDEN_SUFFIXES = ("_ci95", MOE95_SUFFIX, UNDEFINED_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,15 @@ class _Budget:
         return self.cap_option or self.profile_cap
 
 
-def _budget(epsilon: str | None, config: Path | None, cap: str | None) -> _Budget:
-    """ε of this release (default: the whole cap from the profile) and the caps stated."""
+def _budget(epsilon: str | None, config: Path | None, cap: str | None, scope: str) -> _Budget:
+    """ε of this release (default: the whole cap from the scope's profile) and the caps stated.
+
+    The profile is the scope's own (its entry under `scopes:`), else the file's `privacy:`.
+    """
     stated_cap = parse_epsilon(cap, "--cap") if cap is not None else None
     profile_cap = neighbours = None
     if config is not None:
-        choice = choose_budget(load_privacy_config(config))
+        choice = choose_budget(load_privacy_config(config, scope))
         neighbours = choice.neighbours
         profile_cap = cap_from_profile(choice)
         if stated_cap is not None and stated_cap > profile_cap:
@@ -118,7 +123,7 @@ def _cell(value: object) -> str:
 def _preview(table: pl.DataFrame) -> Table:
     """The first rows of the released table with its values, numbers shortened (never cut);
     the margin-of-error columns and every digit are in the files."""
-    shown = table.select(c for c in table.columns if not c.endswith(MARGIN_SUFFIXES))
+    shown = table.select(c for c in table.columns if not c.endswith(HIDDEN_SUFFIXES))
     rows = [[_cell(v) for v in row] for row in shown.head(PREVIEW_ROWS).iter_rows()]
     rendered = Table()
     for index, (name, dtype) in enumerate(shown.schema.items()):
@@ -166,7 +171,11 @@ def release(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="Privacy YAML: ε_min from its odds risk profile is the cap."),
+        typer.Option(
+            "--config",
+            help="Privacy YAML: ε_min from the scope's odds risk profile (its `scopes:` entry, "
+            "else `privacy:`) is the cap.",
+        ),
     ] = None,
     ledger_url: Annotated[
         str | None,
@@ -197,9 +206,9 @@ def release(
     if out.exists() and not out.is_dir():
         raise ConfigError("--out", f"{out} exists and is not a directory")
     loaded = load_spec(spec)
-    budget = _budget(epsilon, config, cap)
-    prepared = prepare(data, loaded, budget.epsilon, neighbours=budget.neighbours, period=period)
     scope_name = scope or loaded.spec.name
+    budget = _budget(epsilon, config, cap, scope_name)
+    prepared = prepare(data, loaded, budget.epsilon, neighbours=budget.neighbours, period=period)
     with (
         _open_scope(ledger_url, scope_name, budget, composition_of(loaded)) as ledger,
         Progress(
@@ -222,8 +231,6 @@ def release(
             max_cap=budget.profile_cap,
             on_stage=lambda stage: progress.update(task, description=stage),
         )
-        if (warning := result.input_warning()) is not None:
-            warn(warning)
         if as_json:
             typer.echo(json.dumps(result.manifest, sort_keys=True))
         else:

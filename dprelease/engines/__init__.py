@@ -9,6 +9,7 @@ or ledgers, and its output leaves the process only through `dprelease.release`.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -19,15 +20,44 @@ from typing import Any, Protocol
 import polars as pl
 
 from dprelease.accounting import Measurement, Plan
-from dprelease.errors import DataError, DPReleaseError, SchemaError, SpecError
-from dprelease.spec import LoadedSpec, Month
+from dprelease.errors import DataError, DPReleaseError, InputError, SchemaError, SpecError
+from dprelease.spec import CountStatistic, LoadedSpec, Month
 
 #: What `release` accepts as confidential input; paths are scanned lazily so large files stream.
 DataSource = str | Path | pl.DataFrame | pl.LazyFrame | Any  # Any: pandas.DataFrame, pyarrow.Table
 
 
+PARQUET_SUFFIXES = (".parquet", ".pq")
+CSV_SUFFIXES = (".csv", ".txt")
+#: What every published release directory holds (see `dprelease.publish`).
+_RELEASE_MARKER = "manifest.json"
+
+
 def _is_csv(data: DataSource) -> bool:
-    return isinstance(data, str | Path) and Path(data).suffix in {".csv", ".txt"}
+    return isinstance(data, str | Path) and Path(data).suffix in CSV_SUFFIXES
+
+
+def dataset_glob(directory: Path) -> str:
+    """The parquet files of a directory dataset: at its top level, or in hive partitions
+    (`column=value/` subdirectories, nested). Anything else is refused, so a directory is never
+    read more widely than a dataset writer (polars, pyarrow, Spark) lays one out, and above all
+    a published release (its manifest.json) is never read back as confidential input."""
+    entries = list(directory.rglob("*"))
+    if any(entry.name == _RELEASE_MARKER for entry in entries):
+        raise InputError(
+            str(directory),
+            "holds published dprelease output (a manifest.json); give the confidential input, "
+            "not a release directory",
+        )
+    if any(entry.is_dir() and "=" not in entry.name for entry in entries):
+        raise InputError(
+            str(directory),
+            "has a subdirectory that is not a hive partition (column=value); a directory input "
+            "is a parquet dataset: files at its top level or in column=value subdirectories",
+        )
+    if not any(entry.suffix == ".parquet" for entry in entries):
+        raise InputError(str(directory), "holds no .parquet files")
+    return str(directory / "**" / "*.parquet")
 
 
 def _is_pandas(data: DataSource) -> bool:
@@ -53,8 +83,10 @@ def scan(data: DataSource) -> pl.LazyFrame:
         path = Path(data)
         if not path.exists():
             raise FileNotFoundError(f"input data {str(path)!r} not found")
-        if path.is_dir() or path.suffix in {".parquet", ".pq"}:
-            return pl.scan_parquet(path / "**/*.parquet" if path.is_dir() else path)
+        if path.is_dir():
+            return pl.scan_parquet(dataset_glob(path), hive_partitioning=True)
+        if path.suffix in PARQUET_SUFFIXES:
+            return pl.scan_parquet(path)
         if _is_csv(path):
             return pl.scan_csv(
                 path,
@@ -63,14 +95,21 @@ def scan(data: DataSource) -> pl.LazyFrame:
                 ignore_errors=True,
                 encoding="utf8-lossy",
             )
-        raise SchemaError(str(path), "unsupported input format: use parquet or CSV")
+        raise InputError(
+            str(path),
+            f"not a format dprelease reads: give parquet ({', '.join(PARQUET_SUFFIXES)}), CSV "
+            f"({', '.join(CSV_SUFFIXES)}) or a directory of .parquet files",
+        )
     if _is_pandas(data):
         return pl.from_pandas(data.astype(dict.fromkeys(_pandas_objects(data), "string"))).lazy()
     if type(data).__module__.split(".")[0] == "pyarrow":
         table = pl.from_arrow(data)
         if isinstance(table, pl.DataFrame):
             return table.lazy()
-    raise SchemaError("<input>", f"unsupported input type {type(data).__name__}")
+    raise InputError(
+        type(data).__name__,
+        "give a pandas or polars DataFrame, a polars LazyFrame, a pyarrow Table or a path",
+    )
 
 
 @contextmanager
@@ -108,7 +147,7 @@ def columns_read(loaded: LoadedSpec) -> dict[str, str]:
         for column in group.key_columns:
             paths[column] = f"release.group_by[{i}].{'column' if group.column else 'columns'}"
     for i, stat in enumerate(spec.statistics):
-        if stat.column is not None:
+        if not isinstance(stat, CountStatistic):
             paths.setdefault(stat.column, f"release.statistics[{i}].column")
     if spec.period is not None:
         paths[spec.period.column] = "release.period.column"
@@ -162,9 +201,9 @@ def validate_schema(schema: pl.Schema, loaded: LoadedSpec, text: frozenset[str] 
                 paths[column],
             )
     for stat in spec.statistics:
-        summed = stat.column
-        if summed is None or summed in untyped:
+        if isinstance(stat, CountStatistic) or stat.column in untyped:
             continue
+        summed = stat.column
         if not (schema[summed].is_numeric() or schema[summed] == pl.Null):
             raise SchemaError(
                 summed,
@@ -181,17 +220,44 @@ def validate_schema(schema: pl.Schema, loaded: LoadedSpec, text: frozenset[str] 
             )
 
 
+@dataclass(frozen=True, repr=False)  # no repr: its facts must not reach a log by accident
+class InputSummary:
+    """Private facts about the input, for the operator channel and the ledger only: never in
+    a file, the manifest, published metadata or a message on the release path (PRIVACY.md).
+
+    Every engine computes the same facts from the columns the spec reads, typed as for the
+    aggregation; "the period" is the release's period, or every row for a spec without one.
+    """
+
+    rows: int  # rows of the input
+    period_rows: int  # rows in the period
+    unit_rows: int | None  # rows in the period whose privacy unit is not null (None: no unit)
+    keyed_rows: Mapping[str, int]  # per key column: rows in the period whose key converted
+    fingerprint: str  # `fingerprint` of the rows in the period
+
+
+def fingerprint(scheme: str, rows: int, hash_sum: int) -> str:
+    """The input fingerprint the ledger keeps: "<scheme>:<sha256>" of the number of rows in the
+    period and the sum of a fixed-seed hash of each row (the columns the spec reads, typed), so
+    row order does not matter. `scheme` names the engine and its hash function's version; two
+    fingerprints are comparable only within one scheme."""
+    digest = hashlib.sha256(f"{rows}:{hash_sum}".encode()).hexdigest()
+    return f"{scheme}:{digest}"
+
+
 @dataclass(frozen=True)
 class ExactAggregates:
     """Pre-noise aggregates over the full public key grid; internal only, never published.
 
     `values` holds one Int128 series per measurement name (rows for a count, the sum of integer
     units for a sum), aligned with `keys`, the public key grid (no columns when ungrouped:
-    then every series has one cell).
+    then every series has one cell). `summary` is the private input summary, computed in the
+    same pass.
     """
 
     keys: pl.DataFrame
     values: Mapping[str, pl.Series]
+    summary: InputSummary
 
     def of(self, measurement: Measurement) -> pl.Series:
         return self.values[measurement.name]
@@ -208,7 +274,13 @@ class Engine(Protocol):
     def aggregate(
         self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
     ) -> ExactAggregates:
-        """Exact aggregates; contribution bounding hashes rows with `salt` (fresh per release)."""
+        """Exact aggregates and the input summary, in one pass over the input; contribution
+        bounding hashes rows with `salt` (fresh per release)."""
+
+    def summarize(
+        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None
+    ) -> InputSummary:
+        """The input summary alone, for a re-run that returns a stored release."""
 
 
 def _polars() -> Engine:

@@ -1,10 +1,11 @@
 """The polars engine: from confidential rows to exact Int128 aggregates, in bounded memory.
 
-One direction: select the spec's columns under internal names → type them non-strictly → drop
-rows with a null unit → period filter → drop keys outside the public domain → order each row by a
-salted hash, clamp and discretize → bound each unit's contributions → exact group-by → lay the
-result on the full key grid (missing groups are 0). Every step is total: no value in the data can
-make it fail, overflow, or change anything but the aggregates.
+One direction: select the spec's columns under internal names → type them non-strictly → (the
+private input summary branches off here) → drop rows with a null unit → period filter → drop keys
+outside the public domain → order each row by a salted hash, clamp and discretize → bound each
+unit's contributions → exact group-by → lay the result on the full key grid (missing groups are
+0). The summary and the aggregation share one read of the input. Every step is total: no value
+in the data can make it fail, overflow, or change anything but the aggregates.
 
 Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
 once, which would hold the whole input in memory; but units are independent, so an input of more
@@ -29,6 +30,8 @@ from dprelease.accounting import Measurement, Plan
 from dprelease.engines import (
     DataSource,
     ExactAggregates,
+    InputSummary,
+    fingerprint,
     scan,
     text_columns,
     validate_schema,
@@ -47,6 +50,11 @@ _UNIT = ":unit"
 _PERIOD = ":period"
 _ORDER = ":order"
 _ROWS = ":rows"
+_ROW = ":row"
+#: The fingerprint's hash seed is fixed (not the per-release salt): fingerprints of the same
+#: rows must agree across runs. Polars' hash may change between versions, hence the scheme.
+FINGERPRINT_SEED = 0x6470_7265_6C65_6173
+FINGERPRINT_SCHEME = f"polars-{pl.__version__}"
 
 
 def _keys(loaded: LoadedSpec) -> dict[str, str]:
@@ -131,7 +139,8 @@ def _selected(
     lf: pl.LazyFrame, text: frozenset[str] | None, loaded: LoadedSpec, plan: Plan
 ) -> pl.LazyFrame:
     """The columns the spec reads, typed, under internal names; checked against the declared
-    schema first."""
+    schema first. (A spec that reads no column keeps a row number, so its rows still count.)
+    A unit column that is float is made NaN-free (NaN → null) here, so nulls are one test."""
     schema = lf.collect_schema()
     validate_schema(schema, loaded, text)
     spec = loaded.spec
@@ -147,24 +156,32 @@ def _selected(
         )
     if spec.period is not None:
         selected.append(_as_date(spec.period.column, schema[spec.period.column]).alias(_PERIOD))
+    if not selected:
+        selected.append(pl.int_range(pl.len(), dtype=pl.UInt64).alias(_ROW))
     return lf.select(selected)
+
+
+def _in_period(month: Month | None) -> pl.Expr:
+    if month is None:
+        return pl.lit(True)
+    period = pl.col(_PERIOD)
+    return (period.dt.year() == month.year) & (period.dt.month() == month.month)
 
 
 def _row_local(
     selected: pl.LazyFrame, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
 ) -> pl.LazyFrame:
     """Every step before the bounding, row by row (so it streams): the in-domain rows of the
-    period with a unit, keys encoded (`_encoded_dtypes`), the unit and the row's salted order when
-    there is a unit, and the integer units of each sum."""
+    period with a unit, keys encoded (`_encoded_dtypes`), the integer units of each sum and,
+    with a unit, only the unit, the row's salted order, the keys and the units."""
     spec = loaded.spec
     keys = _keys(loaded)
     dtypes = _encoded_dtypes(loaded)
     lf = selected
     if spec.privacy_unit is not None:  # never one shared allowance for all unknown units
-        lf = lf.filter(pl.col(_UNIT).is_not_null())  # (a NaN unit is null by now)
+        lf = lf.filter(pl.col(_UNIT).is_not_null())
     if month is not None:
-        period = pl.col(_PERIOD)
-        lf = lf.filter((period.dt.year() == month.year) & (period.dt.month() == month.month))
+        lf = lf.filter(_in_period(month))
     for domain in loaded.domains:  # keys outside the public domain (or null) are dropped here
         domain = domain.cast({column: dtypes[column] for column in domain.columns})
         names = {column: keys[column] for column in domain.columns}
@@ -177,18 +194,17 @@ def _row_local(
             lf = lf.filter(pl.col(names[column]).is_in(domain.get_column(column).implode()))
         else:
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
-    kept = list(keys.values())
-    if spec.privacy_unit is not None:
-        # the order of a row is a hash of everything it holds, so a unit's order depends on its
-        # own rows only; rows identical in every column read are interchangeable
-        lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
-        kept += [_UNIT, _ORDER]
     summed = _summed(plan)
     sums = [
         _units_of(m, _value(summed.index(str(m.column)))).alias(_units(i))
         for i, m in enumerate(_sums(plan))
     ]
-    return lf.select(*kept, *sums)
+    if spec.privacy_unit is None:
+        return lf.with_columns(sums)
+    # the order of a row is a hash of everything it holds, so a unit's order depends on its own
+    # rows only; rows identical in every column read are interchangeable
+    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
+    return lf.select(*keys.values(), _UNIT, _ORDER, *sums)
 
 
 def _bounded(lf: pl.LazyFrame, loaded: LoadedSpec, salt: int) -> pl.LazyFrame:
@@ -217,10 +233,46 @@ def _aggregated(lf: pl.LazyFrame, loaded: LoadedSpec, plan: Plan) -> pl.LazyFram
     return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
 
 
+def _summary_plan(selected: pl.LazyFrame, loaded: LoadedSpec, month: Month | None) -> pl.LazyFrame:
+    """One row of private facts for the operator and the ledger (see `InputSummary`), from the
+    same typed rows as the aggregation, so `pl.collect_all` reads the input once for both.
+    Every output name is internal, so no user column name can collide with one."""
+
+    def in_period(expr: pl.Expr) -> pl.Expr:
+        return expr if month is None else expr.filter(_in_period(month))
+
+    names = selected.collect_schema().names()
+    unit_rows = in_period(pl.col(_UNIT)).is_not_null().sum() if _UNIT in names else pl.lit(None)
+    row_hash = pl.struct(pl.all()).hash(seed=FINGERPRINT_SEED).cast(pl.Int128)
+    return selected.select(
+        pl.len().alias(":input_rows"),
+        (pl.len() if month is None else _in_period(month).sum()).alias(":period_rows"),
+        unit_rows.alias(":unit_rows"),
+        in_period(row_hash).sum().alias(":hash_sum"),
+        *(in_period(pl.col(key)).is_not_null().sum().alias(key) for key in _keys(loaded).values()),
+    )
+
+
+def _summary(row: dict[str, int], loaded: LoadedSpec) -> InputSummary:
+    return InputSummary(
+        rows=row[":input_rows"],
+        period_rows=row[":period_rows"],
+        unit_rows=row[":unit_rows"],
+        keyed_rows={column: row[key] for column, key in _keys(loaded).items()},
+        fingerprint=fingerprint(FINGERPRINT_SCHEME, row[":period_rows"], row[":hash_sum"] or 0),
+    )
+
+
 def _partitioned(
-    row_local: pl.LazyFrame, loaded: LoadedSpec, plan: Plan, partitions: int, salt: int
-) -> pl.DataFrame:
-    """The aggregation as a sum over partitions of the units, in memory for one partition.
+    row_local: pl.LazyFrame,
+    summary: pl.LazyFrame,
+    loaded: LoadedSpec,
+    plan: Plan,
+    partitions: int,
+    salt: int,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The aggregation as a sum over partitions of the units, in memory for one partition, and
+    the input summary from the same pass over the input.
 
     The row-local plan streams into a private temporary directory (mode 0700, removed whether
     this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
@@ -232,17 +284,18 @@ def _partitioned(
     total = _aggregated(nothing, loaded, plan).collect()  # ungrouped: one row of zeros
     with tempfile.TemporaryDirectory(prefix="dprelease-") as tmp:
         partition = (pl.col(_UNIT).hash(seed=salt) % partitions).alias("partition")
-        row_local.sink_ipc(
+        sink = row_local.sink_ipc(
             pl.PartitionBy(tmp, key=partition, include_key=False),
             record_batch_size=_BATCH_ROWS,
-            engine="streaming",
+            lazy=True,
         )
+        _, facts = pl.collect_all([sink, summary], engine="streaming")
         for directory in sorted(Path(tmp).iterdir()):
             rows = pl.scan_ipc(directory / "*.ipc")
             part = _aggregated(_bounded(rows, loaded, salt), loaded, plan)
             both = pl.concat([total, part.collect(engine="streaming")])
             total = both.group_by(keys).agg(pl.all().sum()) if keys else both.sum()
-    return total
+    return total, facts
 
 
 class PolarsEngine:
@@ -259,13 +312,16 @@ class PolarsEngine:
             selected = _selected(scan(data), text_columns(data), loaded, plan)
             row_local = _row_local(selected, loaded, plan, month, salt=0)
             _aggregated(_bounded(row_local, loaded, salt=0), loaded, plan).collect_schema()
+            _summary_plan(selected, loaded, month).collect_schema()
 
     def aggregate(
         self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
     ) -> ExactAggregates:
-        """Run the plan and lay it on the full public key grid, missing groups = 0."""
+        """Run the plan and lay it on the full public key grid, missing groups = 0.
+
+        The input summary shares the aggregation's scan (one read for both)."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
-            observed = self._observed(data, loaded, plan, month, salt)
+            observed, summary = self._observed(data, loaded, plan, month, salt)
         grid = loaded.key_grid()
         if grid.width:
             internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
@@ -277,20 +333,32 @@ class PolarsEngine:
             m.name: observed.get_column(column.get(m.name, _ROWS)).fill_null(0).alias(m.name)
             for m in plan.measurements
         }
-        return ExactAggregates(grid, values)
+        return ExactAggregates(grid, values, _summary(summary.row(0, named=True), loaded))
+
+    def summarize(
+        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None
+    ) -> InputSummary:
+        """The input summary alone (one pass): for a re-run that returns a stored release."""
+        with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
+            selected = _selected(scan(data), text_columns(data), loaded, plan)
+            row = _summary_plan(selected, loaded, month).collect(engine="streaming")
+        return _summary(row.row(0, named=True), loaded)
 
     def _observed(
         self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
-    ) -> pl.DataFrame:
-        """Aggregates of the observed groups; partitioned when bounding all units at once would
-        hold more than `rows_per_partition` rows (the count is the input's, before any filter)."""
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Aggregates of the observed groups and the summary row; partitioned when bounding all
+        units at once would hold more than `rows_per_partition` rows (the count is the input's,
+        before any filter)."""
         lf = scan(data)
         selected = _selected(lf, text_columns(data), loaded, plan)
         row_local = _row_local(selected, loaded, plan, month, salt)
+        summary = _summary_plan(selected, loaded, month)
         if loaded.spec.privacy_unit is not None:
             rows = lf.select(pl.len()).collect(engine="streaming").item()
             partitions = -(-rows // self.rows_per_partition)
             if partitions > 1:
-                return _partitioned(row_local, loaded, plan, partitions, salt)
-        bounded = _bounded(row_local, loaded, salt)
-        return _aggregated(bounded, loaded, plan).collect(engine="streaming")
+                return _partitioned(row_local, summary, loaded, plan, partitions, salt)
+        aggregation = _aggregated(_bounded(row_local, loaded, salt), loaded, plan)
+        observed, facts = pl.collect_all([aggregation, summary], engine="streaming")
+        return observed, facts

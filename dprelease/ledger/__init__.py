@@ -179,12 +179,19 @@ class Ledger:
             )
 
     def commit(
-        self, reservation: Reservation, table_parquet: bytes, manifest: dict[str, Any]
+        self,
+        reservation: Reservation,
+        table_parquet: bytes,
+        manifest: dict[str, Any],
+        *,
+        input_fingerprint: str | None = None,
     ) -> StoredRelease:
         """Store the release of a reserved or resumed charge; publish files only after this.
 
-        Raises ReleaseConflict if another run committed the same charge first: publish
-        `exc.stored` then, never this run's table.
+        `input_fingerprint` (private; default: the one given to `reserve`) is stored with the
+        charge: an engine knows it only once it has read the input. Raises ReleaseConflict if
+        another run committed the same charge first: publish `exc.stored` then, never this
+        run's table.
         """
         if reservation.status == "committed":
             raise LedgerError(
@@ -197,8 +204,17 @@ class Ledger:
             raise LedgerError(
                 f"manifest of {reservation.release_id!r} is not JSON: {exc}"
             ) from None
+        fingerprint = input_fingerprint or reservation.input_fingerprint
         with self._db.tx() as conn:
-            return protocol.commit(self._db, conn, reservation, table_parquet, manifest_json)
+            return protocol.commit(
+                self._db, conn, reservation, table_parquet, manifest_json, fingerprint
+            )
+
+    def input_changed(self, reservation: Reservation, input_fingerprint: str) -> bool | None:
+        """Whether this input differs from the one the reservation's stored release was made
+        from (None: unknown). Private, for the operator channel only; reads, never writes."""
+        with self._db.tx() as conn:
+            return protocol.input_changed(conn, reservation.charge_id, input_fingerprint)
 
     def void(self, release_id: str, *, reason: str) -> Voided:
         """End the slot's open reservation(s), freeing their ε; recorded with who and why.

@@ -83,7 +83,7 @@ class _Run:
             rerelease=row.kind == "re-release",
             committed_at=None if row.committed_at is None else aware(row.committed_at),
             input_fingerprint=given,
-            input_changed=None if stored is None or given is None else stored != given,
+            input_changed=fingerprints_differ(stored, given),
         )
 
     def event(self, conn: Connection, kind: EventKind, row: Row[Any], detail: str) -> None:
@@ -99,6 +99,25 @@ class _Run:
             run_id=self.run_id,
             detail=detail,
         )
+
+
+def fingerprints_differ(stored: str | None, given: str | None) -> bool | None:
+    """Whether two input fingerprints ("<scheme>:<digest>") differ; None when either is unknown
+    or they come from different schemes (another engine or hash version), which cannot be
+    compared."""
+    if stored is None or given is None:
+        return None
+    if stored.rpartition(":")[0] != given.rpartition(":")[0]:
+        return None
+    return stored != given
+
+
+def input_changed(conn: Connection, charge_id: int, input_fingerprint: str) -> bool | None:
+    """Compare `input_fingerprint` with the one stored with a charge (see `fingerprints_differ`)."""
+    stored = conn.execute(
+        select(charges.c.input_fingerprint).where(charges.c.charge_id == charge_id)
+    ).scalar()
+    return fingerprints_differ(stored, input_fingerprint)
 
 
 def reserve(
@@ -237,6 +256,7 @@ def commit(
     reservation: Reservation,
     table_parquet: bytes,
     manifest_json: str,
+    input_fingerprint: str | None,
 ) -> StoredRelease:
     """Store the release of an open reservation, with this run's private input fingerprint.
 
@@ -273,9 +293,7 @@ def commit(
     conn.execute(
         update(charges)
         .where(charges.c.charge_id == row.charge_id)
-        .values(
-            status="committed", committed_at=at, input_fingerprint=reservation.input_fingerprint
-        )
+        .values(status="committed", committed_at=at, input_fingerprint=input_fingerprint)
     )
     record_event(
         conn,
