@@ -4,8 +4,9 @@ One direction: select the spec's columns under internal names → type them non-
 private input summary branches off here) → drop rows with a null unit → period filter → drop keys
 outside the public domain → order each row by a salted hash, clamp and discretize → bound each
 unit's contributions → exact group-by → lay the result on the full key grid (missing groups are
-0). The summary and the aggregation share one read of the input. Every step is total: no value
-in the data can make it fail, overflow, or change anything but the aggregates.
+0). The summary and the aggregation are collected together (sharing one read of the input when
+it is not partitioned). Every step is total: no value in the data can make it fail, overflow, or
+change anything but the aggregates.
 
 Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
 once, which would hold the whole input in memory; but units are independent, so an input of more
@@ -272,7 +273,7 @@ def _partitioned(
     salt: int,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The aggregation as a sum over partitions of the units, in memory for one partition, and
-    the input summary from the same pass over the input.
+    the input summary, computed while the partitions are written.
 
     The row-local plan streams into a private temporary directory (mode 0700, removed whether
     this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
@@ -289,7 +290,10 @@ def _partitioned(
             record_batch_size=_BATCH_ROWS,
             lazy=True,
         )
-        _, facts = pl.collect_all([sink, summary], engine="streaming")
+        # two scans run side by side: sharing one between the sink and the summary makes polars
+        # (2.1) buffer every row it reads, which is the memory this function exists to save
+        separate = pl.QueryOptFlags(comm_subplan_elim=False)
+        _, facts = pl.collect_all([sink, summary], engine="streaming", optimizations=separate)
         for directory in sorted(Path(tmp).iterdir()):
             rows = pl.scan_ipc(directory / "*.ipc")
             part = _aggregated(_bounded(rows, loaded, salt), loaded, plan)
@@ -317,9 +321,8 @@ class PolarsEngine:
     def aggregate(
         self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
     ) -> ExactAggregates:
-        """Run the plan and lay it on the full public key grid, missing groups = 0.
-
-        The input summary shares the aggregation's scan (one read for both)."""
+        """Run the plan and lay it on the full public key grid, missing groups = 0; the input
+        summary is computed alongside."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
             observed, summary = self._observed(data, loaded, plan, month, salt)
         grid = loaded.key_grid()
