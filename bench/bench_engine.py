@@ -7,7 +7,8 @@ sum(visits, 0, 20) by region × age_band (50 × 10 public keys), at most 4 rows 
 * floor: plain polars, lazy scan → random row rank over person_id ≤ 4 → clamp → group-by,
   `collect(engine="streaming")`, no noise, no key grid;
 * dprelease: `release(path, spec, 1.0)` with the production (OS CSPRNG) noise source, i.e.
-  validation, planning, the streaming aggregation, noise for the full grid and the manifest;
+  validation, planning, the aggregation (partitioned by person above 2·10^6 rows, see
+  dprelease/engines/polars.py), noise for the full grid and the manifest;
 * OpenDP: `Context.compositor` over `pl.scan_parquet`, identifier `person_id`,
   `truncate_per_group(4)`, public keys, `dp.len` and `dp.sum`, run in `.venv-bench` (OpenDP
   pins its own polars) — timed end to end and for the final `collect` alone;
@@ -16,12 +17,16 @@ sum(visits, 0, 20) by region × age_band (50 × 10 public keys), at most 4 rows 
   the same query (the issue requires a random choice of rows).
 
 Every measurement is a fresh child process: time is measured inside it (imports excluded),
-peak memory is the child's RSS high-water mark from `wait4`. Best time of `--repeats` runs
-(other processes may share the machine), largest peak RSS of those runs.
+peak memory is the child's RSS high-water mark (VmHWM). The variants take turns, `--repeats`
+rounds; best time of each (other processes may share the machine), largest peak RSS, and the
+load average seen, since a loaded machine slows every variant.
 
     bash bench/setup.sh                                   # once: .venv-bench with OpenDP
     .venv/bin/python bench/bench_engine.py                # 1M and 10M rows, ~5 minutes
-    .venv/bin/python bench/bench_engine.py --sizes 1000000 --no-opendp
+    .venv/bin/python bench/bench_engine.py --sizes 1000000 --variants floor dprelease
+    # the README's table: 10^7 and 10^8 rows (the data need 1.7 GB of disk; --data keeps them)
+    .venv/bin/python bench/bench_engine.py --sizes 10000000 100000000 \
+        --variants floor dprelease --data /tmp/bench_data
 
 Prints a markdown table and writes it to bench/results/engine.md. The benchmark data come from
 a seeded numpy generator (they are synthetic test data, not noise).
@@ -38,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "engine.md"
@@ -49,6 +55,7 @@ MAX_ROWS = 4
 INCOME = (0, 200_000)
 VISITS = (0, 20)
 EPSILON = 1.0
+CHUNK = 4_000_000
 FIRST_ROWS = "floor, first rows in file order (not random)"
 
 
@@ -56,26 +63,46 @@ FIRST_ROWS = "floor, first rows in file order (not random)"
 
 
 def generate(rows: int, path: Path, seed: int = 20240501) -> None:
-    """About rows/4 persons with 1–7 rows each (shuffled), 1% null incomes, a few outliers."""
+    """About rows/4 persons with 1–7 rows each (shuffled), 1% null incomes, a few outliers.
+
+    Written in chunks of `CHUNK` rows (zstd, row groups of 2^17 rows, as polars writes them),
+    so 10^8 rows need about 2.5 GB of memory (the shuffled person ids) and 1.3 GB of disk.
+    """
     import numpy as np
-    import polars as pl
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     rng = np.random.default_rng(seed)
     counts = rng.integers(1, 8, size=rows // 4 + rows // 8)
     counts = counts[: int(np.searchsorted(np.cumsum(counts), rows)) + 1]
     counts[-1] -= counts.sum() - rows
     person = np.repeat(np.arange(len(counts), dtype=np.int64), counts)[rng.permutation(rows)]
+    with pq.ParquetWriter(path, _chunk(person[:0], rng).schema, compression="zstd") as writer:
+        for start in range(0, rows, CHUNK):
+            writer.write_table(_chunk(person[start : start + CHUNK], rng), row_group_size=2**17)
+
+
+def _chunk(person: Any, rng: Any) -> Any:
+    """One chunk of the synthetic table (pyarrow) for the given person ids."""
+    import numpy as np
+    import polars as pl
+
+    rows = len(person)
     income = rng.lognormal(10.5, 1.0, rows)  # ~0.4% above the 200000 bound
     income[rng.random(rows) < 0.01] = np.nan
-    pl.DataFrame(
-        {
-            "person_id": person,
-            "region": np.array(REGIONS)[rng.integers(0, len(REGIONS), rows)],
-            "age_band": np.array(AGE_BANDS)[rng.integers(0, len(AGE_BANDS), rows)],
-            "income": income,
-            "visits": rng.poisson(5.0, rows).astype(np.int64),
-        }
-    ).with_columns(pl.col("income").fill_nan(None)).write_parquet(path)
+    return (
+        pl.DataFrame(
+            {
+                "person_id": person,
+                "region": np.array(REGIONS)[rng.integers(0, len(REGIONS), rows)],
+                "age_band": np.array(AGE_BANDS)[rng.integers(0, len(AGE_BANDS), rows)],
+                "income": income,
+                "visits": rng.poisson(5.0, rows).astype(np.int64),
+            },
+            schema_overrides={"region": pl.String, "age_band": pl.String},
+        )
+        .with_columns(pl.col("income").fill_nan(None))
+        .to_arrow()
+    )
 
 
 # --------------------------------------------------------------------------- variants
@@ -150,7 +177,7 @@ def run_dprelease(path: str) -> tuple[float, dict]:
 def run_opendp(path: str) -> tuple[float, dict]:
     from importlib.metadata import version
 
-    import opendp.prelude as dp
+    import opendp.prelude as dp  # type: ignore[import-not-found]  # .venv-bench only
     import polars as pl
 
     dp.enable_features("contrib")
@@ -175,8 +202,8 @@ def run_opendp(path: str) -> tuple[float, dict]:
         .group_by(["region", "age_band"])
         .agg(
             dp.len(signed=True).alias("n"),
-            pl.col("income").fill_null(0).dp.sum(INCOME),
-            pl.col("visits").fill_null(0).dp.sum(VISITS),
+            pl.col("income").fill_null(0).dp.sum(INCOME),  # type: ignore[attr-defined]
+            pl.col("visits").fill_null(0).dp.sum(VISITS),  # type: ignore[attr-defined]
         )
         .with_keys(keys)
     )
@@ -194,7 +221,7 @@ def run_opendp(path: str) -> tuple[float, dict]:
 
 
 def _rows_of(path: str) -> int:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     return pq.ParquetFile(path).metadata.num_rows
 
@@ -216,23 +243,39 @@ IMPORTS = {
 def child(variant: str, path: str) -> None:
     for module in IMPORTS[variant]:  # imported before the clock and the RSS baseline
         importlib.import_module(module)
-    baseline = _rss_now_kib()
+    baseline = _status_kib("VmRSS")
+    cpu = time.process_time()
     seconds, facts = VARIANTS[variant](path)
-    print(json.dumps({"seconds": seconds, "rss_after_imports_kib": baseline, **facts}))
+    cpu = time.process_time() - cpu
+    peak = _status_kib("VmHWM")
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "cpu_s": cpu,
+                "rss_after_imports_kib": baseline,
+                "peak_kib": peak,
+                **facts,
+            }
+        )
+    )
 
 
-def _rss_now_kib() -> int:
+def _status_kib(field: str) -> int:
+    """VmRSS (now) or VmHWM (peak) of this process, in KiB. The peak is read here rather than
+    taken from wait4: a child started by posix_spawn (vfork) inherits the parent's high-water
+    mark in ru_maxrss, so a parent that just generated 10^8 rows would inflate every figure."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    return 0
+    raise RuntimeError(f"no {field} in /proc/self/status (the benchmark needs Linux)")
 
 
 # --------------------------------------------------------------------------- parent
 
 
 def measure(python: Path, variant: str, path: Path, out_dir: Path) -> dict:
-    """One fresh child: its own timing plus its peak RSS (KiB on Linux) from wait4."""
+    """One fresh child: its own timing and peak RSS (KiB), plus its wall time seen from here."""
     out = out_dir / f"{variant}.json"
     err = out_dir / f"{variant}.err"
     argv = [str(python), __file__, "--child", variant, "--path", str(path)]
@@ -247,33 +290,55 @@ def measure(python: Path, variant: str, path: Path, out_dir: Path) -> dict:
         ],
     )
     started = time.perf_counter()
-    _, status, usage = os.wait4(pid, 0)
+    _, status = os.waitpid(pid, 0)
     wall = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         tail = err.read_text().strip().splitlines()[-3:]
         return {"error": " / ".join(tail) or f"exit status {status}"}
     result = json.loads(out.read_text().strip().splitlines()[-1])
-    return {**result, "peak_kib": usage.ru_maxrss, "process_s": wall}
+    return {**result, "process_s": wall}
 
 
-def best_of(python: Path, variant: str, path: Path, repeats: int, out_dir: Path) -> dict:
-    runs = [measure(python, variant, path, out_dir) for _ in range(repeats)]
-    failed = [r for r in runs if "error" in r]
-    if failed:
-        return failed[0]
-    best = min(runs, key=lambda r: r["seconds"])
-    return {
-        **best,
-        "times": [r["seconds"] for r in runs],
-        "peak_kib": max(r["peak_kib"] for r in runs),
-    }
+def interleaved(plan: list[tuple[str, str, Path]], path: Path, args: Any, out: Path) -> dict:
+    """`args.repeats` rounds of every variant in turn, so a change in the machine's load hits
+    all of them alike; per variant the best time, the least CPU time, the largest peak RSS and
+    the highest 1-minute load average seen before one of its runs."""
+    runs: dict[str, list[dict]] = {label: [] for _, label, _ in plan}
+    for _ in range(args.repeats):
+        for variant, label, python in plan:
+            load = os.getloadavg()[0]
+            runs[label].append({**measure(python, variant, path, out), "load": load})
+            print(f"  {label}: {_brief(runs[label][-1])}", file=sys.stderr, flush=True)
+    results = {}
+    for label, done in runs.items():
+        failed = [r for r in done if "error" in r]
+        best = failed[0] if failed else min(done, key=lambda r: r["seconds"])
+        results[label] = {
+            **best,
+            "cpu_s": min(r.get("cpu_s", 0) for r in done),
+            "peak_kib": max(r.get("peak_kib", 0) for r in done),
+            "load": max(r["load"] for r in done),
+        }
+    return results
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10**6, 10**7])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--no-opendp", action="store_true", help="skip the .venv-bench runs")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=["floor", "floor_first", "dprelease", "opendp"],
+        default=["floor", "floor_first", "dprelease", "opendp"],
+        help="opendp also runs the floor under OpenDP's polars",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="keep the generated parquet files in this directory and reuse them (default: a "
+        "temporary directory, removed at the end)",
+    )
     parser.add_argument("--bench-python", type=Path, default=BENCH_PYTHON)
     parser.add_argument("--child", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
@@ -283,14 +348,11 @@ def main() -> int:
         return 0
 
     here = Path(sys.executable)
-    plan = [
-        ("floor", "floor", here),
-        ("floor_first", FIRST_ROWS, here),
-        ("dprelease", "dprelease", here),
-    ]
+    labels = {"floor": "floor", "floor_first": FIRST_ROWS, "dprelease": "dprelease"}
+    plan = [(v, labels[v], here) for v in labels if v in args.variants]
     notes = []
-    if args.no_opendp:
-        notes.append("OpenDP skipped (--no-opendp).")
+    if "opendp" not in args.variants:
+        notes.append("OpenDP not run (--variants).")
     elif not args.bench_python.exists():
         notes.append(f"OpenDP skipped: {args.bench_python} missing (run bash bench/setup.sh).")
     else:
@@ -301,25 +363,24 @@ def main() -> int:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_engine_") as tmp:
-        tmp_dir = Path(tmp)
+        data_dir = args.data or Path(tmp)
+        data_dir.mkdir(parents=True, exist_ok=True)
         for size in args.sizes:
-            path = tmp_dir / f"synthetic_{size}.parquet"
-            start = time.perf_counter()
-            generate(size, path)
-            print(
-                f"{size:,} rows: parquet {path.stat().st_size / 2**20:.0f} MiB "
-                f"in {time.perf_counter() - start:.1f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-            results = {}
-            for variant, label, python in plan:
-                results[label] = best_of(python, variant, path, args.repeats, tmp_dir)
-                print(f"  {label}: {_brief(results[label])}", file=sys.stderr, flush=True)
-            path.unlink()
+            path = data_dir / f"synthetic_{size}.parquet"
+            if not path.exists():
+                start = time.perf_counter()
+                generate(size, path)
+                print(
+                    f"{size:,} rows: parquet {path.stat().st_size / 2**20:.0f} MiB "
+                    f"in {time.perf_counter() - start:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            results = interleaved(plan, path, args, Path(tmp))
+            if args.data is None:
+                path.unlink()
             rows += _table_rows(size, results)
 
-    load = os.getloadavg()
     versions = {label: r.get("polars") for label, r in results.items() if "polars" in r}
     opendp = next((r["opendp"] for r in results.values() if "opendp" in r), None)
     header = [
@@ -329,17 +390,20 @@ def main() -> int:
         f"{_total_memory_gib():.0f} GiB, Python {platform.python_version()}, polars "
         f"{versions.get('floor')} (floor, dprelease)"
         + (f", OpenDP {opendp} with polars {versions.get('OpenDP')}" if opendp else "")
-        + f"; load average at the end {load[0]:.1f}. Query: count, sum(income, 0, 200000), "
-        f"sum(visits, 0, 20) by region × age_band (500 public cells), ≤ {MAX_ROWS} random rows "
-        f"per person, ε = {EPSILON:g}.",
+        + f". Query: count, sum(income, 0, 200000), sum(visits, 0, 20) by region × age_band "
+        f"(500 public cells), ≤ {MAX_ROWS} random rows per person, ε = {EPSILON:g}.",
         "",
-        f"Time: best of {args.repeats} fresh processes, measured inside the process "
-        "(interpreter start and imports excluded). Peak RSS: largest high-water mark of the "
-        "same processes (includes the interpreter and imports; RSS right after imports in "
-        "brackets). Ratios are against the floor on the same polars version.",
+        f"Time: best of {args.repeats} fresh processes, the variants taking turns, measured "
+        "inside the process (interpreter start and imports excluded); CPU: the least user + "
+        "system time of those runs, which a loaded machine distorts less than the wall time. "
+        "Peak RSS: largest high-water mark of the same processes (includes the interpreter and "
+        "imports; RSS right after imports in brackets). Ratios are against the floor on the "
+        "same polars version. Load: the highest 1-minute load average seen before a run of the "
+        "variant.",
         "",
-        "| rows | variant | time (s) | peak RSS (MiB) | time / floor | RSS / floor | notes |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | --- |",
+        "| rows | variant | time (s) | CPU (s) | peak RSS (MiB) | time / floor | CPU / floor "
+        "| RSS / floor | load | notes |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     table = "\n".join(header + rows + [""] + notes) + "\n"
     print(table)
@@ -351,8 +415,11 @@ def main() -> int:
 def _brief(result: dict) -> str:
     if "error" in result:
         return f"FAILED: {result['error']}"
-    times = ", ".join(f"{t:.2f}" for t in result["times"])
-    return f"{times} s; peak {result['peak_kib'] / 1024:.0f} MiB; total {result['total']:,}"
+    return (
+        f"{result['seconds']:.2f} s, CPU {result['cpu_s']:.2f} s; "
+        f"peak {result['peak_kib'] / 1024:.0f} MiB; "
+        f"total {result['total']:,}; load {result['load']:.1f}"
+    )
 
 
 def _table_rows(size: int, results: dict) -> list[str]:
@@ -365,10 +432,11 @@ def _table_rows(size: int, results: dict) -> list[str]:
     out = []
     for label, r in results.items():
         if "error" in r:
-            out.append(f"| {size:.0e} | {label} | — | — | — | — | failed: {r['error']} |")
+            out.append(f"| {size:.0e} | {label} |{' — |' * 7} failed: {r['error']} |")
             continue
         floor = floors.get(r["polars"])
         time_ratio = f"{r['seconds'] / floor['seconds']:.2f}×" if floor else "—"
+        cpu_ratio = f"{r['cpu_s'] / floor['cpu_s']:.2f}×" if floor else "—"
         rss_ratio = f"{r['peak_kib'] / floor['peak_kib']:.2f}×" if floor else "—"
         noisy = "" if label.startswith("floor") else " (noisy)"
         notes = [f"kept rows {r['total']:,}{noisy}"]
@@ -385,9 +453,9 @@ def _table_rows(size: int, results: dict) -> list[str]:
         if label == "dprelease" and opendp and "error" not in opendp:
             notes.append(f"{opendp['seconds'] / r['seconds']:.1f}× faster than OpenDP")
         out.append(
-            f"| {size:.0e} | {label} | {r['seconds']:.2f} | {r['peak_kib'] / 1024:.0f} "
-            f"[{r['rss_after_imports_kib'] / 1024:.0f}] | {time_ratio} | {rss_ratio} | "
-            f"{'; '.join(notes)} |"
+            f"| {size:.0e} | {label} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | "
+            f"{r['peak_kib'] / 1024:.0f} [{r['rss_after_imports_kib'] / 1024:.0f}] | "
+            f"{time_ratio} | {cpu_ratio} | {rss_ratio} | {r['load']:.1f} | {'; '.join(notes)} |"
         )
     return out
 

@@ -1,17 +1,29 @@
-"""The polars engine: one lazy, streaming plan from confidential rows to exact Int128 aggregates.
+"""The polars engine: from confidential rows to exact Int128 aggregates, in bounded memory.
 
 One direction: select the spec's columns under internal names → type them non-strictly → (the
 private input summary branches off here) → drop rows with a null unit → period filter → drop keys
-outside the public domain → bound each unit's contributions by a salted hash → clamp and
-discretize → exact group-by → lay the result on the full key grid (missing groups are 0); the
-summary and the aggregation are collected together, so the input is read once. Every step is
-total: no value in the data can make it fail, overflow, or change anything but the aggregates.
+outside the public domain → order each row by a salted hash, clamp and discretize → bound each
+unit's contributions → exact group-by → lay the result on the full key grid (missing groups are
+0). The summary and the aggregation are collected together (sharing one read of the input when
+it is not partitioned). Every step is total: no value in the data can make it fail, overflow, or
+change anything but the aggregates.
+
+Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
+once, which would hold the whole input in memory; but units are independent, so an input of more
+than `ROWS_PER_PARTITION` rows is split by a salted hash of the unit: one streaming pass writes
+the row-local part into private temporary files, one set per partition, then each partition is
+bounded and aggregated alone and the integer aggregates are added. Each unit keeps the same rows
+whatever the number of partitions, so the result is identical; only memory and time depend on the
+row count (PRIVACY.md, assumption 6).
 
 Internal column names start with ':'; the user's column names appear only in the first select,
 so no input column can collide with them.
 """
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 import polars as pl
 
@@ -27,6 +39,13 @@ from dprelease.engines import (
     withholding_engine_errors,
 )
 from dprelease.spec import LoadedSpec, Month, StatisticKind
+
+#: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
+#: for a query with two keys and two sums), so peak memory stays flat however long the input.
+ROWS_PER_PARTITION = 2_000_000
+#: Rows a partition's writer buffers before writing: the partitioning pass holds one such batch
+#: per partition.
+_BATCH_ROWS = 8192
 
 _UNIT = ":unit"
 _PERIOD = ":period"
@@ -50,6 +69,18 @@ def _value(index: int) -> str:
 
 def _units(index: int) -> str:
     return f":units{index}"
+
+
+def _encoded_dtypes(loaded: LoadedSpec) -> pl.Schema:
+    """The type each key is held in once it is known to be in its domain: text keys as an Enum
+    of the domain's values (one small integer per row instead of a string, to hash, write to a
+    partition and group by), other keys as their domain's."""
+    dtypes = pl.Schema()
+    for domain in loaded.domains:
+        for column, dtype in domain.schema.items():
+            keys = domain.get_column(column).unique(maintain_order=True)
+            dtypes[column] = pl.Enum(keys) if dtype == pl.String else dtype
+    return dtypes
 
 
 def _as_key(column: str, data: pl.DataType, domain: pl.DataType) -> pl.Expr:
@@ -83,44 +114,41 @@ def _units_of(m: Measurement, value: str) -> pl.Expr:
     fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
     number = pl.col(value).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
     units = (number.clip(m.lower, m.upper) / float(m.granularity)).round()
-    return units.cast(pl.Int64, strict=False).clip(m.lower_units, m.upper_units)
+    units = units.cast(pl.Int64, strict=False).clip(m.lower_units, m.upper_units)
+    return units.cast(_narrowest_int(m.lower_units, m.upper_units))
 
 
-def _bounded(lf: pl.LazyFrame, loaded: LoadedSpec, salt: int) -> pl.LazyFrame:
-    """Per unit, keep a random choice of rows: ≤ G groups, ≤ R_g rows per group, ≤ R rows.
-
-    The order is a salted hash of what the row holds, so the rows one unit keeps depend on its
-    own rows only, never on file order or on other units. Rows identical in every column read
-    are interchangeable, so ties among them do not matter.
-    """
-    spec = loaded.spec
-    keys = list(_keys(loaded).values())
-    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
-    if spec.max_groups_per_unit is not None:
-        group_order = pl.struct(_UNIT, *keys).hash(seed=salt).rank("dense").over(_UNIT)
-        lf = lf.filter(group_order <= spec.max_groups_per_unit)
-    if spec.max_rows_per_group is not None:
-        lf = lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT, *keys) <= spec.max_rows_per_group)
-    return lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT) <= spec.rows_per_unit)
+def _narrowest_int(low: int, high: int) -> pl.DataType:
+    """The smallest signed integer type holding low..high (from the spec): a partition holds
+    fewer bytes per row."""
+    for dtype, bits in ((pl.Int8(), 8), (pl.Int16(), 16), (pl.Int32(), 32)):
+        if -(2 ** (bits - 1)) <= low and high < 2 ** (bits - 1):
+            return dtype
+    return pl.Int64()
 
 
 def _sums(plan: Plan) -> list[Measurement]:
     return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
 
 
-def _selected(data: DataSource, loaded: LoadedSpec, plan: Plan) -> pl.LazyFrame:
+def _summed(plan: Plan) -> list[str]:
+    """The summed columns, each once."""
+    return list(dict.fromkeys(str(m.column) for m in _sums(plan)))
+
+
+def _selected(
+    lf: pl.LazyFrame, text: frozenset[str] | None, loaded: LoadedSpec, plan: Plan
+) -> pl.LazyFrame:
     """The columns the spec reads, typed, under internal names; checked against the declared
     schema first. (A spec that reads no column keeps a row number, so its rows still count.)
     A unit column that is float is made NaN-free (NaN → null) here, so nulls are one test."""
-    lf = scan(data)
     schema = lf.collect_schema()
-    validate_schema(schema, loaded, text_columns(data))
+    validate_schema(schema, loaded, text)
     spec = loaded.spec
     keys = _keys(loaded)
-    summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
     selected = [
         *(_as_key(c, schema[c], loaded.key_dtype(c)).alias(keys[c]) for c in spec.key_columns),
-        *(pl.col(c).alias(_value(i)) for i, c in enumerate(summed)),
+        *(pl.col(c).alias(_value(i)) for i, c in enumerate(_summed(plan))),
     ]
     if spec.privacy_unit is not None:
         unit = pl.col(spec.privacy_unit)
@@ -141,37 +169,69 @@ def _in_period(month: Month | None) -> pl.Expr:
     return (period.dt.year() == month.year) & (period.dt.month() == month.month)
 
 
-def _lazy_plan(
+def _row_local(
     selected: pl.LazyFrame, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
 ) -> pl.LazyFrame:
-    """The lazy aggregation over observed in-domain groups."""
+    """Every step before the bounding, row by row (so it streams): the in-domain rows of the
+    period with a unit, keys encoded (`_encoded_dtypes`), the integer units of each sum and,
+    with a unit, only the unit, the row's salted order, the keys and the units."""
     spec = loaded.spec
     keys = _keys(loaded)
-    summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
+    dtypes = _encoded_dtypes(loaded)
     lf = selected
     if spec.privacy_unit is not None:  # never one shared allowance for all unknown units
         lf = lf.filter(pl.col(_UNIT).is_not_null())
     if month is not None:
         lf = lf.filter(_in_period(month))
     for domain in loaded.domains:  # keys outside the public domain (or null) are dropped here
+        domain = domain.cast({column: dtypes[column] for column in domain.columns})
+        names = {column: keys[column] for column in domain.columns}
+        lf = lf.with_columns(  # text outside its Enum becomes null, so it is dropped too
+            pl.col(names[column]).cast(dtype, strict=False)
+            for column, dtype in domain.schema.items()
+        )
         if domain.width == 1:
             (column,) = domain.columns
-            lf = lf.filter(pl.col(keys[column]).is_in(domain.get_column(column).implode()))
+            lf = lf.filter(pl.col(names[column]).is_in(domain.get_column(column).implode()))
         else:
-            names = {column: keys[column] for column in domain.columns}
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
-    if spec.privacy_unit is not None:
-        lf = _bounded(lf, loaded, salt)
-    sums = _sums(plan)
-    lf = lf.with_columns(
+    summed = _summed(plan)
+    sums = [
         _units_of(m, _value(summed.index(str(m.column)))).alias(_units(i))
-        for i, m in enumerate(sums)
-    )
-    aggregations = [
-        pl.len().alias(_ROWS),
-        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(sums))),
+        for i, m in enumerate(_sums(plan))
     ]
-    return lf.group_by(keys.values()).agg(aggregations) if keys else lf.select(aggregations)
+    if spec.privacy_unit is None:
+        return lf.with_columns(sums)
+    # the order of a row is a hash of everything it holds, so a unit's order depends on its own
+    # rows only; rows identical in every column read are interchangeable
+    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
+    return lf.select(*keys.values(), _UNIT, _ORDER, *sums)
+
+
+def _bounded(lf: pl.LazyFrame, loaded: LoadedSpec, salt: int) -> pl.LazyFrame:
+    """Per unit, keep a random choice of rows: ≤ G groups (smallest salted hash of the unit and
+    keys), ≤ R_g rows per group and ≤ R rows (smallest salted order). Needs all of a unit's rows
+    at once, and only them."""
+    spec = loaded.spec
+    if spec.privacy_unit is None:
+        return lf
+    keys = list(_keys(loaded).values())
+    if spec.max_groups_per_unit is not None:
+        group_order = pl.struct(_UNIT, *keys).hash(seed=salt).rank("dense").over(_UNIT)
+        lf = lf.filter(group_order <= spec.max_groups_per_unit)
+    if spec.max_rows_per_group is not None:
+        lf = lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT, *keys) <= spec.max_rows_per_group)
+    return lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT) <= spec.rows_per_unit)
+
+
+def _aggregated(lf: pl.LazyFrame, loaded: LoadedSpec, plan: Plan) -> pl.LazyFrame:
+    """Rows and Int128 sums of units per observed in-domain group."""
+    aggregations = [
+        pl.len().cast(pl.Int128).alias(_ROWS),
+        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(_sums(plan)))),
+    ]
+    keys = list(_keys(loaded).values())
+    return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
 
 
 def _summary_plan(selected: pl.LazyFrame, loaded: LoadedSpec, month: Month | None) -> pl.LazyFrame:
@@ -204,45 +264,76 @@ def _summary(row: dict[str, int], loaded: LoadedSpec) -> InputSummary:
     )
 
 
+def _partitioned(
+    row_local: pl.LazyFrame,
+    summary: pl.LazyFrame,
+    loaded: LoadedSpec,
+    plan: Plan,
+    partitions: int,
+    salt: int,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The aggregation as a sum over partitions of the units, in memory for one partition, and
+    the input summary, computed while the partitions are written.
+
+    The row-local plan streams into a private temporary directory (mode 0700, removed whether
+    this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
+    and aggregated alone and added to the total. A unit's rows all land in one partition, in the
+    order they had.
+    """
+    keys = list(_keys(loaded).values())
+    nothing = pl.LazyFrame(schema=row_local.collect_schema())
+    total = _aggregated(nothing, loaded, plan).collect()  # ungrouped: one row of zeros
+    with tempfile.TemporaryDirectory(prefix="dprelease-") as tmp:
+        partition = (pl.col(_UNIT).hash(seed=salt) % partitions).alias("partition")
+        sink = row_local.sink_ipc(
+            pl.PartitionBy(tmp, key=partition, include_key=False),
+            record_batch_size=_BATCH_ROWS,
+            lazy=True,
+        )
+        # two scans run side by side: sharing one between the sink and the summary makes polars
+        # (2.1) buffer every row it reads, which is the memory this function exists to save
+        separate = pl.QueryOptFlags(comm_subplan_elim=False)
+        _, facts = pl.collect_all([sink, summary], engine="streaming", optimizations=separate)
+        for directory in sorted(Path(tmp).iterdir()):
+            rows = pl.scan_ipc(directory / "*.ipc")
+            part = _aggregated(_bounded(rows, loaded, salt), loaded, plan)
+            both = pl.concat([total, part.collect(engine="streaming")])
+            total = both.group_by(keys).agg(pl.all().sum()) if keys else both.sum()
+    return total, facts
+
+
 class PolarsEngine:
-    """The single-machine engine (streaming polars)."""
+    """The single-machine engine (streaming polars, partitioned by unit when the input is large)."""
 
     name = "polars"
+
+    def __init__(self, rows_per_partition: int = ROWS_PER_PARTITION) -> None:
+        self.rows_per_partition = rows_per_partition
 
     def check(self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None) -> None:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation"):
-            selected = _selected(data, loaded, plan)
-            _lazy_plan(selected, loaded, plan, month, salt=0).collect_schema()
+            selected = _selected(scan(data), text_columns(data), loaded, plan)
+            row_local = _row_local(selected, loaded, plan, month, salt=0)
+            _aggregated(_bounded(row_local, loaded, salt=0), loaded, plan).collect_schema()
             _summary_plan(selected, loaded, month).collect_schema()
 
     def aggregate(
         self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
     ) -> ExactAggregates:
-        """Run the plan (streaming) and lay it on the full public key grid, missing groups = 0.
-
-        The input summary shares the aggregation's scan (one read for both)."""
+        """Run the plan and lay it on the full public key grid, missing groups = 0; the input
+        summary is computed alongside."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
-            selected = _selected(data, loaded, plan)
-            observed, summary = pl.collect_all(
-                [
-                    _lazy_plan(selected, loaded, plan, month, salt),
-                    _summary_plan(selected, loaded, month),
-                ],
-                engine="streaming",
-            )
+            observed, summary = self._observed(data, loaded, plan, month, salt)
         grid = loaded.key_grid()
         if grid.width:
-            internal = grid.rename(_keys(loaded))
+            internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
             observed = internal.join(
                 observed, on=internal.columns, how="left", maintain_order="left"
             )
         column = {m.name: _units(i) for i, m in enumerate(_sums(plan))}
         values = {
-            m.name: observed.get_column(column.get(m.name, _ROWS))
-            .fill_null(0)
-            .cast(pl.Int128)
-            .alias(m.name)
+            m.name: observed.get_column(column.get(m.name, _ROWS)).fill_null(0).alias(m.name)
             for m in plan.measurements
         }
         return ExactAggregates(grid, values, _summary(summary.row(0, named=True), loaded))
@@ -252,6 +343,25 @@ class PolarsEngine:
     ) -> InputSummary:
         """The input summary alone (one pass): for a re-run that returns a stored release."""
         with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
-            selected = _selected(data, loaded, plan)
+            selected = _selected(scan(data), text_columns(data), loaded, plan)
             row = _summary_plan(selected, loaded, month).collect(engine="streaming")
         return _summary(row.row(0, named=True), loaded)
+
+    def _observed(
+        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Aggregates of the observed groups and the summary row; partitioned when bounding all
+        units at once would hold more than `rows_per_partition` rows (the count is the input's,
+        before any filter)."""
+        lf = scan(data)
+        selected = _selected(lf, text_columns(data), loaded, plan)
+        row_local = _row_local(selected, loaded, plan, month, salt)
+        summary = _summary_plan(selected, loaded, month)
+        if loaded.spec.privacy_unit is not None:
+            rows = lf.select(pl.len()).collect(engine="streaming").item()
+            partitions = -(-rows // self.rows_per_partition)
+            if partitions > 1:
+                return _partitioned(row_local, summary, loaded, plan, partitions, salt)
+        aggregation = _aggregated(_bounded(row_local, loaded, salt), loaded, plan)
+        observed, facts = pl.collect_all([aggregation, summary], engine="streaming")
+        return observed, facts
