@@ -2,7 +2,7 @@
 """One entry point for the two README commands; needs nothing but Python 3.11+.
 
     python3 dev.py demo   # set up .venv if needed, then run the whole demo pipeline
-    python3 dev.py test   # set up .venv if needed, then ruff + the whole test suite
+    python3 dev.py test   # set up .venv if needed, then ruff, mypy and the whole test suite
 
 The virtualenv is (re)installed whenever pyproject.toml changes, so a fresh clone just works.
 Both commands also give the checkout its one persistent Dagster home, `.dprelease/dagster`, named
@@ -71,7 +71,7 @@ def main() -> int:
     if command == "test":
         _ensure_venv()
         ensure_dagster_home()
-        rc = _run("ruff", "check", ".")
+        rc = _run("ruff", "check", ".") or _run("mypy")
         return rc or _run("python", "-m", "pytest", *extra)
     print(__doc__)
     return 0 if command in {"help", "-h", "--help"} else 2

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -37,7 +36,6 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-from pydantic_core import ErrorDetails
 
 from dprelease import prior_risk
 from dprelease.errors import ConfigError
@@ -51,6 +49,7 @@ from dprelease.profile import (
     StepProfile,
     choose_budget_for,
 )
+from dprelease.yaml_files import Location, error_at_path, join_path, read_sections
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 # Discriminated unions put the chosen `kind` into error locations; YAML paths must not show it.
@@ -174,7 +173,7 @@ class PrivacyConfig(BaseModel):
         try:
             config = cls.model_validate(data)
         except ValidationError as exc:
-            raise _as_config_error(exc, path_prefix) from None
+            raise error_at_path(exc, path_prefix, ConfigError, _is_union_tag) from None
         config._origin = path_prefix
         return config
 
@@ -183,44 +182,8 @@ class PrivacyConfig(BaseModel):
         return [section.build() for section in sections]
 
 
-def _yaml_path(prefix: str, location: tuple[int | str, ...]) -> str:
-    path = prefix
-    for part in location:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part not in _UNION_TAGS:
-            path = f"{path}.{part}" if path else part
-    return path
-
-
-def _as_config_error(exc: ValidationError, prefix: str) -> ConfigError:
-    """The first pydantic error as a ConfigError at the bad field's YAML path."""
-    first: ErrorDetails = exc.errors()[0]
-    path = _yaml_path(prefix, tuple(first["loc"]))
-    cause = first.get("ctx", {}).get("error")
-    if isinstance(cause, ConfigError):  # a library check: its path is relative to this model
-        return type(cause)(_yaml_path(path, (cause.path,)) if cause.path else path, cause.message)
-    more = exc.error_count() - 1
-    return ConfigError(path, first["msg"] + (f" (and {more} more problem(s))" if more else ""))
-
-
-def _read_document(file: Path) -> Mapping[str, Any]:
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("", f"config file {str(file)!r} does not exist") from None
-    except (IsADirectoryError, UnicodeDecodeError) as exc:
-        raise ConfigError("", f"cannot read config file {str(file)!r}: {exc}") from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError("", f"{file}: YAML syntax error{where}: {problem}") from None
-    if not isinstance(document, Mapping) or "privacy" not in document:
-        raise ConfigError("privacy", f"{file} has no top-level `privacy:` section")
-    return document
+def _is_union_tag(loc: Location, index: int) -> bool:
+    return loc[index] in _UNION_TAGS
 
 
 @dataclass(frozen=True)
@@ -239,7 +202,7 @@ def load_privacy_profiles(path: str | Path) -> PrivacyProfiles:
     """Read and validate the whole file, every scope's section included, so a bad section fails
     before any release of any scope is charged."""
     file = Path(path)
-    document = _read_document(file)
+    document = read_sections(file, ["privacy"], ConfigError, "privacy config")
     default = PrivacyConfig.from_mapping(document["privacy"], path_prefix="privacy")
     listed = document.get("scopes") or {}
     if not isinstance(listed, Mapping):
@@ -268,4 +231,4 @@ def choose_budget(config: PrivacyConfig) -> BudgetChoice:
             prior_risk_epsilon=companion,
         )
     except ConfigError as exc:
-        raise type(exc)(_yaml_path(config._origin, (exc.path,)), exc.message) from None
+        raise type(exc)(join_path(config._origin, exc.path), exc.message) from None

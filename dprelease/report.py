@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -74,7 +75,7 @@ def _finish(axes: Axes, ylabel: str, title: str, path: Path) -> Path:
     axes.set_title(title)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="upper right", fontsize=8)
-    axes.figure.savefig(path, dpi=120)
+    cast(Figure, axes.figure).savefig(path, dpi=120)  # _new_axes made it on a Figure
     return path
 
 

@@ -33,19 +33,11 @@ from pydantic import (
 
 from dprelease.errors import SpecError
 from dprelease.profile import Neighbours
+from dprelease.yaml_files import Location, error_at_path, read_sections
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class _FieldError(ValueError):
-    """A cross-field check that blames one field, so the error names that field's YAML path
-    (`field`: its name, or its path below the model that raises)."""
-
-    def __init__(self, field: str | tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.loc = (field,) if isinstance(field, str) else field
 
 
 class ValuesDomain(_Strict):
@@ -182,7 +174,7 @@ class _Renamed(_Strict):
         if isinstance(data, dict):
             for old, new in _RENAMED.items():
                 if old in data:
-                    raise _FieldError(old, f"{old!r} is now called {new!r}")
+                    raise SpecError(old, f"{old!r} is now called {new!r}")
         return data
 
 
@@ -264,7 +256,7 @@ class MeanStatistic(_Bounded):
     @classmethod
     def _no_target(cls, data: Any) -> Any:
         if isinstance(data, dict) and "target_moe95" in data:
-            raise _FieldError(
+            raise SpecError(
                 "target_moe95",
                 "a mean takes no target_moe95 (its margin depends on each cell's count); target "
                 "the count and a sum of the same column and bounds, which the mean reuses",
@@ -436,37 +428,37 @@ class ReleaseSpec(_Strict):
         always exists (see `consistency.round_additive`)."""
         if self.margins is None:
             if self.level_weights is not None:
-                raise _FieldError("level_weights", "level_weights split ε over margins: add them")
+                raise SpecError("level_weights", "level_weights split ε over margins: add them")
             return
         keys = self.key_columns
         if not keys:
-            raise _FieldError(
+            raise SpecError(
                 "margins", "margins need group_by (an ungrouped release is its own grand total)"
             )
         sets: list[frozenset[str]] = []
         for index, margin in enumerate(self.margins):
             unknown = [column for column in margin if column not in keys]
             if unknown:
-                raise _FieldError(
-                    ("margins", index),
+                raise SpecError(
+                    f"margins[{index}]",
                     f"{unknown[0]!r} is not a group-by column ({', '.join(keys)})",
                 )
             if len(set(margin)) != len(margin):
-                raise _FieldError(("margins", index), "a column is listed twice")
+                raise SpecError(f"margins[{index}]", "a column is listed twice")
             if set(margin) == set(keys):
-                raise _FieldError(
-                    ("margins", index),
+                raise SpecError(
+                    f"margins[{index}]",
                     "these are all the group-by columns: the cells are always released; list "
                     "only coarser margins",
                 )
             if frozenset(margin) in sets:
-                raise _FieldError(("margins", index), "this margin is listed twice")
+                raise SpecError(f"margins[{index}]", "this margin is listed twice")
             sets.append(frozenset(margin))
         for a, b, c in itertools.combinations(range(len(sets)), 3):
             if all(
                 not (sets[i] <= sets[j] or sets[j] <= sets[i]) for i, j in ((a, b), (a, c), (b, c))
             ):
-                raise _FieldError(
+                raise SpecError(
                     "margins",
                     f"margins {self.margins[a]}, {self.margins[b]} and {self.margins[c]} cross "
                     "(none holds another's columns): integer counts that keep every margin the "
@@ -475,7 +467,7 @@ class ReleaseSpec(_Strict):
                 )
         levels = len(self.margins) + 1
         if self.level_weights is not None and len(self.level_weights) != levels:
-            raise _FieldError(
+            raise SpecError(
                 "level_weights",
                 f"give one weight per level: {levels} (the cells, then each margin in order)",
             )
@@ -498,14 +490,14 @@ class ReleaseSpec(_Strict):
                 continue
             reuse = self.reuse_of(stat)
             if reuse.spends and any(targeted):
-                raise _FieldError(
-                    ("statistics", index),
+                raise SpecError(
+                    f"statistics[{index}]",
                     "with accuracy targets a mean must reuse a count and a sum of its column "
                     "and bounds (it has no margin of its own to target): add them",
                 )
             if not reuse.spends and stat.weight is not None:
-                raise _FieldError(
-                    ("statistics", index, "weight"),
+                raise SpecError(
+                    f"statistics[{index}].weight",
                     f"this mean reuses {reuse.count!r} and {reuse.sum!r} and spends no ε of its "
                     "own; remove 'weight'",
                 )
@@ -516,26 +508,26 @@ class ReleaseSpec(_Strict):
         groups, per_group = self.max_groups_per_unit, self.max_rows_per_group
         if self.privacy_unit is None:
             if self.max_rows_per_unit or groups or per_group:
-                raise _FieldError(
+                raise SpecError(
                     "privacy_unit",
                     "contribution bounds need 'privacy_unit' (without it each row is a unit "
                     "and contributes one row); remove the bounds or name the unit column",
                 )
             return
         if not self.group_by and (groups or per_group):
-            raise _FieldError(
+            raise SpecError(
                 "max_groups_per_unit" if groups else "max_rows_per_group",
                 "max_groups_per_unit and max_rows_per_group bound groups, and this release has "
                 "no group_by; remove them and set max_rows_per_unit",
             )
         if self.max_rows_per_unit is None and not (groups and per_group):
-            raise _FieldError(
+            raise SpecError(
                 "max_rows_per_unit",
                 "set max_rows_per_unit (the rows one unit may contribute), or both "
                 "max_groups_per_unit and max_rows_per_group (it then defaults to their product)",
             )
         if groups and per_group and (self.max_rows_per_unit or 0) > groups * per_group:
-            raise _FieldError(
+            raise SpecError(
                 "max_rows_per_unit",
                 f"max_rows_per_unit ({self.max_rows_per_unit}) exceeds max_groups_per_unit × "
                 f"max_rows_per_group = {groups * per_group}, which no unit can exceed; lower it "
@@ -646,37 +638,13 @@ class LoadedSpec(BaseModel):
         return digest.hexdigest()
 
 
-def _is_tag(loc: tuple[int | str, ...], index: int) -> bool:
+def _is_tag(loc: Location, index: int) -> bool:
     """Whether loc[index] is the tag pydantic adds for a union member (a domain's form, a
     statistic's kind), which is not part of the YAML path."""
     part = loc[index]
     if index >= 1 and loc[index - 1] == "domain":
         return part in {"values", "range", "file"}
     return index >= 2 and loc[index - 2] == "statistics" and part in STATISTIC_KINDS
-
-
-def _yaml_path(prefix: str, loc: tuple[int | str, ...]) -> str:
-    path = prefix
-    for index, part in enumerate(loc):
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif not _is_tag(loc, index):
-            path += f".{part}"
-    return path
-
-
-def _spec_error(exc: ValidationError, prefix: str) -> SpecError:
-    """The first validation error as a SpecError naming its YAML path."""
-    first = exc.errors()[0]
-    message = first["msg"].removeprefix("Value error, ")
-    loc = tuple(first["loc"])
-    cause = first.get("ctx", {}).get("error")
-    if isinstance(cause, _FieldError):
-        loc += cause.loc
-    if first["type"] in {"union_tag_invalid", "union_tag_not_found"}:  # a statistic's kind
-        loc += ("kind",)
-        message = f"kind must be one of {', '.join(STATISTIC_KINDS)}"
-    return SpecError(_yaml_path(prefix, loc), message)
 
 
 def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "release") -> LoadedSpec:
@@ -687,7 +655,7 @@ def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "releas
     try:
         spec = ReleaseSpec.model_validate(data)
     except ValidationError as exc:
-        raise _spec_error(exc, prefix) from None
+        raise error_at_path(exc, prefix, SpecError, _is_tag) from None
     for group in spec.group_by:
         if isinstance(group.domain, FileDomain):
             group.domain._base_dir = base_dir
@@ -707,14 +675,7 @@ def resolve(spec: ReleaseSpec, *, prefix: str = "release") -> LoadedSpec:
 def load_spec(path: str | Path) -> LoadedSpec:
     """Read a spec file (`release:` at the top level) and validate it."""
     path = Path(path)
-    try:
-        document = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(str(path), "spec file not found") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(str(path), f"not valid YAML ({exc.__class__.__name__})") from None
-    if not isinstance(document, dict) or "release" not in document:
-        raise SpecError(f"{path}: release", "missing top-level 'release:' section")
+    document = read_sections(path, ["release"], SpecError, "spec file")
     return parse_spec(document["release"], base_dir=path.parent)
 
 

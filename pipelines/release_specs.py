@@ -12,12 +12,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dprelease.errors import SpecError
 from dprelease.ledger import Composition
 from dprelease.spec import LoadedSpec, parse_spec
+from dprelease.yaml_files import error_at_path, read_sections
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 _MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
@@ -64,21 +64,12 @@ class PipelineRelease:
 
 def load_release(path: Path) -> PipelineRelease:
     """Validate one spec file; errors name the file and the YAML path."""
-    try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError(str(path), f"not valid YAML ({exc.__class__.__name__})") from None
-    if not isinstance(document, dict) or not {"release", "publish"} <= document.keys():
-        raise SpecError(str(path), "a pipeline spec needs top-level 'release:' and 'publish:'")
+    document = read_sections(path, ["release", "publish"], SpecError, "pipeline spec")
     loaded = parse_spec(document["release"], base_dir=path.parent, prefix=f"{path.name}: release")
     try:
         publish = PublishSettings.model_validate(document["publish"])
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise SpecError(
-            f"{path.name}: publish.{where}", first["msg"].removeprefix("Value error, ")
-        ) from None
+        raise error_at_path(exc, f"{path.name}: publish", SpecError) from None
     period = loaded.spec.period
     if period is not None and publish.first_period is None:
         raise SpecError(

@@ -75,7 +75,8 @@ def bad(**section: Any) -> dict[str, Any]:
         (bad(profile={"kind": "piecewise_linear", "points": [[1, 2]]}),
          "privacy.profile.points", "at least 2"),
         (bad(profile={"kind": "constant", "bound": 0.5}), "privacy.profile.bound", "≥ 1"),
-        (bad(profile={"kind": "spline", "points": []}), "privacy.profile", "'spline'"),
+        (bad(profile={"kind": "spline", "points": []}), "privacy.profile.kind",
+         "'spline' is not one of piecewise_linear, step, constant"),
         ({"profiles": [PAPER_PROFILE, {"kind": "constant", "bound": 0.9}]},
          "privacy.profiles[1].bound", "≥ 1"),
         (bad(profiles=[PAPER_PROFILE]), "privacy.profile", "exactly one of"),
@@ -125,7 +126,8 @@ def test_loader_errors_are_clear(tmp_path: Path) -> None:
         load_privacy_config(broken)
     other = tmp_path / "other.yaml"
     other.write_text("release: {}\n")
-    with pytest.raises(ConfigError, match=r"^privacy: .*no top-level `privacy:` section"):
+    top_level = r"^privacy: .*other\.yaml: a privacy config needs the top-level section\(s\)"
+    with pytest.raises(ConfigError, match=top_level):
         load_privacy_config(other)
     scalar = tmp_path / "scalar.yaml"
     scalar.write_text("privacy: 3\n")

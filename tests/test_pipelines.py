@@ -131,7 +131,7 @@ def test_definitions_load_with_jobs_schedules_sensors_and_no_retries() -> None:
         (("share: 1/12", "share: 0"), r"publish\.share: .*\(0, 1\]"),
         (("share: 1/12", "share: lots"), r"publish\.share: .*fraction"),
         (("  first_period: 2024-01\n", ""), r"publish\.first_period: .*first period"),
-        (("publish:", "published:"), r"a pipeline spec needs top-level 'release:' and 'publish:'"),
+        (("publish:", "published:"), r"a pipeline spec needs .* `release:` and `publish:`"),
         (("upper: 2000", "upper: -1"), r"release\.statistics\[1\]: lower .* must be < upper"),
     ],
 )

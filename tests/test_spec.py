@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 
 from dprelease.errors import SpecError
 from dprelease.spec import load_spec, parse_spec
@@ -193,11 +194,19 @@ def test_keys_file_errors_name_the_field(tmp_path: Path) -> None:
 
 
 def test_load_spec_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="not found"):
+    with pytest.raises(SpecError, match=r"^spec file '.*nope\.yaml' does not exist$"):
         load_spec(tmp_path / "nope.yaml")
+    with pytest.raises(SpecError, match=r"^cannot read spec file"):
+        load_spec(tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text("statistics: []\n")
-    with pytest.raises(SpecError, match="release"):
+    with pytest.raises(SpecError, match=r"^release: .*a spec file needs the top-level section"):
+        load_spec(bad)
+    bad.write_text("release:\n  name: x\n   source: y\n")
+    with pytest.raises(SpecError, match=r"bad\.yaml: YAML syntax error at line 3, column 10"):
+        load_spec(bad)
+    bad.write_text(yaml.safe_dump({"release": base_spec(statistics=[{"name": "n"}])}))
+    with pytest.raises(SpecError, match=r"^release\.statistics\[0\]\.kind: required$"):
         load_spec(bad)
 
 
