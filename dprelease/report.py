@@ -160,7 +160,8 @@ def group_privacy_table(choice: BudgetChoice) -> Table:
     return header, rows
 
 
-def _markdown_table(table: Table) -> str:
+def markdown_table(table: Table) -> str:
+    """A header and rows of text as a Markdown table (the budget report, Dagster previews)."""
     header, rows = table
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -211,8 +212,8 @@ def budget_markdown(choice: BudgetChoice, images: Sequence[Path] = ()) -> str:
     are embedded as data URIs so the markdown shows them wherever it is rendered (Dagster UI)."""
     parts = budget_summary(choice)
     if choice.adversaries:
-        parts.append(_markdown_table(adversary_table(choice)))
-    parts.append(_markdown_table(group_privacy_table(choice)))
+        parts.append(markdown_table(adversary_table(choice)))
+    parts.append(markdown_table(group_privacy_table(choice)))
     if companion := companion_text(choice):
         parts.append(companion)
     parts += [

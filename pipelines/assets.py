@@ -26,7 +26,7 @@ from dprelease.manifest import manifest_problems
 from dprelease.margins import level_blocks, released_keys
 from dprelease.publish import Recorded, record_release, write_release_files
 from dprelease.release import prepare
-from dprelease.report import budget_markdown, write_plots
+from dprelease.report import budget_markdown, markdown_table, write_plots
 from dprelease.spec import LEVEL_COLUMN
 from pipelines.ledger_state import unpublished
 from pipelines.release_specs import PipelineRelease
@@ -190,13 +190,8 @@ def _preview(table: pl.DataFrame) -> dg.MetadataValue:
         )
     else:
         caption = f"All {table.height} cells."
-    header = "| " + " | ".join(table.columns) + " |\n|" + "---|" * table.width + "\n"
-    rows = "".join(
-        "| " + " | ".join(str(v) for v in row) + " |\n"
-        for head in heads
-        for row in head.iter_rows()
-    )
-    return dg.MetadataValue.md(f"{caption}\n\n{header}{rows}")
+    rows = [[str(v) for v in row] for head in heads for row in head.iter_rows()]
+    return dg.MetadataValue.md(f"{caption}\n\n{markdown_table((table.columns, rows))}")
 
 
 def _partitioned_checks(
