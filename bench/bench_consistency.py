@@ -60,7 +60,7 @@ from dprelease.consistency import (
     split_epsilon,
 )
 from dprelease.noise import NoiseSource, discrete_laplace
-from dprelease.release import PreparedRelease, prepare
+from dprelease.pure_release import PreparedRelease, prepare
 from dprelease.spec import LEVEL_COLUMN, parse_spec
 
 _PLUS_MAX_CELLS = 1000

@@ -158,7 +158,7 @@ def bench_spec() -> dict:
 def run_dprelease(path: str) -> tuple[float, dict]:
     import polars as pl
 
-    from dprelease.release import prepare
+    from dprelease.pure_release import prepare
     from dprelease.spec import parse_spec
 
     start = time.perf_counter()
@@ -235,7 +235,7 @@ VARIANTS = {
 IMPORTS = {
     "floor": ["polars"],
     "floor_first": ["polars"],
-    "dprelease": ["polars", "dprelease.release", "dprelease.spec"],
+    "dprelease": ["polars", "dprelease.pure_release", "dprelease.spec"],
     "opendp": ["polars", "opendp.prelude", "pyarrow.parquet"],
 }
 

@@ -74,7 +74,7 @@ def _session():
 
 
 def run_spark(path: str) -> tuple[float, dict]:
-    from dprelease.release import prepare
+    from dprelease.pure_release import prepare
     from dprelease.spec import parse_spec
 
     session = _session()  # the engine's spark_session() finds it (getOrCreate)

@@ -11,7 +11,7 @@ The user guide is docs/guide.md; the privacy rule PRIVACY.md. The library import
 `pipelines/` is the Dagster code location built on it.
 
 `dp.release` is the function: the internal module of the same name is reached with
-`from dprelease.release import …` (or importlib), not as an attribute of the package.
+`from dprelease.pure_release import …` (or importlib), not as an attribute of the package.
 """
 
 from importlib.metadata import PackageNotFoundError, version

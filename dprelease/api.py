@@ -26,8 +26,8 @@ from dprelease.ledger import Ledger
 from dprelease.manifest import LegacyManifest, Manifest, parse_manifest
 from dprelease.planner import ReleasePlan, StatisticAccuracy, accuracy_of
 from dprelease.publish import record_release
+from dprelease.pure_release import prepare
 from dprelease.rational import Epsilon
-from dprelease.release import prepare
 from dprelease.spec import ReleaseSpec, resolve
 
 if TYPE_CHECKING:

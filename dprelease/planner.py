@@ -42,8 +42,8 @@ from dprelease.manifest import (
 )
 from dprelease.margins import Outcome, plan_margins
 from dprelease.profile import Neighbours
+from dprelease.pure_release import as_fraction, choose_neighbours
 from dprelease.rational import Epsilon
-from dprelease.release import as_fraction, choose_neighbours
 from dprelease.spec import (
     CountStatistic,
     LoadedSpec,

@@ -33,7 +33,7 @@ from dprelease.ledger import (
     make_release_id,
 )
 from dprelease.noise import NoiseSource, default_noise_source, require_private
-from dprelease.release import PreparedRelease
+from dprelease.pure_release import PreparedRelease
 from dprelease.spec import LoadedSpec
 
 #: What the ledger did for a release, in words for people (keys: `Reservation.status`).

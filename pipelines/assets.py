@@ -25,7 +25,7 @@ from dprelease.ledger import Ledger, ScopeStatus
 from dprelease.manifest import manifest_problems
 from dprelease.margins import level_blocks, released_keys
 from dprelease.publish import Recorded, record_release, write_release_files
-from dprelease.release import prepare
+from dprelease.pure_release import prepare
 from dprelease.report import budget_markdown, markdown_table, write_plots
 from dprelease.spec import LEVEL_COLUMN
 from pipelines.ledger_state import unpublished

@@ -52,7 +52,7 @@ def test_the_surface_is_small_typed_and_documented() -> None:
     for function in (dp.release, dp.plan):
         hints = inspect.get_annotations(function)
         assert "return" in hints and all(p in hints for p in inspect.signature(function).parameters)
-    from dprelease.release import prepare  # the internal module stays importable
+    from dprelease.pure_release import prepare  # the internal module stays importable
 
     assert callable(prepare) and dp.release.__module__ == "dprelease.api"
 

@@ -32,7 +32,7 @@ from dprelease.engines import ExactAggregates
 from dprelease.engines import polars as engine_module
 from dprelease.engines.polars import PolarsEngine
 from dprelease.errors import DataError
-from dprelease.release import prepare
+from dprelease.pure_release import prepare
 from dprelease.spec import LoadedSpec, Month, parse_spec
 
 REGIONS = ["a", "b", "c"]
@@ -286,7 +286,7 @@ def test_temporary_files_are_removed_when_the_aggregation_fails(
 PEAK_CHILD = """
 import sys
 from dprelease.engines.polars import PolarsEngine
-from dprelease.release import prepare
+from dprelease.pure_release import prepare
 from dprelease.spec import parse_spec
 
 def kib(field):

@@ -18,7 +18,7 @@ from dprelease.manifest import (
     manifest_problems,
     parse_manifest,
 )
-from dprelease.release import release
+from dprelease.pure_release import release
 from dprelease.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from dprelease.errors import SpecError
 from dprelease.manifest import Manifest
 from dprelease.noise import NoiseSource
 from dprelease.profile import Neighbours
-from dprelease.release import prepare
+from dprelease.pure_release import prepare
 from dprelease.spec import LEVEL_COLUMN, parse_spec
 
 REGIONS = ["r0", "r1", "r2"]

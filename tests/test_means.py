@@ -12,7 +12,7 @@ from dprelease.accounting import plan_release
 from dprelease.errors import SpecError
 from dprelease.noise import NoiseSource
 from dprelease.profile import Neighbours
-from dprelease.release import release
+from dprelease.pure_release import release
 from dprelease.spec import parse_spec
 
 COUNT = {"name": "n", "kind": "count"}

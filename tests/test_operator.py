@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from dprelease.cli import app
 from dprelease.engines import get_engine
 from dprelease.noise import NoiseSource
-from dprelease.release import prepare, release
+from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
 
 SPEC = {

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from dprelease.cli import app
 from dprelease.noise import NoiseSource
 from dprelease.postprocess import noise_decimals
-from dprelease.release import release
+from dprelease.pure_release import release
 from dprelease.spec import parse_spec
 
 ZERO = NoiseSource.zero_for_tests

@@ -21,7 +21,7 @@ from dprelease.errors import ConfigError, SpecError
 from dprelease.ledger import Ledger, make_release_id
 from dprelease.noise import NoiseSource
 from dprelease.publish import Recorded, record_release
-from dprelease.release import prepare
+from dprelease.pure_release import prepare
 from pipelines.assets import BUDGET_KEY
 from pipelines.definitions import build_definitions
 from pipelines.demo_data import generate_case_control, generate_visits

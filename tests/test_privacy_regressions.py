@@ -18,7 +18,7 @@ from dprelease.cli import app
 from dprelease.errors import SpecError
 from dprelease.manifest import manifest_problems
 from dprelease.noise import NoiseSource
-from dprelease.release import prepare, release
+from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
 
 runner = CliRunner()

@@ -27,7 +27,7 @@ from dprelease.files import atomic_path
 from dprelease.ledger import Ledger
 from dprelease.noise import NoiseSource
 from dprelease.publish import RELEASE_FILES, Recorded, publish, record_release
-from dprelease.release import prepare
+from dprelease.pure_release import prepare
 from dprelease.spec import load_spec
 
 SPEC = """\
@@ -134,9 +134,9 @@ def test_sigkill_between_reserve_and_commit_publishes_nothing_and_resumes(worksp
     ledger_path = workspace / "ledger.sqlite"
     Ledger(str(ledger_path)).ensure_scope("visits", 1)
     script = textwrap.dedent(f"""
-        import importlib, os, signal
+        import os, signal
         from pathlib import Path
-        release_module = importlib.import_module("dprelease.release")  # dp.release is the API
+        import dprelease.pure_release as release_module
         from dprelease.ledger import Ledger
         from dprelease.publish import publish
         from dprelease.spec import load_spec

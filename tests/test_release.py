@@ -14,7 +14,7 @@ from dprelease.accounting import plan_release, split_budget
 from dprelease.errors import DataError, SchemaError, SpecError, UnsafeNoiseSourceError
 from dprelease.noise import NoiseSource, variance
 from dprelease.profile import Neighbours
-from dprelease.release import prepare, release
+from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
 
 ZERO = NoiseSource.zero_for_tests

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from dprelease.engines import get_engine
 from dprelease.margins import level_sums
 from dprelease.profile import Neighbours
-from dprelease.release import prepare
+from dprelease.pure_release import prepare
 from dprelease.spec import parse_spec
 
 UNITS = [0, 1, None, None]  # the neighbour is unit 5, substituted by unit 6 (or 5 again)

@@ -22,7 +22,7 @@ from dprelease.engines import spark as spark_engine
 from dprelease.errors import DataError, SchemaError, SpecError
 from dprelease.noise import NoiseSource
 from dprelease.publish import RELEASE_FILES
-from dprelease.release import prepare, release
+from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
 
 SPEC = {
@@ -172,7 +172,7 @@ def test_spark_connect_from_the_environment(parquet: Path) -> None:
     the engine runs unchanged on it. A fresh process: one Python process holds one kind of
     session."""
     script = (
-        "import sys; from dprelease.release import release; from dprelease.spec import "
+        "import sys; from dprelease.pure_release import release; from dprelease.spec import "
         "parse_spec; from dprelease.noise import NoiseSource; "
         "from dprelease.engines.spark import spark_session; "
         f"t = release(sys.argv[1], parse_spec({SPEC!r}), 1.0, engine='spark', "

@@ -22,7 +22,7 @@ from dprelease.ledger import Composition, Ledger
 from dprelease.margins import level_blocks
 from dprelease.profile import Neighbours, cap_from_profile
 from dprelease.publish import Published, composition_of, publish
-from dprelease.release import prepare
+from dprelease.pure_release import prepare
 from dprelease.spec import LEVEL_COLUMN, MOE95_SUFFIX, UNDEFINED_SUFFIX, load_spec
 
 PREVIEW_ROWS = 12
