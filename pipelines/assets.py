@@ -12,7 +12,10 @@ Metadata holds noisy values and spec-derived facts only.
 """
 
 import json
+import logging
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from dprelease.errors import DPReleaseError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Ledger, ScopeStatus
 from dprelease.manifest import manifest_problems
 from dprelease.margins import level_blocks, released_keys
+from dprelease.operator import LOGGER_NAME
 from dprelease.publish import Recorded, record_release, write_release_files
 from dprelease.pure_release import prepare
 from dprelease.report import budget_markdown, markdown_table, write_plots
@@ -46,7 +50,8 @@ CHECKS = {
     "ledger_within_cap": "The scope has spent no more than the highest cap it has had (every "
     "charge fits the cap of its day; a cap lowered below that refuses new releases, not the "
     "publication of released ones).",
-    "manifest_complete": "The manifest states mechanism, sensitivity, scale, ε and CI per column.",
+    "manifest_complete": "The manifest states mechanism, sensitivity, noise scale, ε and the 95% "
+    "margin of error of every released column.",
 }
 
 
@@ -75,6 +80,31 @@ PRODUCTION_HINTS: dict[type[DPReleaseError], str] = {
     UnknownScope: "If this is the scope's first release, launch again with run config "
     "create_scope: true; otherwise check DPRELEASE_LEDGER_URL",
 }
+
+
+class _RunLog(logging.Handler):
+    """The library's operator channel as warnings in one run's log."""
+
+    def __init__(self, context: dg.AssetExecutionContext) -> None:
+        super().__init__(logging.WARNING)
+        self.context = context
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.context.log.warning(in_dagster_words(record.getMessage()))
+
+
+@contextmanager
+def operator_warnings_in_run_log(context: dg.AssetExecutionContext) -> Iterator[None]:
+    """Forward the `dprelease.operator` logger (warnings that depend on the data: an empty period,
+    an input changed since its release) to the run log, which stays inside the secure boundary;
+    they never reach metadata."""
+    handler = _RunLog(context)
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def in_dagster_words(text: str) -> str:
@@ -273,7 +303,10 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
         try:
             budget = policy.budget(scope)  # a bad profile fails here, before the ledger
             path = confidential.table_path(spec.source)
-            with ledger.open(create=config.create_scope) as book:
+            with (
+                operator_warnings_in_run_log(context),
+                ledger.open(create=config.create_scope) as book,
+            ):
                 creatable = config.create_scope or not ledger.require_existing
                 cap = _current_cap(book, scope, creatable=creatable) or budget.profile_cap
                 prepared = prepare(  # spec, ε and schema validated before the ledger changes
@@ -298,8 +331,6 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
                 highest = highest_cap(book, status)
         except DPReleaseError as exc:  # typed, data-free messages: the refusal in words
             raise dg.Failure(f"{spec.name} {period or ''}".strip() + f": {refusal(exc)}") from None
-        if (warning := recorded.input_warning()) is not None:
-            context.log.warning(in_dagster_words(warning))  # the operator's channel only
         _observe_schema(context, spec.source, path)
         checks = check_results(release, recorded, status, highest)
         directory = public.release_dir(spec.name, period)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -207,6 +208,40 @@ def test_backfill_charges_each_month_once_and_rerun_returns_stored(root: Path) -
     assert metadata["ledger"].value.startswith("already released")
     assert files(root / "public" / MONTHLY / "2024-02") == before
     assert spent(root, SCOPE) == (3 * VISITS_CAP / 12, 3)
+
+
+def run_warnings(instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> list[str]:
+    return [
+        entry.user_message
+        for entry in instance.all_logs(result.run_id)
+        if entry.level == logging.WARNING
+    ]
+
+
+def test_operator_warnings_reach_the_run_log_and_nothing_published(root: Path) -> None:
+    """The library's operator channel (here: the input changed since the month was released)
+    is a warning in the run's log, inside the boundary; metadata and files stay as they were."""
+    defs = build_definitions(resources=resources(root))
+    instance = dg.DagsterInstance.ephemeral()
+    first = materialize(defs, instance, [MONTHLY], "2024-01")
+    assert first.success and not run_warnings(instance, first)
+    before = files(root / "public" / MONTHLY / "2024-01")
+    write_tables(root / "confidential", seed=8)
+    again = materialize(defs, instance, [MONTHLY], "2024-01")
+    assert again.success
+    [warning] = run_warnings(instance, again)
+    assert "the input differs from the one released on" in warning
+    metadata = again.asset_materializations_for_node(MONTHLY)[0].metadata
+    assert not any("differs" in str(value.value) for value in metadata.values())
+    assert files(root / "public" / MONTHLY / "2024-01") == before
+    visits = root / "confidential" / "visits.parquet"
+    pl.read_parquet(visits).filter(pl.col("visit_date").dt.month() != 2).write_parquet(visits)
+    empty = materialize(defs, instance, [MONTHLY], "2024-02")
+    assert empty.success
+    assert run_warnings(instance, empty) == [
+        "release 'visits_by_clinic': no input row is in period 2024-02; the released values are "
+        "noise around 0. Check the period and the period column"
+    ]
 
 
 def _check_statuses(instance: dg.DagsterInstance) -> dict[str, set[str]]:
