@@ -1,4 +1,4 @@
-"""Accuracy and speed of releases with margins (issue 13), at the same total ε, through the
+"""Accuracy and speed of releases with margins, at the same total ε, through the
 release path (`prepare(...).run(...)`, what `dp.release` runs).
 
 Counts released by region × clinic, on three hierarchies: the demo's visits (January 2024 of

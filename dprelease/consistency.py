@@ -1,4 +1,4 @@
-"""Consistent tables over a key grid and its margins (issue 13): the numerical core.
+"""Consistent tables over a key grid and its margins: the numerical core.
 
 A release with margins measures every *level* — the finest cells of the public key grid and each
 declared margin (a subset of the key columns; ``[]`` is the grand total) — with its own discrete

@@ -1,4 +1,4 @@
-"""Releases with margins (issue 13): every level measured, one table that adds up.
+"""Releases with margins: every level measured, one table that adds up.
 
 A spec with `margins:` releases its cells and each margin (a subset of the key columns; `[]` is
 the grand total). Each level of each measurement has its own discrete Laplace noise, from its

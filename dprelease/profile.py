@@ -1,4 +1,4 @@
-"""Odds risk profiles B(P10) and the privacy budget they imply (DESIGN.md §2, paper eq. 16).
+"""Odds risk profiles B(P10) and the privacy budget they imply (odds-risk-profile paper eq. 16).
 
 A profile says, for every adversary prior odds ratio P10 > 0, by how much a release may multiply
 that adversary's posterior odds ratio. Under ε-DP the factor is at most e^{2ε} (add/remove

@@ -1,4 +1,4 @@
-"""Consistent margins (issue 13): additivity, unbiasedness, exact variances and margins of error,
+"""Consistent margins: additivity, unbiasedness, exact variances and margins of error,
 accuracy against the single-level alternatives, nonnegativity, integer rounding, ε split.
 
 Statistical tests use fixed seeds; each states its false-alarm rate (the chance that a correct

@@ -1,4 +1,4 @@
-"""Releases with margins (issue 13) through the release path: the spec, the per-level budget,
+"""Releases with margins through the release path: the spec, the per-level budget,
 one table holding every level that adds up exactly, its margins of error, solver fallbacks,
 and one ledger charge whatever the number of levels.
 
