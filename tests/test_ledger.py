@@ -288,23 +288,20 @@ def test_stored_release_roundtrips_bytes_manifest_and_epsilon(ledger: Ledger) ->
 
 def test_input_fingerprint_is_compared_and_never_leaves_the_ledger(ledger: Ledger) -> None:
     ledger.ensure_scope("s", 1)
-    secret = "fp-7f3a9c-private"
-    first = _reserve(ledger, "r", "s", None, 0.5, input_fingerprint=secret)
-    assert secret not in repr(first)
-    ledger.commit(first, b"t", {})
+    secret = "engine-1:7f3a9c-private"
+    ledger.commit(_reserve(ledger, "r", "s", None, 0.5), b"t", {}, input_fingerprint=secret)
+    ledger.commit(_reserve(ledger, "q", "s", None, 0.25), b"t", {})  # fingerprint unknown
 
-    same = _reserve(ledger, "r", "s", None, 0.5, input_fingerprint=secret)
-    changed = _reserve(ledger, "r", "s", None, 0.5, input_fingerprint="fp-other")
-    unknown = _reserve(ledger, "r", "s", None, 0.5)
-    assert (same.input_changed, changed.input_changed, unknown.input_changed) == (
-        False,
-        True,
-        None,
-    )
-    assert _spent(ledger) == Fraction(1, 2)  # the fingerprint never decides a charge
+    again = _reserve(ledger, "r", "s", None, 0.5)
+    assert again.status == "committed" and secret not in repr(again)
+    assert ledger.input_changed(again, secret) is False
+    assert ledger.input_changed(again, "engine-1:other") is True
+    assert ledger.input_changed(again, "engine-2:7f3a9c-private") is None  # another scheme
+    assert ledger.input_changed(_reserve(ledger, "q", "s", None, 0.25), secret) is None
+    assert _spent(ledger) == Fraction(3, 4)  # the fingerprint never decides a charge
     dump = ledger.export(include_tables=True)
-    published = json.dumps(dump) + repr(ledger.history())
-    assert secret not in published and "fp-other" not in published
+    published = json.dumps(dump) + repr(ledger.history()) + repr(ledger.stored_release("r"))
+    assert "7f3a9c" not in published
     assert all("input_fingerprint" not in charge for charge in dump["charges"])
 
 

@@ -152,15 +152,13 @@ class Ledger:
         composition: Composition = "sequential",
         run_id: str | None = None,
         force_new: bool = False,
-        input_fingerprint: str | None = None,
         max_cap: Fraction | None = None,
     ) -> Reservation:
         """Charge `epsilon` for this slot, resume its open reservation, or return it as stored.
 
         See `Reservation` for the three outcomes. Raises CompositionMismatch, SpecChanged,
         ReservationMismatch, CapAboveProfile (ledger cap above `max_cap`, the profile's ε) or
-        BudgetExhausted; each leaves the ledger unchanged. `input_fingerprint` is private: it is
-        compared with the stored one and stored at commit, never exported or published.
+        BudgetExhausted; each leaves the ledger unchanged.
         """
         with self._db.tx() as conn:
             return protocol.reserve(
@@ -174,7 +172,6 @@ class Ledger:
                 composition=composition,
                 run_id=run_id,
                 force_new=force_new,
-                input_fingerprint=input_fingerprint,
                 max_cap=max_cap,
             )
 
@@ -188,10 +185,10 @@ class Ledger:
     ) -> StoredRelease:
         """Store the release of a reserved or resumed charge; publish files only after this.
 
-        `input_fingerprint` (private; default: the one given to `reserve`) is stored with the
-        charge: an engine knows it only once it has read the input. Raises ReleaseConflict if
-        another run committed the same charge first: publish `exc.stored` then, never this
-        run's table.
+        `input_fingerprint` (private: never exported, published or logged) is stored with the
+        charge, so a later run of the slot can tell the operator that its input changed. Raises
+        ReleaseConflict if another run committed the same charge first: publish `exc.stored`
+        then, never this run's table.
         """
         if reservation.status == "committed":
             raise LedgerError(
@@ -204,10 +201,9 @@ class Ledger:
             raise LedgerError(
                 f"manifest of {reservation.release_id!r} is not JSON: {exc}"
             ) from None
-        fingerprint = input_fingerprint or reservation.input_fingerprint
         with self._db.tx() as conn:
             return protocol.commit(
-                self._db, conn, reservation, table_parquet, manifest_json, fingerprint
+                self._db, conn, reservation, table_parquet, manifest_json, input_fingerprint
             )
 
     def input_changed(self, reservation: Reservation, input_fingerprint: str) -> bool | None:

@@ -65,11 +65,9 @@ class _Run:
     epsilon: Fraction
     spec_hash: str
     run_id: str | None
-    input_fingerprint: str | None
 
     def reservation(self, row: Row[Any], status: ReservationStatus) -> Reservation:
         """This run's view of an existing charge (`row`)."""
-        stored, given = row.input_fingerprint, self.input_fingerprint
         return Reservation(
             release_id=self.release_id,
             charge_id=row.charge_id,
@@ -82,8 +80,6 @@ class _Run:
             run_id=self.run_id,
             rerelease=row.kind == "re-release",
             committed_at=None if row.committed_at is None else aware(row.committed_at),
-            input_fingerprint=given,
-            input_changed=fingerprints_differ(stored, given),
         )
 
     def event(self, conn: Connection, kind: EventKind, row: Row[Any], detail: str) -> None:
@@ -132,7 +128,6 @@ def reserve(
     composition: Composition,
     run_id: str | None,
     force_new: bool,
-    input_fingerprint: str | None,
     max_cap: Fraction | None,
 ) -> Reservation:
     """Decide what a run of this slot does; charge only for a new release (see `Reservation`).
@@ -145,9 +140,7 @@ def reserve(
     """
     if not spec_hash:
         raise LedgerError(f"release {release_id!r}: a reservation needs the spec hash")
-    run = _Run(
-        release_id, scope, period, exact_epsilon(epsilon), spec_hash, run_id, input_fingerprint
-    )
+    run = _Run(release_id, scope, period, exact_epsilon(epsilon), spec_hash, run_id)
     scope_row = db.locked_scope(conn, scope)
     require_composition(scope_row, composition)
     if scope_row.composition == "parallel" and period is None:

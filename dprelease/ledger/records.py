@@ -34,8 +34,7 @@ class Reservation:
       release, then commit.
     * "committed": the slot is already released; nothing charged. Publish
       `Ledger.stored_release(release_id)`; `epsilon` is the stored ε, `requested_epsilon` what
-      this run asked for, `input_changed` whether this run's input fingerprint differs from the
-      stored one (None when either is unknown) — operator-only information, never published.
+      this run asked for.
     """
 
     release_id: str
@@ -49,8 +48,6 @@ class Reservation:
     run_id: str | None
     rerelease: bool = False
     committed_at: datetime | None = None
-    input_fingerprint: str | None = field(default=None, repr=False)  # private: never published
-    input_changed: bool | None = None
 
     @property
     def charged(self) -> bool:
