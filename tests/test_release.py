@@ -414,3 +414,26 @@ def test_pandas_object_columns_are_text() -> None:
     df = pd.DataFrame({"pid": [1, 2, 3], "region": ["n", "n", "s"], "cost": [7, "x", None]})
     assert df["cost"].dtype == object
     assert exact(df, spec_of()).get_column("cost").to_list() == [7.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("granularity", "upper", "message"),
+    [
+        (0, 100, r"statistics\[1\]\.granularity: Input should be greater than 0"),
+        (-0.5, 100, r"statistics\[1\]\.granularity: Input should be greater than 0"),
+        (50, 10, r"statistics\[1\]\.granularity: granularity is coarser than the bounds' range"),
+        (2.0**-60, 100, r"statistics\[1\]: sensitivity of \d+ units is above 2\^53"),
+    ],
+)
+def test_a_granularity_that_cannot_work_is_refused_before_the_release(
+    granularity: float, upper: float, message: str
+) -> None:
+    """Refused by name in `prepare()`, from the spec alone: nothing is reserved or drawn."""
+    df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
+    stats = [
+        {"name": "n", "kind": "count"},
+        {"name": "cost", "kind": "sum", "column": "cost", "lower": 0, "upper": upper,
+         "granularity": granularity},
+    ]  # fmt: skip
+    with pytest.raises(SpecError, match=message):
+        prepare(df, spec_of(statistics=stats), 1.0)
