@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from dprelease.ledger.records import StoredRelease
 
 
+#: What an `except BaseException` that stands for "whatever a library raises" lets through. Such
+#: handlers are needed because a panic in a Rust extension (polars, Clarabel) is raised as a
+#: `pyo3_runtime.PanicException`, which derives from BaseException, not Exception.
+INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
 class DPReleaseError(Exception):
     """Base class: every error the library raises on purpose."""
 

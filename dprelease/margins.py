@@ -37,7 +37,7 @@ from dprelease.consistency import (
     rounded_moe95,
 )
 from dprelease.engines import ExactAggregates
-from dprelease.errors import SpecError
+from dprelease.errors import INTERRUPTS, SpecError
 from dprelease.noise import NoiseSource, discrete_laplace
 from dprelease.postprocess import Measured, noise_decimals
 from dprelease.spec import LEVEL_COLUMN, LoadedSpec, PostProcessing, StatisticKind, SumStatistic
@@ -48,6 +48,8 @@ PLANNED_SHIFT = 1.0
 #: Scaled values this large are already integers in float64, and above 2^63 no longer fit the
 #: rounding's int64: they are left as they are (see `_round_additively`).
 _EXACT_FLOAT = 2.0**52
+#: Counts are published as int64; a float this large still converts exactly.
+_INT64_SAFE = 2.0**62
 
 
 def build_levels(loaded: LoadedSpec) -> Levels:
@@ -205,7 +207,9 @@ def _estimate(
     if acc.nonnegative:
         try:
             return consistent_nonnegative(levels, noisy, acc.laws)
-        except Exception as exc:  # noqa: BLE001 - any solver failure falls back, never fails
+        except INTERRUPTS:
+            raise
+        except BaseException as exc:  # any solver failure (a panic too) falls back, never fails
             outcome.fallbacks.append(
                 f"{name}: the nonnegative solve did not converge on these noisy values "
                 f"({type(exc).__name__}); the unconstrained estimate is released"
@@ -229,16 +233,31 @@ def _round_nearest(estimate: Estimate) -> Rounded:
 def _round_additively(estimate: Estimate, name: str, outcome: Outcome) -> Rounded:
     """`round_additive`, or the nearest-integer rounding where it cannot be used: values beyond
     float64's integers (nothing to round), or a failing HiGHS solve (said in `outcome`)."""
-    if np.max(np.abs(estimate.values[0])) >= _EXACT_FLOAT:
+    largest = estimate.levels.aggregate(np.abs(estimate.values[0]))  # a margin sums its cells
+    if max(float(np.max(level)) for level in largest) >= _EXACT_FLOAT:
         return _round_nearest(estimate)
     try:
         return round_additive(estimate)
-    except Exception as exc:  # noqa: BLE001 - any solver failure falls back, never fails
+    except INTERRUPTS:
+        raise
+    except BaseException as exc:  # any solver failure (a panic too) falls back, never fails
         outcome.fallbacks.append(
             f"{name}: the additive rounding failed on these noisy values ({type(exc).__name__}); "
             "cells were rounded to the nearest integer and every margin summed from them"
         )
         return _round_nearest(estimate)
+
+
+def _as_int64(values: np.ndarray, name: str, outcome: Outcome) -> np.ndarray:
+    """Rounded counts as int64, saturating (and saying so) where noise at the largest scales the
+    sampler draws, summed over a large margin, passes ±2^62: never a silent wrap-around."""
+    if np.max(np.abs(values)) < _INT64_SAFE:
+        return values.astype(np.int64)
+    outcome.fallbacks.append(
+        f"{name}: noisy counts beyond ±2^62 were saturated there (the noise scale is far beyond "
+        "any useful release)"
+    )
+    return np.clip(values, -_INT64_SAFE, _INT64_SAFE).astype(np.int64)
 
 
 def _scaled(estimate: Estimate, places: int) -> Estimate:
@@ -282,7 +301,7 @@ def release_levels(
         estimate = _estimate(levels, noisy, acc, m.name, outcome)
         if m.kind is StatisticKind.COUNT:
             rounded = _round_additively(estimate, m.name, outcome)
-            values = np.concatenate(rounded.values).astype(np.int64)
+            values = _as_int64(np.concatenate(rounded.values), m.name, outcome)
             shifts = rounded.max_shift
             series = pl.Series(values, dtype=pl.Int64)
         elif acc.places is not None:

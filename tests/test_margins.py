@@ -8,6 +8,7 @@ implementation fails them with a fresh seed).
 
 from __future__ import annotations
 
+import warnings
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -343,11 +344,18 @@ def test_the_manifest_states_before_the_noise_what_the_release_states_after() ->
     assert [level["max_shift"] for level in own["levels"]] == [None, None, None]
 
 
+@pytest.mark.parametrize(
+    "failure",
+    [
+        RuntimeError("nonnegative solve failed: MaxIterations"),
+        pl.exceptions.PanicException("a Rust solver panicked"),  # a BaseException
+    ],
+)
 def test_a_nonnegative_solve_that_fails_releases_the_linear_estimate_and_says_so(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, failure: BaseException
 ) -> None:
     def fails(*args: Any) -> None:
-        raise RuntimeError("nonnegative solve failed: MaxIterations")
+        raise failure
 
     data = rows(100, 3)
     linear = prepare(data, parse_spec(spec(postprocess={"nonnegative": False})), 1).run(**seeded(4))
@@ -405,3 +413,50 @@ def test_epsilon_is_charged_once_whatever_the_number_of_levels(tmp_path: Path) -
         for level in entry.levels or []
     )
     assert spent == Fraction(1, 4)
+
+
+def test_margins_of_large_fine_sums_add_up_instead_of_wrapping_around() -> None:
+    """4000 in each of 3000 cells at 12 decimals: the grand total is 1.2·10^19 units of 10^-12,
+    past int64. Every level is rounded in floats then, and still adds up: no wrap-around and no
+    numpy warning (a warning made an error would fail the release after its noise was drawn)."""
+    loaded = parse_spec(
+        {
+            "name": "big",
+            "source": "x",
+            "group_by": [
+                {"column": "a", "domain": {"min": 0, "max": 59}},
+                {"column": "b", "domain": {"min": 0, "max": 49}},
+            ],
+            "margins": [["a"], []],
+            "statistics": [{"name": "v", "kind": "sum", "column": "v", "lower": 0, "upper": 5000}],
+            "postprocess": {"decimals": 12},
+        }
+    )
+    data = pl.DataFrame({"a": [i % 60 for i in range(3000)], "b": [i // 60 for i in range(3000)]})
+    data = data.with_columns(v=pl.lit(4000.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = prepare(data, loaded, 1000).run(
+            NoiseSource.seeded_for_tests(1), allow_unsafe_noise=True
+        )
+    by_level = {
+        level: block.get_column("v")
+        for (level,), block in result.table.partition_by(LEVEL_COLUMN, as_dict=True).items()
+    }
+    assert by_level["total"].item() == pytest.approx(1.2e7, rel=1e-4)
+    assert by_level["a"].sum() == pytest.approx(by_level["total"].item(), rel=1e-12)
+    assert by_level["a,b"].sum() == pytest.approx(by_level["total"].item(), rel=1e-12)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def test_counts_beyond_int64_saturate_and_say_so() -> None:
+    outcome = margins_module.Outcome()
+    values = np.array([1.0, -3.0, 2.0**63, -(2.0**64)])
+    converted = margins_module._as_int64(values, "n", outcome)
+    assert converted.tolist() == [1, -3, 2**62, -(2**62)]
+    assert outcome.fallbacks == [
+        "n: noisy counts beyond ±2^62 were saturated there (the noise scale is far beyond any "
+        "useful release)"
+    ]
+    assert margins_module._as_int64(values[:2], "n", outcome).dtype == np.int64
+    assert len(outcome.fallbacks) == 1

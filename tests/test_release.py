@@ -326,6 +326,22 @@ def test_engine_errors_never_quote_confidential_values() -> None:
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
+def test_an_engine_panic_is_withheld_like_any_engine_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Rust panic in polars is a BaseException (pyo3's PanicException), not an Exception: it
+    must not escape with its message, which may quote data."""
+    from dprelease.engines import polars as polars_engine
+
+    def panics(*args: object) -> None:
+        raise pl.exceptions.PanicException("index out of bounds at row SECRET-4711")
+
+    df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
+    prepared = prepare(df, spec_of(), 1.0)
+    monkeypatch.setattr(polars_engine, "_aggregated", panics)
+    with pytest.raises(DataError) as info:
+        prepared.run()
+    assert "SECRET" not in str(info.value) and "PanicException" in str(info.value)
+
+
 def test_seeded_noise_is_refused_without_the_explicit_flag() -> None:
     df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
     with pytest.raises(UnsafeNoiseSourceError):

@@ -20,7 +20,14 @@ from typing import Any, Protocol
 import polars as pl
 
 from dprelease.accounting import Measurement, Plan
-from dprelease.errors import DataError, DPReleaseError, InputError, SchemaError, SpecError
+from dprelease.errors import (
+    INTERRUPTS,
+    DataError,
+    DPReleaseError,
+    InputError,
+    SchemaError,
+    SpecError,
+)
 from dprelease.spec import CountStatistic, LoadedSpec, Month
 
 #: What `release` accepts as confidential input; paths are scanned lazily so large files stream.
@@ -118,9 +125,9 @@ def withholding_engine_errors(what: str) -> Iterator[None]:
     keep our own typed errors, replace anything else by a message that names only the step."""
     try:
         yield
-    except (DPReleaseError, FileNotFoundError):
+    except (DPReleaseError, FileNotFoundError, *INTERRUPTS):
         raise
-    except Exception as exc:  # noqa: BLE001 - the point is to catch whatever the engine raises
+    except BaseException as exc:  # whatever the engine raises, a Rust panic included
         raise DataError(
             f"{what} failed ({type(exc).__name__}); inspect the confidential input inside the "
             "secure environment (the engine's message is withheld: it may quote data)"
