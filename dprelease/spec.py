@@ -93,11 +93,11 @@ class FileDomain(_Strict):
         return (self._base_dir or Path.cwd()) / self.file
 
 
-def _domain_kind(value: Any) -> str:
+def _domain_kind(value: Any) -> str | None:
+    """The form a domain mapping is written in, by its keys (None: none of the forms)."""
     if isinstance(value, dict):
-        return (
-            "file" if "file" in value else "range" if "min" in value or "max" in value else "values"
-        )
+        forms = {"values": "values", "min": "range", "max": "range", "file": "file"}
+        return next((forms[key] for key in value if key in forms), None)
     return type(value).__name__.removesuffix("Domain").lower()
 
 
@@ -105,7 +105,11 @@ KeyDomain = Annotated[
     Annotated[ValuesDomain, Tag("values")]
     | Annotated[RangeDomain, Tag("range")]
     | Annotated[FileDomain, Tag("file")],
-    Discriminator(_domain_kind),
+    Discriminator(
+        _domain_kind,
+        custom_error_type="domain_form",
+        custom_error_message="a key domain is `values: [...]`, `min:` and `max:`, or `file:`",
+    ),
 ]
 
 

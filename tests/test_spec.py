@@ -145,6 +145,21 @@ def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
             "release.group_by[0].domain",
             "empty key domain",
         ),
+        (
+            {"group_by": [{"column": "age", "domain": {"vals": [1, 2]}}]},
+            "release.group_by[0].domain",
+            "a key domain is `values: [...]`, `min:` and `max:`, or `file:`",
+        ),
+        (
+            {"group_by": [{"column": "age", "domain": {"min": 1}}]},
+            "release.group_by[0].domain.max",
+            "Field required",
+        ),
+        (
+            {"group_by": [{"column": "age", "domain": {"values": [1], "file": "k.csv"}}]},
+            "release.group_by[0].domain.file",
+            "Extra inputs",
+        ),
         ({"max_rows_per_unit": 0}, "release.max_rows_per_unit", "greater than or equal to 1"),
         ({"privacy_unit": None, "max_rows_per_unit": 4}, "release.privacy_unit", "privacy_unit"),
         ({"statistics": []}, "release.statistics", "at least 1"),
