@@ -301,10 +301,15 @@ def record_unpublished(root: Path, period: str, **options: Any) -> Recorded:
         return record_release(prepared, ledger=book, scope=SCOPE, asset=MONTHLY, **options)
 
 
-def _stored_without_a_cell(root: Path, period: str) -> None:
-    """A stored copy whose table lacks a public key cell, committed through the ledger's API
-    (as an engine that dropped empty cells, or another tool, could have stored it)."""
-    release = load_release(SPECS_DIR / "visits_monthly.yaml")
+def _stored_with_a_cut_table(
+    root: Path,
+    period: str,
+    cut: Callable[[pl.DataFrame], pl.DataFrame],
+    spec: Path = SPECS_DIR / "visits_monthly.yaml",
+) -> None:
+    """A stored copy whose table lost rows (`cut`), committed through the ledger's API (as an
+    engine that dropped empty cells, or another tool, could have stored it)."""
+    release = load_release(spec)
     with Ledger(str(root / "ledger.sqlite")) as book:
         book.ensure_scope(SCOPE, VISITS_CAP)
         prepared = prepare(
@@ -319,9 +324,13 @@ def _stored_without_a_cell(root: Path, period: str) -> None:
         )
         released = prepared.run()
         table = io.BytesIO()
-        released.table.slice(1).write_parquet(table)
+        cut(released.table).write_parquet(table)
         manifest = {**released.manifest, "release_id": reservation.release_id}
         book.commit(reservation, table.getvalue(), manifest)
+
+
+def _stored_without_a_cell(root: Path, period: str) -> None:
+    _stored_with_a_cut_table(root, period, lambda table: table.slice(1))
 
 
 def _stored_with_seeded_noise(root: Path, period: str) -> None:
@@ -674,23 +683,7 @@ def test_a_spec_with_margins_is_one_asset_one_charge_and_its_checks_mean_every_l
         "total",
     ]
     # a stored copy that lost its grand total row: the key check withholds its files
-    release = load_release(monthly)
-    with Ledger(str(root / "ledger.sqlite")) as book:
-        prepared = prepare(
-            root / "confidential/visits.parquet", release.loaded, VISITS_CAP / 12, period="2024-04"
-        )
-        reservation = book.reserve(
-            make_release_id(MONTHLY, "2024-04"),
-            SCOPE,
-            "2024-04",
-            prepared.plan.epsilon_total,
-            spec_hash=prepared.spec_hash,
-        )
-        released = prepared.run()
-        buffer = io.BytesIO()
-        released.table.head(40).write_parquet(buffer)
-        manifest = {**released.manifest, "release_id": reservation.release_id}
-        book.commit(reservation, buffer.getvalue(), manifest)
+    _stored_with_a_cut_table(root, "2024-04", lambda table: table.head(40), spec=monthly)
     refused = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-04")
     failed = [e for e in refused.get_asset_check_evaluations() if not e.passed]
     assert [e.check_name for e in failed] == ["all_public_keys_present"]
