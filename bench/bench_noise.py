@@ -29,7 +29,7 @@ BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 
 def ours_per_second(scale: float, size: int, repeats: int) -> float:
     """Best of `repeats` runs, in draws per second, with the production (os.urandom) source."""
-    from dprelease.noise import default_noise_source, discrete_laplace
+    from dprelease.mechanism.noise import default_noise_source, discrete_laplace
 
     source = default_noise_source()
     discrete_laplace(scale, 1000, source)  # warm-up: imports, first allocations

@@ -41,7 +41,7 @@ from scipy.optimize import (  # type: ignore[import-untyped]
 )
 from scipy.sparse.linalg import splu  # type: ignore[import-untyped]
 
-from dprelease.noise import exact_scale, variance
+from dprelease.mechanism.noise import exact_scale, laplace_variance
 
 __all__ = [
     "Estimate",
@@ -98,7 +98,7 @@ class NoiseLaw:
     @property
     def variance(self) -> float:
         """Var(granularity · Z) in value units²."""
-        return variance(self.scale) * float(self.granularity) ** 2
+        return laplace_variance(self.scale) * float(self.granularity) ** 2
 
 
 # --------------------------------------------------------------------------- structure

@@ -38,7 +38,7 @@ from dprelease.consistency import (
 )
 from dprelease.engines import ExactAggregates
 from dprelease.errors import INTERRUPTS, SpecError
-from dprelease.noise import NoiseSource, discrete_laplace
+from dprelease.mechanism.noise import NoiseSource, discrete_laplace
 from dprelease.postprocess import Measured, noise_decimals
 from dprelease.spec import LEVEL_COLUMN, LoadedSpec, PostProcessing, StatisticKind, SumStatistic
 

@@ -32,7 +32,7 @@ from dprelease.ledger import (
     StoredRelease,
     make_release_id,
 )
-from dprelease.noise import NoiseSource, default_noise_source, require_private
+from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.pure_release import PreparedRelease
 from dprelease.spec import LoadedSpec
 

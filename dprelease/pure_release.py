@@ -22,7 +22,12 @@ from dprelease.engines import DataSource, InputSummary, get_engine, new_salt
 from dprelease.errors import SpecError
 from dprelease.explain import build_manifest, with_outcome
 from dprelease.margins import MarginPlan, plan_margins, release_levels, stacked_keys
-from dprelease.noise import NoiseSource, default_noise_source, discrete_laplace, require_private
+from dprelease.mechanism.noise import (
+    NoiseSource,
+    default_noise_source,
+    discrete_laplace,
+    require_private,
+)
 from dprelease.operator import input_warnings
 from dprelease.postprocess import columns, from_noisy
 from dprelease.profile import Neighbours

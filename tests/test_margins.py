@@ -24,7 +24,7 @@ from dprelease import margins as margins_module
 from dprelease.accounting import plan_release
 from dprelease.errors import SpecError
 from dprelease.manifest import Manifest
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.profile import Neighbours
 from dprelease.pure_release import prepare
 from dprelease.spec import LEVEL_COLUMN, parse_spec

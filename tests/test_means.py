@@ -10,7 +10,7 @@ import pytest
 
 from dprelease.accounting import plan_release
 from dprelease.errors import SpecError
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.profile import Neighbours
 from dprelease.pure_release import release
 from dprelease.spec import parse_spec

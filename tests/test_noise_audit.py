@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dprelease.noise import NoiseSource, discrete_laplace
+from dprelease.mechanism.noise import NoiseSource, discrete_laplace
 
 N = 1_000_000
 # Total false-alarm rate of one audit (a correct mechanism failing), split by Bonferroni over

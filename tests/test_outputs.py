@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dprelease.cli import app
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.postprocess import noise_decimals
 from dprelease.pure_release import release
 from dprelease.spec import parse_spec

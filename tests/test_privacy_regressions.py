@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from dprelease.cli import app
 from dprelease.errors import SpecError
 from dprelease.manifest import manifest_problems
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
 

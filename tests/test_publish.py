@@ -25,7 +25,7 @@ from dprelease.errors import (
 )
 from dprelease.files import atomic_path
 from dprelease.ledger import Ledger
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.publish import RELEASE_FILES, Recorded, publish, record_release
 from dprelease.pure_release import prepare
 from dprelease.spec import load_spec

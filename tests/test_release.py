@@ -12,7 +12,7 @@ import pytest
 
 from dprelease.accounting import plan_release, split_budget
 from dprelease.errors import DataError, SchemaError, SpecError, UnsafeNoiseSourceError
-from dprelease.noise import NoiseSource, variance
+from dprelease.mechanism.noise import NoiseSource, laplace_variance
 from dprelease.profile import Neighbours
 from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
@@ -392,7 +392,7 @@ def test_noisy_cells_are_unbiased_with_the_manifest_variance() -> None:
         pooled = float(np.mean(deviations**2))
         assert abs(pooled / expected_var - 1) < 6 * math.sqrt(5 / deviations.size), name
     assert stats["n"]["variance"] == pytest.approx(
-        variance(Fraction(stats["n"]["noise_scale_units_exact"]))
+        laplace_variance(Fraction(stats["n"]["noise_scale_units_exact"]))
     )
 
 

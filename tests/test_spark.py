@@ -20,7 +20,7 @@ from dprelease.cli import app
 from dprelease.engines import new_salt
 from dprelease.engines import spark as spark_engine
 from dprelease.errors import DataError, SchemaError, SpecError
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.publish import RELEASE_FILES
 from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
@@ -173,7 +173,7 @@ def test_spark_connect_from_the_environment(parquet: Path) -> None:
     session."""
     script = (
         "import sys; from dprelease.pure_release import release; from dprelease.spec import "
-        "parse_spec; from dprelease.noise import NoiseSource; "
+        "parse_spec; from dprelease.mechanism.noise import NoiseSource; "
         "from dprelease.engines.spark import spark_session; "
         f"t = release(sys.argv[1], parse_spec({SPEC!r}), 1.0, engine='spark', "
         "noise=NoiseSource.zero_for_tests(), allow_unsafe_noise=True).table; "
