@@ -34,7 +34,7 @@ def seeded_stream(seed: int) -> _source._BitStream:
     """A bit stream for the private helpers, read from a seeded source."""
     open_stream = NoiseSource.seeded_for_tests(seed)._open_stream
     assert open_stream is not None
-    return _source._BitStream(open_stream(), 1 << 20)
+    return _source._BitStream(open_stream())
 
 
 def exact_pmf(scale: Fraction, zmax: int) -> tuple[np.ndarray, np.ndarray]:
@@ -125,10 +125,13 @@ def test_bernoulli_exp(gamma: Fraction) -> None:
 
 
 def test_e1_table_is_algorithm_1_at_gamma_1() -> None:
-    # Success iff an odd number z of leading zero digits: z = 1 (720/2 − 720/6 = 240 values)
-    # or z = 3 (720/24 − 720/120 = 24); r = 0 is left to Algorithm 1 from k = 7.
-    counts = np.bincount(_bernoulli._E1_TABLE, minlength=3)
-    assert counts.tolist() == [720 - 264 - 1, 264, 1]
+    # Bytes ≥ 240 are rejected (16 codes 3). r = byte mod 120 (each r from two bytes) succeeds iff
+    # it has an odd number z of leading zero digits: z = 1 (120/2 − 120/6 = 40 values) or z = 3
+    # (120/24 − 120/120 = 4); r = 0 is left to Algorithm 1 from k = 6 (code 2).
+    counts = np.bincount(_bernoulli._E1_TABLE, minlength=4)
+    assert counts.tolist() == [240 - 88 - 2, 88, 2, 16]
+    # P(K = 3) + P(K = 5) = (1/2! − 1/3!) + (1/4! − 1/5!): the settled part of e^{−1}.
+    assert Fraction(44, 120) == Fraction(1, 2) - Fraction(1, 6) + Fraction(1, 24) - Fraction(1, 120)
 
 
 @pytest.mark.parametrize("m", [3, 200, 720, 3000, 40_000, 2**40 + 3])  # 8/16/32/64-bit words
@@ -178,10 +181,10 @@ def test_open_run_is_carried_into_the_next_pass(monkeypatch: pytest.MonkeyPatch)
         passes.append(n)
         return np.array(script[start : start + n], dtype=bool)
 
-    monkeypatch.setattr(_laplace, "_bern_exp1", scripted)
+    monkeypatch.setattr(_bernoulli, "_bern_exp1", scripted)
     monkeypatch.setattr(_source, "_MARGIN", 0.0)
     monkeypatch.setattr(_source, "_PAD", 2)
-    v = _laplace._geometric_e1(None, 3)  # type: ignore[arg-type]
+    v = _bernoulli._geometric_e1(None, 3)  # type: ignore[arg-type]
     assert v.tolist() == [7, 0, 3]
     assert passes == [2] * 7  # read exactly up to the third failure, two draws at a time
 
@@ -190,7 +193,7 @@ def test_open_run_is_carried_into_the_next_pass(monkeypatch: pytest.MonkeyPatch)
 def test_geometric_is_exact_with_short_passes() -> None:
     """False-alarm rate 1e-4 (fail when p < 1e-4)."""
     stream = seeded_stream(31)
-    v = _laplace._geometric_e1(stream, 200_000)
+    v = _bernoulli._geometric_e1(stream, 200_000)
     assert v.min() >= 0
     assert geometric_chi2_pvalue(v) > 1e-4
 

@@ -1,24 +1,32 @@
-"""Exact discrete Laplace noise (Canonne, Kamath & Steinke 2020, Algorithm 2)."""
+"""Exact discrete Laplace noise (Canonne, Kamath & Steinke 2020, Algorithm 2).
+
+P(Z = z) ∝ exp(−|z|/b) for an exact rational scale b = t/s. Each step of the algorithm runs on
+a numpy batch of candidates. Candidates are independent and identically distributed, so
+rejection sampling simply keeps the accepted ones in order; the kept values are still iid with
+the target law, and surplus complete draws may be discarded. A draw a batch leaves unfinished
+(a run of Bernoulli successes still open, an undecided comparison) is finished with fresh bits,
+never dropped or restarted: that would bias its law.
+"""
 
 from __future__ import annotations
 
 import math
 import numbers
-from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
 
 from dprelease.errors import NoiseError
-from dprelease.mechanism.noise import _source
-from dprelease.mechanism.noise._bernoulli import _bern_exp1, _bern_exp_at_most_one
+from dprelease.mechanism.noise._bernoulli import _alg1, _geometric_e1
 from dprelease.mechanism.noise._source import (
     NoiseSource,
     _BitStream,
     _check_size,
     _check_source,
+    _draw_in_chunks,
     _pass_size,
-    _uniform_below,
+    _uniform_words,
+    _word_for,
 )
 
 # A float scale becomes t/s with s ≤ 10**6 (rounding adds at most 1e-6, or 2**-47 relative for
@@ -79,37 +87,6 @@ def _round_up(x: Fraction, max_den: int) -> Fraction:
 # --------------------------------------------------------------------------- Algorithm 2
 
 
-# Bernoulli(exp(−1)) draws per geometric V: E[V + 1] = 1/(1 − e^{−1}) ≈ 1.58.
-_DRAWS_PER_RUN = -1.0 / math.expm1(-1.0)
-
-
-def _geometric_e1(stream: _BitStream, n: int) -> np.ndarray:
-    """n iid V with P(V = v) = (1 − e^{−1}) e^{−v}: Algorithm 2's inner loop, which counts
-    Bernoulli(exp(−1)) successes until the first failure.
-
-    Exact for any pass sizes: the output is the first n runs of ONE iid Bernoulli stream, read in
-    passes. The run still open at the end of a pass is carried into the next (its successes
-    start the next run). Dropping it instead, as an earlier version did, keeps only runs that fit
-    in the pass, which favours short runs and caps V. Runs after the n-th are never looked at.
-    """
-    out = np.empty(n, dtype=np.int64)
-    have = 0
-    carry = 0  # successes of the run left open by the previous pass
-    while have < n:
-        draws = _bern_exp1(stream, _pass_size((n - have) * _DRAWS_PER_RUN))
-        failures = np.flatnonzero(~draws)
-        if not failures.size:
-            carry += draws.size
-            continue
-        runs = np.diff(failures, prepend=-1) - 1
-        runs[0] += carry
-        take = min(runs.size, n - have)
-        out[have : have + take] = runs[:take]
-        have += take
-        carry = draws.size - 1 - int(failures[-1])
-    return out
-
-
 # t ≤ 2**48 + 1 and V < 2**14 keep U + t·V below 2**63. An int64 cannot hold the unbounded
 # support of the discrete Laplace, so a larger V raises instead of being truncated (which would
 # bias the law): P(V ≥ 2**14) = e^{−16384} < 2**-23000 per draw, so no feasible release (even
@@ -120,41 +97,73 @@ _V_LIMIT = 1 << 14
 
 def _acceptance(t: int, s: int) -> float:
     """Expected fraction of Algorithm 2 candidates kept; used only to size batches."""
-    keep_u = 1.0 if t == 1 else -math.expm1(-1.0) / (t * -math.expm1(-1.0 / t))
+    dtype, q = _word_for(t)
+    keep_word = t * q / (1 << (8 * np.dtype(dtype).itemsize))
+    keep_u = 1.0 if t == 1 else keep_word * -math.expm1(-1.0) / (t * -math.expm1(-1.0 / t))
     keep_sign = (1.0 + math.exp(-s / t)) / 2.0
     return keep_u * keep_sign
 
 
-def _discrete_laplace_batch(
-    stream: _BitStream, t: int, s: int, n: int, accept: float
-) -> np.ndarray:
-    """n draws of Algorithm 2 with scale t/s, run on whole batches of candidates.
+def _accepted_u(stream: _BitStream, t: int, m: int) -> np.ndarray:
+    """Algorithm 2's first step on m candidates: U uniform below t, kept with probability
+    exp(−U/t) by Algorithm 1. Returns the kept U (int64), in order.
 
-    Per candidate: U uniform below t, kept with probability exp(−U/t); V geometric as above;
-    X = U + t·V is then geometric with ratio exp(−1/t); Y = ⌊X/s⌋ is geometric with ratio
-    exp(−s/t); a fair sign bit B; the candidate is rejected if B = 1 and Y = 0 (so 0 is not
-    counted twice); otherwise the output is (1 − 2B)·Y.
+    Trial 1 of Algorithm 1, A_1 ~ Bernoulli(U/t), is [W < U] for a second uniform W below t:
+    one word, compared in the words' own narrow type, decides it for every candidate. About half
+    the candidates stop there (A_1 = 0, K = 1: kept); the rest go on at trial 2. A word that
+    cannot give an unbiased U or W rejects its candidate: that depends on its own bits only.
     """
-    out = np.empty(n, dtype=np.int64)
+    u, u_usable = _uniform_words(stream, t, m)
+    w, w_usable = _uniform_words(stream, t, m)
+    go_on = w < u
+    kept = ~go_on
+    if u_usable is not None:
+        usable = u_usable & w_usable  # type: ignore[operator]
+        go_on &= usable
+        kept &= usable
+    later = np.flatnonzero(go_on)
+    kept[later] = _alg1(stream, u.take(later).astype(np.uint64), t, k=2)
+    return np.compress(kept, u).astype(np.int64)
+
+
+def _laplace_candidates(stream: _BitStream, t: int, s: int, m: int) -> np.ndarray:
+    """Algorithm 2 on m candidates with scale t/s: the accepted draws, in order (about m·accept).
+
+    Per candidate: U uniform below t, kept with probability exp(−U/t) (Algorithm 1); V geometric
+    as above; X = U + t·V is then geometric with ratio exp(−1/t); Y = ⌊X/s⌋ is geometric with
+    ratio exp(−s/t); a fair sign bit B; the candidate is rejected if B = 1 and Y = 0 (so 0 is
+    not counted twice); otherwise the output is (1 − 2B)·Y. A uniform word that cannot give an
+    unbiased U rejects its candidate too: that depends on the candidate's own bits only.
+    """
+    if t == 1:  # U is always 0 and exp(−0/t) = 1: nothing to draw
+        x = _geometric_e1(stream, m)
+    else:
+        u = _accepted_u(stream, t, m)
+        v = _geometric_e1(stream, u.size)
+        if v.size and v.max() >= _V_LIMIT:
+            raise NoiseError("internal: geometric draw beyond the int64-safe range")
+        x = v * t
+        x += u  # U < t ≤ 2**48 + 1 and V < 2**14: x < 2**63
+    y = x // s if s > 1 else x
+    negative = stream.bits(y.size)
+    sign = negative.view(np.uint8).astype(np.int64)
+    z = np.bitwise_xor(y, -sign)
+    z += sign  # −y in two's complement where B = 1, y where B = 0
+    return np.compress(~negative | (y != 0), z)
+
+
+def _discrete_laplace_into(stream: _BitStream, t: int, s: int, out: np.ndarray) -> None:
+    """Fill `out` with draws of Algorithm 2 with scale t/s, in passes of whole batches.
+
+    Candidates are iid, so keeping the first accepted ones, pass after pass, is exact.
+    """
+    accept = _acceptance(t, s)
     have = 0
-    while have < n:  # candidates are iid, so keeping the first n accepted is exact
-        m = _pass_size((n - have) / accept)
-        if t == 1:  # U is always 0 and exp(−0/t) = 1: nothing to draw
-            x = _geometric_e1(stream, m)
-        else:
-            u = _uniform_below(stream, t, m)
-            u = u[_bern_exp_at_most_one(stream, u, t)].astype(np.int64)
-            v = _geometric_e1(stream, u.size)
-            if v.size and v.max() >= _V_LIMIT:
-                raise NoiseError("internal: geometric draw beyond the int64-safe range")
-            x = u + t * v
-        y = x // s if s > 1 else x
-        negative = stream.bits(y.size)
-        z = np.where(negative, -y, y)[~(negative & (y == 0))]
-        take = min(z.size, n - have)
+    while have < out.size:
+        z = _laplace_candidates(stream, t, s, _pass_size((out.size - have) / accept))
+        take = min(z.size, out.size - have)
         out[have : have + take] = z[:take]
         have += take
-    return out
 
 
 def discrete_laplace(
@@ -168,26 +177,8 @@ def discrete_laplace(
     b = exact_scale(scale)
     n = _check_size(size)
     src = _check_source(source)
-    if src._open_stream is None:
-        return np.zeros(n, dtype=np.int64)
-    out = np.empty(n, dtype=np.int64)
     t, s = b.numerator, b.denominator
-    accept = _acceptance(t, s)
-    starts = range(0, n, _source._CHUNK)
-    # Streams are opened here, in chunk order, so a seeded source is reproducible.
-    streams = [_BitStream(src._open_stream(), min(n, _source._CHUNK) * 16) for _ in starts]
-
-    def fill(start: int, stream: _BitStream) -> None:
-        stop = min(start + _source._CHUNK, n)
-        out[start:stop] = _discrete_laplace_batch(stream, t, s, stop - start, accept)
-
-    if len(streams) == 1 or _source._WORKERS == 1:
-        for start, stream in zip(starts, streams, strict=True):
-            fill(start, stream)
-    else:
-        with ThreadPoolExecutor(_source._WORKERS) as pool:
-            list(pool.map(fill, starts, streams))
-    return out
+    return _draw_in_chunks(src, n, lambda stream, out: _discrete_laplace_into(stream, t, s, out))
 
 
 # --------------------------------------------------------------------------- reporting helpers

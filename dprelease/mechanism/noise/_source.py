@@ -11,14 +11,18 @@ import math
 import numbers
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from dprelease.errors import NoiseError, UnsafeNoiseSourceError
 
-# Output draws per chunk: working memory is a few tens of MB per chunk in flight, whatever the
-# requested size.
-_CHUNK = 1 << 18
+# Output draws per chunk: a chunk's working arrays stay within a core's caches, and memory is
+# bounded whatever the requested size.
+_CHUNK = 1 << 16
+# Bytes read from the source at a time: large enough that the cost of a call is small against
+# the bytes it returns, small enough that the bytes a chunk leaves unused are few.
+_BLOCK = 1 << 14
 
 # Chunks are sampled on a few threads: numpy and os.urandom release the GIL.
 _WORKERS = min(4, os.cpu_count() or 1)
@@ -120,6 +124,32 @@ def require_private(source: NoiseSource, *, allow_unsafe: bool = False) -> None:
         )
 
 
+def _draw_in_chunks(
+    source: NoiseSource, n: int, fill: Callable[[_BitStream, np.ndarray], None]
+) -> np.ndarray:
+    """n int64 draws: `fill(stream, out)` fills each chunk of `_CHUNK` draws from its own stream.
+
+    Streams are opened here, in chunk order, so a seeded source is reproducible; chunks then run
+    on `_WORKERS` threads. The zero test source gives zeros without calling `fill`.
+    """
+    out = np.zeros(n, dtype=np.int64) if source._open_stream is None else np.empty(n, np.int64)
+    if source._open_stream is None:
+        return out
+    starts = range(0, n, _CHUNK)
+    streams = [_BitStream(source._open_stream()) for _ in starts]
+
+    def fill_chunk(start: int, stream: _BitStream) -> None:
+        fill(stream, out[start : start + _CHUNK])
+
+    if len(streams) <= 1 or _WORKERS == 1:
+        for start, stream in zip(starts, streams, strict=True):
+            fill_chunk(start, stream)
+    else:
+        with ThreadPoolExecutor(_WORKERS) as pool:
+            list(pool.map(fill_chunk, starts, streams))
+    return out
+
+
 def _pass_size(expected: float) -> int:
     """How many draws one pass of a batched loop makes when `expected` would just suffice."""
     return math.ceil(expected * _MARGIN) + _PAD
@@ -143,58 +173,97 @@ def _check_source(source: NoiseSource | None) -> NoiseSource:
 
 
 class _BitStream:
-    """Serves random words from a source, reading it in large blocks to save syscalls.
+    """Serves random words from one source stream, read in blocks of about `_BLOCK` bytes.
 
-    One stream serves one chunk of one sampling call; unused bytes die with it, never reused.
+    Random bytes are the main cost of sampling (the OS CSPRNG yields a few hundred MB/s), so
+    none is wasted: a request larger than what is left of the block takes the rest of the block
+    and reads only what it lacks. One stream serves one chunk of one sampling call; the bytes
+    left at its end die with it, never reused.
     """
 
-    def __init__(self, reader: _RawReader, block_bytes: int) -> None:
+    def __init__(self, reader: _RawReader) -> None:
         self._reader = reader
-        self._block = min(max(block_bytes, 4096), 1 << 21)
         self._buf = np.empty(0, dtype=np.uint8)
         self._pos = 0
 
-    def words(self, n: int, dtype: type[np.unsignedinteger]) -> np.ndarray:
-        """n uniformly random words of `dtype` (read-only view)."""
-        nbytes = n * np.dtype(dtype).itemsize
-        if self._pos + nbytes > self._buf.size:
-            self._buf = self._reader(max(nbytes, self._block))
+    def _take(self, nbytes: int) -> np.ndarray:
+        left = self._buf.size - self._pos
+        if nbytes > left:
+            fresh = self._reader(max(nbytes - left, _BLOCK))
+            self._buf = np.concatenate([self._buf[self._pos :], fresh]) if left else fresh
             self._pos = 0
-        out = self._buf[self._pos : self._pos + nbytes].view(dtype)
-        self._pos += -(-nbytes // 8) * 8  # keep every view 8-byte aligned
+        out = self._buf[self._pos : self._pos + nbytes]
+        self._pos += nbytes
         return out
+
+    def words(self, n: int, dtype: type[np.unsignedinteger]) -> np.ndarray:
+        """n uniformly random words of `dtype`."""
+        raw = self._take(n * np.dtype(dtype).itemsize)
+        if dtype is np.uint8:
+            return raw
+        return np.frombuffer(raw.tobytes(), dtype=dtype) if raw.ctypes.data % 8 else raw.view(dtype)
+
+    def nibbles(self, n: int) -> np.ndarray:
+        """n uniform integers below 16 (uint8), two from each random byte."""
+        raw = self._take(-(-n // 2))
+        out = np.empty(2 * raw.size, dtype=np.uint8)
+        np.bitwise_and(raw, 15, out=out[: raw.size])
+        np.right_shift(raw, 4, out=out[raw.size :])
+        return out[:n]
 
     def bits(self, n: int) -> np.ndarray:
         """n fair coin flips as a bool array."""
-        return np.unpackbits(self.words(-(-n // 8), np.uint8), count=n).view(bool)
+        return np.unpackbits(self._take(-(-n // 8)), count=n).view(bool)
+
+
+def _word_for(m: int) -> tuple[type[np.unsignedinteger], int]:
+    """The narrowest word whose rejection rate for uniforms below m is at most 1/8, and the
+    number of its values that map to each integer below m (the quotient step)."""
+    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64):
+        span = 1 << (8 * np.dtype(dtype).itemsize)
+        if m <= span and 8 * (span % m) <= span:
+            return dtype, span // m
+    raise NoiseError(f"internal: modulus {m} exceeds 64 bits")
+
+
+def _uniform_words(stream: _BitStream, m: int, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """n uniform integers below m, and a mask of the ones to keep (None: keep all).
+
+    A word w is kept only below m·q, the largest multiple of m it can hold; then w // q is
+    exactly uniform below m (each value has q preimages). Values where the mask is False are
+    meaningless: a caller drops them, which only thins a stream of iid candidates.
+    Division by a constant is cheap in numpy; `%` is not.
+    """
+    dtype, q = _word_for(m)
+    raw = stream.words(n, dtype)
+    span = 1 << (8 * np.dtype(dtype).itemsize)
+    if m * q == span:  # m is a power of two: nothing to reject
+        return raw // dtype(q) if q > 1 else raw, None
+    return raw // dtype(q), raw < dtype(m * q)
 
 
 def _uniform_below(stream: _BitStream, m: int, n: int) -> np.ndarray:
-    """n independent uniform integers in [0, m).
-
-    Exact rejection: a word w from [0, 2**width) is kept only below the largest multiple of m,
-    and then w % m is exactly uniform. The narrowest word whose rejection rate is ≤ 1/8 is
-    used, because random bytes are the main cost of sampling.
-    """
+    """n independent uniform integers in [0, m) (m < 2**64), each rejected word redrawn."""
     if m == 1:
         return np.zeros(n, dtype=np.int64)
-    if m >= 1 << 64:  # probability < 2**-900000, data-independent: see _alg1_continue
-        raise NoiseError(f"internal: modulus {m} exceeds 64 bits")
-    dtype: type[np.unsignedinteger] = np.uint64
-    for candidate in (np.uint8, np.uint16, np.uint32):
-        span = 1 << (8 * np.dtype(candidate).itemsize)
-        if m < span and 8 * (span % m) <= span:
-            dtype = candidate
-            break
-    span = 1 << (8 * np.dtype(dtype).itemsize)
-    limit = span - span % m
-    raw = stream.words(n, dtype)
-    out = raw % dtype(m)
-    if limit == span:  # m is a power of two: nothing to reject
+    out, keep = _uniform_words(stream, m, n)
+    if keep is None:
         return out
-    bad = np.flatnonzero(raw >= dtype(limit))
+    out = out.copy()
+    bad = np.flatnonzero(~keep)
     while bad.size:
-        fresh = stream.words(bad.size, dtype)
-        out[bad] = fresh % dtype(m)
-        bad = bad[fresh >= dtype(limit)]
+        fresh, fresh_keep = _uniform_words(stream, m, bad.size)
+        out[bad] = fresh
+        bad = bad[~fresh_keep]  # type: ignore[operator]
     return out
+
+
+def _python_uniform_below(stream: _BitStream, m: int) -> int:
+    """One uniform integer in [0, m) as a Python int, for any m ≥ 1 (exact rejection)."""
+    bits = max(1, (m - 1).bit_length())
+    nbytes = -(-bits // 8)
+    while True:
+        word = int.from_bytes(stream.words(nbytes, np.uint8).tobytes(), "little")
+        word &= (1 << bits) - 1
+        if word < m:
+            return word
