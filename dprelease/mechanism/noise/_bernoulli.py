@@ -51,13 +51,15 @@ def _bern_ratio(stream: _BitStream, num: np.ndarray, den: int) -> np.ndarray:
         )
     dtype = next(d for d in _NARROW if den < 1 << (8 * np.dtype(d).itemsize - 4))
     den_d = dtype(den)
-    shifted = np.left_shift(num.astype(dtype), 4, dtype=dtype)
-    digit = shifted // den_d
+    shifted = num.astype(dtype)
+    np.left_shift(shifted, 4, out=shifted)
+    digit = np.empty(num.size, dtype=np.uint8)  # ⌊16·num/den⌋ ≤ 16
+    np.floor_divide(shifted, den_d, out=digit, casting="unsafe")
     nibble = stream.nibbles(num.size)
     out = nibble < digit
-    tie = np.flatnonzero(nibble == digit)
+    tie = np.flatnonzero(np.equal(nibble, digit, out=nibble.view(bool)))
     if tie.size:
-        rem = shifted.take(tie) - digit.take(tie) * den_d
+        rem = shifted.take(tie) - digit.take(tie).astype(dtype) * den_d
         out[tie] = _uniform_below(stream, den, tie.size) < rem
     return out
 
@@ -70,16 +72,17 @@ def _alg1(stream: _BitStream, num: np.ndarray, den: int, k: int = 1) -> np.ndarr
     denominators used here: it takes k − 1 successes in a row, probability ≤ 1/(k − 1)!) the
     comparison falls back to Python integers, so the result is exact for every k.
     """
-    stopped_odd = np.ones(num.size, dtype=bool)  # the output: 1 iff the stopping trial is odd
-    pending = np.arange(num.size)
-    pending_num = num
+    go_on = _bern_ratio(stream, num, den * k)
+    # Entries that stop at trial k output [k odd]; the others are overwritten when they stop.
+    out = np.logical_not(go_on) if k % 2 else go_on.copy()
+    pending = np.flatnonzero(go_on)
+    pending_num = num.take(pending)
     while pending.size:
-        go_on = _bern_ratio(stream, pending_num, den * k)
-        if k % 2 == 0:
-            stopped_odd[np.compress(~go_on, pending)] = False
-        pending, pending_num = np.compress(go_on, pending), np.compress(go_on, pending_num)
         k += 1
-    return stopped_odd
+        go_on = _bern_ratio(stream, pending_num, den * k)
+        out[np.compress(~go_on, pending)] = k % 2 == 1
+        pending, pending_num = np.compress(go_on, pending), np.compress(go_on, pending_num)
+    return out
 
 
 def _e1_table() -> np.ndarray:
@@ -143,7 +146,7 @@ def _geometric_e1(stream: _BitStream, n: int) -> np.ndarray:
     carry = 0  # successes of the run left open by the previous pass
     while have < n:
         draws = _bern_exp1(stream, _pass_size((n - have) * _DRAWS_PER_RUN))
-        failures = np.flatnonzero(~draws)
+        failures = np.flatnonzero(np.logical_not(draws, out=draws))
         if not failures.size:
             carry += draws.size
             continue

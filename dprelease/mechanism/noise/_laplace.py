@@ -113,17 +113,10 @@ def _accepted_u(stream: _BitStream, t: int, m: int) -> np.ndarray:
     the candidates stop there (A_1 = 0, K = 1: kept); the rest go on at trial 2. A word that
     cannot give an unbiased U or W rejects its candidate: that depends on its own bits only.
     """
-    u, u_usable = _uniform_words(stream, t, m)
-    w, w_usable = _uniform_words(stream, t, m)
-    go_on = w < u
-    kept = ~go_on
-    if u_usable is not None:
-        usable = u_usable & w_usable  # type: ignore[operator]
-        go_on &= usable
-        kept &= usable
-    later = np.flatnonzero(go_on)
-    kept[later] = _alg1(stream, u.take(later).astype(np.uint64), t, k=2)
-    return np.compress(kept, u).astype(np.int64)
+    u, usable = _uniform_words(stream, t, m)
+    if usable is not None:
+        u = np.compress(usable, u)
+    return np.compress(_alg1(stream, u, t), u).astype(np.int64)
 
 
 def _laplace_candidates(stream: _BitStream, t: int, s: int, m: int) -> np.ndarray:
@@ -139,17 +132,20 @@ def _laplace_candidates(stream: _BitStream, t: int, s: int, m: int) -> np.ndarra
         x = _geometric_e1(stream, m)
     else:
         u = _accepted_u(stream, t, m)
-        v = _geometric_e1(stream, u.size)
-        if v.size and v.max() >= _V_LIMIT:
+        x = _geometric_e1(stream, u.size)
+        if x.size and x.max() >= _V_LIMIT:
             raise NoiseError("internal: geometric draw beyond the int64-safe range")
-        x = v * t
-        x += u  # U < t ≤ 2**48 + 1 and V < 2**14: x < 2**63
-    y = x // s if s > 1 else x
-    negative = stream.bits(y.size)
-    sign = negative.view(np.uint8).astype(np.int64)
-    z = np.bitwise_xor(y, -sign)
-    z += sign  # −y in two's complement where B = 1, y where B = 0
-    return np.compress(~negative | (y != 0), z)
+        x *= t
+        x += u.view(np.int64) if u.dtype == np.uint64 else u  # U < t ≤ 2**48 + 1: x < 2**63
+    if s > 1:
+        x //= s
+    negative = stream.bits(x.size)
+    keep = np.not_equal(x, 0)
+    keep |= np.logical_not(negative)
+    sign = negative.view(np.int8)
+    np.bitwise_xor(x, np.negative(sign), out=x)
+    np.add(x, sign, out=x)  # −y in two's complement where B = 1, y where B = 0
+    return np.compress(keep, x)
 
 
 def _discrete_laplace_into(stream: _BitStream, t: int, s: int, out: np.ndarray) -> None:
