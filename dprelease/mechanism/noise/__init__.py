@@ -10,6 +10,12 @@ floating-point log/exp is involved in sampling.
 """
 
 from dprelease.mechanism.noise._bernoulli import bernoulli_exp
+from dprelease.mechanism.noise._gaussian import (
+    discrete_gaussian,
+    exact_sigma2,
+    gaussian_moe95,
+    gaussian_variance,
+)
 from dprelease.mechanism.noise._laplace import (
     discrete_laplace,
     exact_scale,
@@ -22,8 +28,12 @@ __all__ = [
     "NoiseSource",
     "bernoulli_exp",
     "default_noise_source",
+    "discrete_gaussian",
     "discrete_laplace",
     "exact_scale",
+    "exact_sigma2",
+    "gaussian_moe95",
+    "gaussian_variance",
     "laplace_moe95",
     "laplace_variance",
     "require_private",
