@@ -251,16 +251,33 @@ class _ScriptedStream:
 
 
 @pytest.mark.parametrize("num,den", [(3, 7), (0, 5), (5, 5), (11, 240), (1000, 3001)])
-def test_lazy_comparison_is_exactly_bernoulli_num_over_den(num: int, den: int) -> None:
+def test_lazy_comparison_is_exactly_bernoulli_num_over_den(
+    num: int, den: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Enumerate every first nibble, and for the tying nibble every usable word of the uniform
     below den: the fraction of True is num/den exactly (not a statistical test)."""
+    monkeypatch.setattr(_bernoulli, "_FEW", 0)  # the nibble path, whatever the size
     dtype, q = _source._word_for(den)
     usable = den * q  # words below this give w // q uniform below den
     digit = 16 * num // den
     nibbles = np.repeat(np.arange(16, dtype=np.uint8), usable)
     tie_words = np.arange(usable) if digit < 16 else np.arange(0)
     stream = _ScriptedStream(nibbles, tie_words)
-    out = _bernoulli._bern_ratio(stream, np.full(nibbles.size, num, np.uint64), den)  # type: ignore[arg-type]
+    entries = np.full(nibbles.size, num, np.uint64)
+    out = _bernoulli._bern_ratio(stream, entries, den)  # type: ignore[arg-type]
+    assert Fraction(int(out.sum()), out.size) == Fraction(num, den)
+
+
+@pytest.mark.parametrize("num,den", [(3, 7), (0, 5), (5, 5), (1000, 3001)])
+def test_comparison_of_few_entries_is_exactly_bernoulli_num_over_den(
+    num: int, den: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Few entries take one uniform word each: enumerate every usable word."""
+    dtype, q = _source._word_for(den)
+    usable = den * q
+    monkeypatch.setattr(_bernoulli, "_FEW", usable + 1)  # the word path for this many entries
+    stream = _ScriptedStream(np.arange(0, dtype=np.uint8), np.arange(usable))
+    out = _bernoulli._bern_ratio(stream, np.full(usable, num, np.uint64), den)  # type: ignore[arg-type]
     assert Fraction(int(out.sum()), out.size) == Fraction(num, den)
 
 

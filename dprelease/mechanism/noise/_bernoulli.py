@@ -34,6 +34,9 @@ from dprelease.mechanism.noise._source import (
 # with Python integers, exactly and slowly.
 _VECTOR_DEN = 1 << 60
 _NARROW: tuple[type[np.unsignedinteger], ...] = (np.uint16, np.uint32, np.uint64)
+# Below this many entries a comparison draws a whole uniform word below den: more random bytes,
+# but half the numpy calls, whose fixed cost then dominates (Algorithm 1's later trials).
+_FEW = 4096
 
 
 def _bern_ratio(stream: _BitStream, num: np.ndarray, den: int) -> np.ndarray:
@@ -49,6 +52,8 @@ def _bern_ratio(stream: _BitStream, num: np.ndarray, den: int) -> np.ndarray:
         return np.fromiter(
             (_python_uniform_below(stream, den) < int(x) for x in num), dtype=bool, count=num.size
         )
+    if num.size < _FEW:  # few entries: fewer numpy calls matter more than random bytes
+        return _uniform_below(stream, den, num.size) < num
     dtype = next(d for d in _NARROW if den < 1 << (8 * np.dtype(d).itemsize - 4))
     den_d = dtype(den)
     shifted = num.astype(dtype)
@@ -73,15 +78,16 @@ def _alg1(stream: _BitStream, num: np.ndarray, den: int, k: int = 1) -> np.ndarr
     comparison falls back to Python integers, so the result is exact for every k.
     """
     go_on = _bern_ratio(stream, num, den * k)
-    # Entries that stop at trial k output [k odd]; the others are overwritten when they stop.
+    # An entry that stops at trial k outputs [k odd]. Every entry still going on holds the output
+    # it would have if it stopped at the next trial, so only the continuing ones are written.
     out = np.logical_not(go_on) if k % 2 else go_on.copy()
     pending = np.flatnonzero(go_on)
     pending_num = num.take(pending)
     while pending.size:
         k += 1
         go_on = _bern_ratio(stream, pending_num, den * k)
-        out[np.compress(~go_on, pending)] = k % 2 == 1
         pending, pending_num = np.compress(go_on, pending), np.compress(go_on, pending_num)
+        out[pending] = k % 2 == 0  # the output if they stop at trial k + 1
     return out
 
 
@@ -168,10 +174,11 @@ def _bern_exp_split(
     exp(−whole) is the chance that a geometric run of Bernoulli(exp(−1)) draws reaches `whole`;
     it is drawn first, only where whole > 0, and Algorithm 1 on rest/den only for the survivors.
     """
-    alive = np.ones(whole.size, dtype=bool)
     risky = np.flatnonzero(whole)
-    if risky.size:
-        alive[risky] = _geometric_e1(stream, risky.size) >= whole.take(risky)
+    if not risky.size:
+        return _alg1(stream, rest, den)
+    alive = np.ones(whole.size, dtype=bool)
+    alive[risky] = _geometric_e1(stream, risky.size) >= whole.take(risky)
     keep = np.flatnonzero(alive)
     alive[keep] = _alg1(stream, rest.take(keep), den)
     return alive

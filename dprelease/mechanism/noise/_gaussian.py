@@ -108,9 +108,10 @@ def _alg3_keep(stream: _BitStream, law: _Law, y: np.ndarray) -> np.ndarray:
     square = alpha * alpha
     whole = square // np.uint64(law.den)
     rest = square - whole * np.uint64(law.den)
-    for i in np.flatnonzero(alpha >= _FAST_ROOT):  # |y| > 63·t: probability ≈ e^{−63} each
-        w, r = divmod(int(alpha[i]) ** 2, law.den)
-        whole[i], rest[i] = min(w, 1 << 62), r  # a run of 2**62 successes cannot happen
+    if alpha.size and alpha.max() >= _FAST_ROOT:  # |y| > 63·t: probability ≈ e^{−63} each
+        for i in np.flatnonzero(alpha >= _FAST_ROOT):
+            w, r = divmod(int(alpha[i]) ** 2, law.den)
+            whole[i], rest[i] = min(w, 1 << 62), r  # a run of 2**62 successes cannot happen
     return _bern_exp_split(stream, whole.view(np.int64), rest, law.den)
 
 

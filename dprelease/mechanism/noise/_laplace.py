@@ -106,12 +106,8 @@ def _acceptance(t: int, s: int) -> float:
 
 def _accepted_u(stream: _BitStream, t: int, m: int) -> np.ndarray:
     """Algorithm 2's first step on m candidates: U uniform below t, kept with probability
-    exp(−U/t) by Algorithm 1. Returns the kept U (int64), in order.
-
-    Trial 1 of Algorithm 1, A_1 ~ Bernoulli(U/t), is [W < U] for a second uniform W below t:
-    one word, compared in the words' own narrow type, decides it for every candidate. About half
-    the candidates stop there (A_1 = 0, K = 1: kept); the rest go on at trial 2. A word that
-    cannot give an unbiased U or W rejects its candidate: that depends on its own bits only.
+    exp(−U/t) by Algorithm 1. Returns the kept U (int64), in order. A uniform word that cannot
+    give an unbiased U rejects its candidate: that depends on the candidate's own bits only.
     """
     u, usable = _uniform_words(stream, t, m)
     if usable is not None:
