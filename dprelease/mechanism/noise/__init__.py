@@ -1,12 +1,20 @@
-"""Exact noise: samplers that draw integers from the exact discrete laws, from a CSPRNG.
+"""Exact noise: integers drawn from the exact discrete Laplace and Gaussian laws, from a CSPRNG.
 
-Why integers: floating-point Laplace (`x + b·ln U`) leaks the true value through the gaps in
-the set of representable outputs (Mironov 2012). We sample the discrete Laplace
-P(Z = z) ∝ exp(−|z|/b) exactly, following Canonne, Kamath & Steinke 2020, "The Discrete
-Gaussian for Differential Privacy": Algorithm 1 (Bernoulli(exp(−γ)) for rational γ) and
-Algorithm 2 (discrete Laplace with rational scale t/s). The scale is held as an exact rational,
-and every random decision is an integer comparison against uniformly random integers; no
-floating-point log/exp is involved in sampling.
+Why integers: floating-point noise (`x + b·ln U`, Box–Muller) leaks the true value through the
+gaps in the set of representable outputs (Mironov 2012). We sample the discrete Laplace
+P(Z = z) ∝ exp(−|z|/b) and the discrete Gaussian P(Z = z) ∝ exp(−z²/(2σ²)) exactly, following
+Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for Differential Privacy": Algorithm 1
+(Bernoulli(exp(−γ)) for rational γ), Algorithm 2 (discrete Laplace with rational scale t/s) and
+Algorithm 3 (discrete Gaussian with rational σ², from discrete Laplace candidates). Scales are
+held as exact rationals (`exact_scale`, `exact_sigma2`: never below what was asked), and every
+random decision is an integer comparison against uniformly random integers from the source; no
+floating-point log/exp is involved in sampling, so the released law is exactly the one the
+privacy proof assumes.
+
+Why vectorized, and why the data cannot steer it: a release noises millions of cells at once, so
+each algorithm runs on numpy batches of iid candidates and keeps the accepted ones in order.
+Callers pass only the number of cells and the scale, so nothing about the cell values can
+influence which bits are drawn or how long sampling takes.
 """
 
 from dprelease.mechanism.noise._bernoulli import bernoulli_exp
