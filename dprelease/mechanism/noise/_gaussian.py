@@ -26,7 +26,12 @@ import numpy as np
 
 from dprelease.errors import NoiseError
 from dprelease.mechanism.noise._bernoulli import _bern_exp_split
-from dprelease.mechanism.noise._laplace import _acceptance, _laplace_candidates, _round_up
+from dprelease.mechanism.noise._laplace import (
+    _acceptance,
+    _laplace_magnitudes,
+    _round_up,
+    _signed,
+)
 from dprelease.mechanism.noise._source import (
     NoiseSource,
     _BitStream,
@@ -98,10 +103,9 @@ class _Law:
         return cls(t, c.numerator, c.denominator, den, min(1.0, keep) * _acceptance(t, 1))
 
 
-def _alg3_keep(stream: _BitStream, law: _Law, y: np.ndarray) -> np.ndarray:
-    """Algorithm 3's acceptance for each Laplace draw y: Bernoulli(exp(−(|y|E − P)²/D))."""
-    root = np.abs(y)
-    root *= law.e
+def _alg3_keep(stream: _BitStream, law: _Law, magnitude: np.ndarray) -> np.ndarray:
+    """Algorithm 3's acceptance of Laplace draws of sizes |y|: Bernoulli(exp(−(|y|E − P)²/D))."""
+    root = magnitude * law.e
     root -= law.p
     np.abs(root, out=root)
     alpha = root.view(np.uint64)
@@ -119,8 +123,10 @@ def _discrete_gaussian_into(stream: _BitStream, law: _Law, out: np.ndarray) -> N
     """Fill `out` with Algorithm 3 draws, in passes of whole batches of Laplace candidates."""
     have = 0
     while have < out.size:
-        y = _laplace_candidates(stream, law.t, 1, _pass_size((out.size - have) / law.accept))
-        z = np.compress(_alg3_keep(stream, law, y), y)
+        m = _pass_size((out.size - have) / law.accept)
+        magnitude, negative = _laplace_magnitudes(stream, law.t, 1, m)
+        keep = _alg3_keep(stream, law, magnitude)
+        z = _signed(np.compress(keep, magnitude), np.compress(keep, negative))
         take = min(z.size, out.size - have)
         out[have : have + take] = z[:take]
         have += take

@@ -115,13 +115,16 @@ def _accepted_u(stream: _BitStream, t: int, m: int) -> np.ndarray:
     return np.compress(_alg1(stream, u, t), u).astype(np.int64)
 
 
-def _laplace_candidates(stream: _BitStream, t: int, s: int, m: int) -> np.ndarray:
-    """Algorithm 2 on m candidates with scale t/s: the accepted draws, in order (about m·accept).
+def _laplace_magnitudes(
+    stream: _BitStream, t: int, s: int, m: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 2 on m candidates with scale t/s: for the accepted ones, in order, |Z| (int64)
+    and the sign bit B (bool). About m·_acceptance(t, s) of them.
 
     Per candidate: U uniform below t, kept with probability exp(−U/t) (Algorithm 1); V geometric
     as above; X = U + t·V is then geometric with ratio exp(−1/t); Y = ⌊X/s⌋ is geometric with
     ratio exp(−s/t); a fair sign bit B; the candidate is rejected if B = 1 and Y = 0 (so 0 is
-    not counted twice); otherwise the output is (1 − 2B)·Y. A uniform word that cannot give an
+    not counted twice); otherwise the draw is (1 − 2B)·Y. A uniform word that cannot give an
     unbiased U rejects its candidate too: that depends on the candidate's own bits only.
     """
     if t == 1:  # U is always 0 and exp(−0/t) = 1: nothing to draw
@@ -138,10 +141,15 @@ def _laplace_candidates(stream: _BitStream, t: int, s: int, m: int) -> np.ndarra
     negative = stream.bits(x.size)
     keep = np.not_equal(x, 0)
     keep |= np.logical_not(negative)
+    return np.compress(keep, x), np.compress(keep, negative)
+
+
+def _signed(magnitude: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    """(1 − 2B)·Y, in place: −Y in two's complement where B = 1, Y where B = 0."""
     sign = negative.view(np.int8)
-    np.bitwise_xor(x, np.negative(sign), out=x)
-    np.add(x, sign, out=x)  # −y in two's complement where B = 1, y where B = 0
-    return np.compress(keep, x)
+    np.bitwise_xor(magnitude, np.negative(sign), out=magnitude)
+    np.add(magnitude, sign, out=magnitude)
+    return magnitude
 
 
 def _discrete_laplace_into(stream: _BitStream, t: int, s: int, out: np.ndarray) -> None:
@@ -152,7 +160,7 @@ def _discrete_laplace_into(stream: _BitStream, t: int, s: int, out: np.ndarray) 
     accept = _acceptance(t, s)
     have = 0
     while have < out.size:
-        z = _laplace_candidates(stream, t, s, _pass_size((out.size - have) / accept))
+        z = _signed(*_laplace_magnitudes(stream, t, s, _pass_size((out.size - have) / accept)))
         take = min(z.size, out.size - have)
         out[have : have + take] = z[:take]
         have += take
