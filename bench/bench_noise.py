@@ -11,8 +11,8 @@ turning the result into a Python list, which is part of that API). OpenDP is ins
 the benchmark env, and timed in a child process of that env's Python (dprelease runs in .venv):
 
     bash bench/setup.sh
-    .venv/bin/python bench/bench_noise.py                        # 10^7 draws, ~10 minutes
-    .venv/bin/python bench/bench_noise.py --opendp-max 2000000   # OpenDP on fewer draws
+    .venv/bin/python bench/bench_noise.py                        # 10^7 draws, ~30 minutes
+    .venv/bin/python bench/bench_noise.py --opendp-max 1000000   # OpenDP on 10^6: ~6 minutes
 
 Every rate is the median of --repeats runs (range in brackets); a ratio is the median of the
 ratios of runs made one after the other. Prints a markdown table and writes it to

@@ -3,11 +3,12 @@
 
 Algorithm 1 for γ ≤ 1 draws A_k ~ Bernoulli(γ/k) for k = 1, 2, … until the first A_k = 0, at
 trial K, and outputs 1 iff K is odd. Each A_k is a comparison of a uniform real R with the
-rational γ/k, made lazily: R's base-16 digits are drawn one at a time and compared with the digits
-of γ/k (integer long division), so a trial costs half a random byte on average (it is decided
-at the first digit with probability 15/16), whatever the size of γ's denominator. γ > 1 splits as
-exp(−γ) = exp(−1)^⌊γ⌋ · exp(−(γ − ⌊γ⌋)); exp(−1)^w is the chance that w Bernoulli(exp(−1))
-draws all succeed, i.e. that a geometric run of them reaches w.
+rational γ/k, made lazily (`_bern_ratio`): R's first base-16 digit settles it with probability
+15/16, so a trial costs little more than half a random byte whatever the size of γ's
+denominator. γ > 1 splits as exp(−γ) = exp(−1)^⌊γ⌋ · exp(−(γ − ⌊γ⌋)); exp(−1)^w is the chance
+that w Bernoulli(exp(−1)) draws all succeed, i.e. that a geometric run of them reaches w.
+Every decision is an integer comparison, and a batch drops only whole, independent draws, never
+part of one.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def _bern_ratio(stream: _BitStream, num: np.ndarray, den: int) -> np.ndarray:
     R < num/den, r > d the opposite. On a tie (probability 1/16) the rest of R, again uniform on
     [0, 1), is compared with the rest of num/den, rem/den with rem = 16·num − d·den: that is
     [W < rem] for a uniform integer W below den. Half a byte per entry, plus a word per tie.
+    Few entries compare a uniform word below den with num at once.
     """
     if den >= _VECTOR_DEN:
         return np.fromiter(
@@ -202,4 +204,6 @@ def bernoulli_exp(
     stream = _BitStream(src._open_stream())
     whole, rest = divmod(num, den)
     rest_array = np.full(n, rest, dtype=np.uint64 if den < _VECTOR_DEN else object)
+    # A run of 2**62 Bernoulli(exp(−1)) successes would take more random bytes than exist, so
+    # capping ⌊γ⌋ there to fit int64 changes no draw.
     return _bern_exp_split(stream, np.full(n, min(whole, 1 << 62), np.int64), rest_array, den)

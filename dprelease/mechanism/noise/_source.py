@@ -140,9 +140,9 @@ def _draw_in_chunks(
     Streams are opened here, in chunk order, so a seeded source is reproducible; chunks then run
     on `_WORKERS` threads. The zero test source gives zeros without calling `fill`.
     """
-    out = np.zeros(n, dtype=np.int64) if source._open_stream is None else np.empty(n, np.int64)
     if source._open_stream is None:
-        return out
+        return np.zeros(n, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
     starts = range(0, n, _CHUNK)
     streams = [_BitStream(source._open_stream()) for _ in starts]
 
