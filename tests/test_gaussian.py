@@ -104,6 +104,16 @@ def test_symmetry(sigma2: Fraction) -> None:
     assert stats.chi2_contingency(table).pvalue > 1e-4
 
 
+def test_wide_roots_take_python_integers_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """|Y|·E − P ≥ 2**32 (|Y| > 63t, probability ≈ e^{−63}) is squared with Python integers.
+    Forcing that path for every |Y|·E − P ≥ 64 must keep the exact law: χ² p > 1e-4
+    (false-alarm rate 1e-4)."""
+    monkeypatch.setattr(_gaussian, "_FAST_ROOT", 64)
+    sigma2 = Fraction(121, 4)  # t = 6, E = 24, P = 121: |Y|·E − P ≥ 64 for most draws
+    draws = discrete_gaussian(sigma2, 20_000, NoiseSource.seeded_for_tests(51))
+    assert chi2_pvalue(draws, sigma2) > 1e-4
+
+
 # --------------------------------------------------------------------------- sources and sizes
 
 
