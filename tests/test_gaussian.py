@@ -63,7 +63,7 @@ SIGMA2S = [Fraction(3, 10), Fraction(1), Fraction(7, 3), Fraction(121, 4), 900, 
 @pytest.mark.parametrize("sigma2", SIGMA2S)
 def test_chi_square_matches_exact_pmf(sigma2: Fraction) -> None:
     """False-alarm rate 1e-4 per σ² (fail when p < 1e-4); σ² = 7/3, 121/4 and 30001/3 are not
-    integers, and their σ²/t have denominators 6, 24 and 174 (t = 2, 6, 58)."""
+    integers, and their σ²/t have denominators 6, 24 and 174 (t = ⌈σ⌉ = 2, 6, 58)."""
     assert exact_sigma2(sigma2) == sigma2
     draws = discrete_gaussian(sigma2, 200_000, NoiseSource.seeded_for_tests(41))
     assert chi2_pvalue(draws, Fraction(sigma2)) > 1e-4
@@ -195,7 +195,8 @@ def test_exact_sigma2_rounds_up_with_bounded_terms(sigma2: float | Fraction) -> 
     """σ² = t·c with c rounded up to a denominator ≤ 2**26/t: it grows by at most t/(2**26/t),
     which is at most 2**-24 of σ² for σ ≥ 1 and 2**-26 for σ < 1."""
     exact, asked = exact_sigma2(sigma2), Fraction(sigma2)
-    t = math.isqrt(exact.numerator // exact.denominator) + 1  # ⌊σ⌋ + 1 of the exact σ²
+    t = math.ceil(math.sqrt(float(exact)))  # ⌈σ⌉ of the exact σ² (no ties here)
+    assert (t - 1) ** 2 < exact <= t * t
     bound = max(1, 2**26 // t)
     assert exact >= asked
     assert (exact / t).denominator <= bound and exact <= t * t
@@ -204,8 +205,14 @@ def test_exact_sigma2_rounds_up_with_bounded_terms(sigma2: float | Fraction) -> 
 
 
 def test_exact_sigma2_when_rounding_reaches_a_square() -> None:
-    """σ² just below 16: σ²/t with t = 4 rounds up to 4, i.e. σ² = 16, whose t is 5."""
+    """σ² just below 16: σ²/t with t = ⌈σ⌉ = 4 rounds up to 4, i.e. σ² = 16, which keeps t = 4;
+    and t is σ itself at a perfect square (σ²/t = σ, E = 1)."""
     assert exact_sigma2(Fraction(16 * 10**30 - 1, 10**30)) == 16
+    assert (
+        _gaussian._t_of(Fraction(16)) == 4 and _gaussian._t_of(Fraction(16 * 10**6 + 1, 10**6)) == 5
+    )
+    law = _gaussian._Law.of(Fraction(900))
+    assert (law.t, law.p, law.e) == (30, 30, 1)
 
 
 # --------------------------------------------------------------------------- reporting helpers

@@ -1,18 +1,21 @@
 """Exact discrete Gaussian noise (Canonne, Kamath & Steinke 2020, Algorithm 3).
 
 P(Z = z) ∝ exp(−z²/(2σ²)) on the integers, for an exact rational σ². Algorithm 3 draws a
-discrete Laplace candidate Y with integer scale t = ⌊σ⌋ + 1 and keeps it with probability
-exp(−γ), γ = (|Y| − σ²/t)²/(2σ²); the kept candidates have exactly the discrete Gaussian law
-(the Laplace density cancels), and about 3 in 4 are kept for any σ.
+discrete Laplace candidate Y with integer scale t and keeps it with probability exp(−γ),
+γ = (|Y| − σ²/t)²/(2σ²); the kept candidates have exactly the discrete Gaussian law for any
+t > 0 (the Laplace density cancels). We take t = ⌈σ⌉: CKS take ⌊σ⌋ + 1, which is the same
+unless σ is an integer, where t = σ keeps more candidates (at σ = 1, 70% of the Laplace draws
+instead of 54%, and scale 1 needs no uniform U in Algorithm 2). About 3 in 4 are kept for
+large σ.
 
 Why σ² is held as t·P/E: γ = (|Y|·E − P)²/(2·t·P·E), a square of an integer over a denominator
 D = 2·t·P·E fixed by σ² alone. `exact_sigma2` rounds σ²/t UP to a denominator E ≤ 2**26/t, so
 D < 2**53 and the integer |Y|·E − P stays below 2**32 (its square fits in 64 bits) unless
 |Y| > 63·t, which happens with probability about e^{−63} per candidate and is then computed with
 Python integers. The rounding raises σ² by at most t/⌊2**26/t⌋: a relative 2**-24 for σ ≥ 1,
-2**-26 for σ < 1 (never less noise). γ's
-integer part w and fractional part r/D are drawn as exp(−w) (a geometric run of
-Bernoulli(exp(−1)) reaching w) times exp(−r/D) (Algorithm 1, one lazy comparison per trial).
+2**-26 for σ < 1 (never less noise). γ's integer part w and fractional part r/D are drawn as
+exp(−w) (a geometric run of Bernoulli(exp(−1)) reaching w) times exp(−r/D) (Algorithm 1, one
+lazy comparison per trial).
 """
 
 from __future__ import annotations
@@ -48,14 +51,15 @@ _FAST_ROOT = 1 << 32  # |Y|·E − P below this: its square is computed in uint6
 
 
 def _t_of(sigma2: Fraction) -> int:
-    """t = ⌊σ⌋ + 1, exactly: ⌊√x⌋ = ⌊√⌊x⌋⌋ for x ≥ 0."""
-    return math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+    """t = ⌈σ⌉ ≥ 1, exactly: with s = ⌊√⌊x⌋⌋ = ⌊√x⌋, ⌈√x⌉ is s if x = s², else s + 1."""
+    root = math.isqrt(sigma2.numerator // sigma2.denominator)
+    return root if root * root == sigma2 else root + 1
 
 
 def exact_sigma2(sigma2: float | int | Fraction) -> Fraction:
     """The exact rational σ² that sampling uses: never smaller than `sigma2`.
 
-    σ² is kept as it is when σ²/t, t = ⌊σ⌋ + 1, has a denominator ≤ 2**26/t (an integer or a
+    σ² is kept as it is when σ²/t, t = ⌈σ⌉, has a denominator ≤ 2**26/t (an integer or a
     float like 2.5 does, and every integer below 2**26); otherwise σ²/t is rounded UP to the
     closest fraction with such a denominator, which raises σ² by at most a relative 2**-24
     (2**-26 for σ < 1). Why: see the module docstring.
@@ -73,12 +77,9 @@ def exact_sigma2(sigma2: float | int | Fraction) -> Fraction:
         raise NoiseError(f"sigma2 must be positive, got {float(exact)!r}")
     if exact > _MAX_SIGMA2:
         raise NoiseError(f"sigma2 must be at most 2**48 (~2.8e14), got {float(exact)!r}")
-    while True:
-        t = _t_of(exact)
-        rounded = t * _round_up(exact / t, max(1, _SPAN // t))
-        if _t_of(rounded) == t:
-            return rounded
-        exact = rounded  # rounding reached t² exactly; once more with t + 1 (it stays below)
+    t = _t_of(exact)
+    # σ² ∈ ((t − 1)², t²] and σ²/t < t rounds up to at most t, so the result has the same t.
+    return t * _round_up(exact / t, max(1, _SPAN // t))
 
 
 @dataclass(frozen=True)
