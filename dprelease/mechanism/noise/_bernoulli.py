@@ -64,7 +64,7 @@ def _bern_ratio(stream: _BitStream, num: np.ndarray, den: int) -> np.ndarray:
     np.floor_divide(shifted, den_d, out=digit, casting="unsafe")
     nibble = stream.nibbles(num.size)
     out = nibble < digit
-    tie = np.flatnonzero(np.equal(nibble, digit, out=nibble.view(bool)))
+    tie = np.equal(nibble, digit, out=nibble.view(bool)).nonzero()[0]
     if tie.size:
         rem = shifted.take(tie) - digit.take(tie).astype(dtype) * den_d
         out[tie] = _uniform_below(stream, den, tie.size) < rem
@@ -83,12 +83,12 @@ def _alg1(stream: _BitStream, num: np.ndarray, den: int, k: int = 1) -> np.ndarr
     # An entry that stops at trial k outputs [k odd]. Every entry still going on holds the output
     # it would have if it stopped at the next trial, so only the continuing ones are written.
     out = np.logical_not(go_on) if k % 2 else go_on.copy()
-    pending = np.flatnonzero(go_on)
+    pending = go_on.nonzero()[0]
     pending_num = num.take(pending)
     while pending.size:
         k += 1
         go_on = _bern_ratio(stream, pending_num, den * k)
-        pending, pending_num = np.compress(go_on, pending), np.compress(go_on, pending_num)
+        pending, pending_num = pending.compress(go_on), pending_num.compress(go_on)
         out[pending] = k % 2 == 0  # the output if they stop at trial k + 1
     return out
 
@@ -125,10 +125,10 @@ def _bern_exp1(stream: _BitStream, n: int) -> np.ndarray:
     have = 0
     while have < n:
         codes = _E1_TABLE.take(stream.words(_pass_size((n - have) / _E1_SETTLED), np.uint8))
-        codes = np.compress(codes != 3, codes)[: n - have]
+        codes = codes.compress(codes != 3)[: n - have]
         drawn = out[have : have + codes.size]
         np.equal(codes, 1, out=drawn)
-        unresolved = np.flatnonzero(codes == 2)
+        unresolved = (codes == 2).nonzero()[0]
         if unresolved.size:
             ones = np.ones(unresolved.size, dtype=np.uint64)
             drawn[unresolved] = _alg1(stream, ones, 1, k=6)
@@ -154,7 +154,7 @@ def _geometric_e1(stream: _BitStream, n: int) -> np.ndarray:
     carry = 0  # successes of the run left open by the previous pass
     while have < n:
         draws = _bern_exp1(stream, _pass_size((n - have) * _DRAWS_PER_RUN))
-        failures = np.flatnonzero(np.logical_not(draws, out=draws))
+        failures = np.logical_not(draws, out=draws).nonzero()[0]
         if not failures.size:
             carry += draws.size
             continue
@@ -176,12 +176,12 @@ def _bern_exp_split(
     exp(−whole) is the chance that a geometric run of Bernoulli(exp(−1)) draws reaches `whole`;
     it is drawn first, only where whole > 0, and Algorithm 1 on rest/den only for the survivors.
     """
-    risky = np.flatnonzero(whole)
+    risky = whole.nonzero()[0]
     if not risky.size:
         return _alg1(stream, rest, den)
     alive = np.ones(whole.size, dtype=bool)
     alive[risky] = _geometric_e1(stream, risky.size) >= whole.take(risky)
-    keep = np.flatnonzero(alive)
+    keep = alive.nonzero()[0]
     alive[keep] = _alg1(stream, rest.take(keep), den)
     return alive
 

@@ -127,7 +127,7 @@ def _discrete_gaussian_into(stream: _BitStream, law: _Law, out: np.ndarray) -> N
         m = _pass_size((out.size - have) / law.accept)
         magnitude, negative = _laplace_magnitudes(stream, law.t, 1, m)
         keep = _alg3_keep(stream, law, magnitude)
-        z = _signed(np.compress(keep, magnitude), np.compress(keep, negative))
+        z = _signed(magnitude.compress(keep), negative.compress(keep))
         take = min(z.size, out.size - have)
         out[have : have + take] = z[:take]
         have += take

@@ -111,8 +111,8 @@ def _accepted_u(stream: _BitStream, t: int, m: int) -> np.ndarray:
     """
     u, usable = _uniform_words(stream, t, m)
     if usable is not None:
-        u = np.compress(usable, u)
-    return np.compress(_alg1(stream, u, t), u).astype(np.int64)
+        u = u.compress(usable)
+    return u.compress(_alg1(stream, u, t)).astype(np.int64)
 
 
 def _laplace_magnitudes(
@@ -141,7 +141,7 @@ def _laplace_magnitudes(
     negative = stream.bits(x.size)
     keep = np.not_equal(x, 0)
     keep |= np.logical_not(negative)
-    return np.compress(keep, x), np.compress(keep, negative)
+    return x.compress(keep), negative.compress(keep)
 
 
 def _signed(magnitude: np.ndarray, negative: np.ndarray) -> np.ndarray:

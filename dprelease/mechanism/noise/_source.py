@@ -10,11 +10,13 @@ random byte costs about as much as several numpy passes; and numpy's fixed cost 
 page faults when glibc returns freed temporaries to the OS, punish small batches and large
 temporaries alike. Hence: no random byte is wasted, comparisons draw only the bits they need,
 chunks are mid-sized, and the samplers avoid large intermediate arrays (boolean indexing,
-`np.where` and `%` are replaced by `np.compress`, bit tricks and quotients).
+`np.where` and `%` are replaced by `compress`, bit tricks and quotients; methods rather than
+numpy's Python-level wrappers, whose cost shows on the many small arrays of rare branches).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -224,6 +226,7 @@ class _BitStream:
         return np.unpackbits(self._take(-(-n // 8)), count=n).view(bool)
 
 
+@functools.cache
 def _word_for(m: int) -> tuple[type[np.unsignedinteger], int]:
     """The narrowest word whose rejection rate for uniforms below m is at most 1/8, and the
     number of its values that map to each integer below m (the quotient step)."""
@@ -258,7 +261,7 @@ def _uniform_below(stream: _BitStream, m: int, n: int) -> np.ndarray:
     if keep is None:
         return out
     out = out.copy()
-    bad = np.flatnonzero(~keep)
+    bad = (~keep).nonzero()[0]
     while bad.size:
         fresh, fresh_keep = _uniform_words(stream, m, bad.size)
         out[bad] = fresh
