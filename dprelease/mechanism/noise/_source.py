@@ -208,10 +208,11 @@ class _BitStream:
 
     def words(self, n: int, dtype: type[np.unsignedinteger]) -> np.ndarray:
         """n uniformly random words of `dtype`."""
-        raw = self._take(n * np.dtype(dtype).itemsize)
         if dtype is np.uint8:
-            return raw
-        return np.frombuffer(raw.tobytes(), dtype=dtype) if raw.ctypes.data % 8 else raw.view(dtype)
+            return self._take(n)
+        # Skip to an 8-byte boundary so the view is aligned; the skipped bytes are never used.
+        self._pos = min(self._pos + -self._pos % 8, self._buf.size)
+        return self._take(n * np.dtype(dtype).itemsize).view(dtype)
 
     def nibbles(self, n: int) -> np.ndarray:
         """n uniform integers below 16 (uint8), two from each random byte."""
