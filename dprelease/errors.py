@@ -6,12 +6,6 @@ Messages on the release path must never contain values computed from confidentia
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from dprelease.ledger.records import StoredRelease
-
-
 #: What an `except BaseException` that stands for "whatever a library raises" lets through. Such
 #: handlers are needed because a panic in a Rust extension (polars, Clarabel) is raised as a
 #: `pyo3_runtime.PanicException`, which derives from BaseException, not Exception.
@@ -127,15 +121,3 @@ class ReservationMismatch(LedgerError):
 
 class CapAboveProfile(LedgerError):
     """The scope's cap in the ledger exceeds what the privacy profile allows; nothing is spent."""
-
-
-class ReleaseConflict(LedgerError):
-    """Another run committed the same reservation first; `stored` is the release to publish."""
-
-    def __init__(self, release_id: str, stored: StoredRelease) -> None:
-        self.release_id = release_id
-        self.stored = stored
-        super().__init__(
-            f"release {release_id!r} was committed by another run while this one was running; "
-            "publish the stored release (Ledger.stored_release), not this run's table"
-        )

@@ -1,12 +1,112 @@
-"""Writing files that readers may open at any moment: whole or not at all, never half."""
+"""The files dprelease reads and writes, each one way for every caller.
+
+Reading: privacy configs, release specs and pipeline specs are read by `read_sections` and
+validated by pydantic; `error_at_path` turns the first validation problem into the project's
+typed error at the bad field's YAML path (`release.statistics[1].upper`), so every file is
+reported alike: the file for a missing or unreadable one, line and column for a syntax error,
+the path for a bad value.
+
+Writing: `atomic_path` gives files that readers may open at any moment whole or not at all.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from dprelease.errors import ConfigError
+
+Location = tuple[int | str, ...]
+#: Whether `loc[index]` is the tag pydantic adds to an error location for the member a union
+#: chose (a profile's or statistic's `kind`); a tag is not part of the YAML path.
+TagTest = Callable[[Location, int], bool]
+
+
+def _no_tags(loc: Location, index: int) -> bool:
+    return False
+
+
+def join_path(prefix: str, relative: str) -> str:
+    """`prefix` followed by a path below it (`privacy` + `points[2]` → `privacy.points[2]`)."""
+    if not prefix or not relative:
+        return prefix or relative
+    return prefix + relative if relative.startswith("[") else f"{prefix}.{relative}"
+
+
+def yaml_path(prefix: str, loc: Location, is_tag: TagTest = _no_tags) -> str:
+    """The YAML path of a pydantic error location below `prefix`, union tags left out."""
+    path = prefix
+    for index, part in enumerate(loc):
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not is_tag(loc, index):
+            path = join_path(path, part)
+    return path
+
+
+def error_at_path(
+    exc: ValidationError,
+    prefix: str,
+    error: type[ConfigError],
+    is_tag: TagTest = _no_tags,
+) -> ConfigError:
+    """The first validation problem as `error` at its YAML path.
+
+    A check of the project's own that raised a ConfigError (or subclass) inside a validator keeps
+    its type and message, its path taken as relative to the model that raised it. A union's
+    missing or unknown tag is reported at the discriminator field with the tags allowed.
+    """
+    first = exc.errors()[0]
+    path = yaml_path(prefix, tuple(first["loc"]), is_tag)
+    context = first.get("ctx", {})
+    cause = context.get("error")
+    if isinstance(cause, ConfigError):
+        return type(cause)(join_path(path, cause.path), cause.message)
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] in {"union_tag_invalid", "union_tag_not_found"}:
+        field = str(context["discriminator"]).strip("'")
+        path = join_path(path, field)
+        allowed = re.findall(r"'([^']*)'", str(context.get("expected_tags", "")))
+        given = f"{context['tag']!r} is not" if "tag" in context else "required:"
+        message = f"{given} one of {', '.join(allowed)}" if allowed else "required"
+    more = exc.error_count() - 1
+    return error(path, message + (f" (and {more} more problem(s))" if more else ""))
+
+
+def read_sections(
+    path: Path, sections: Sequence[str], error: type[ConfigError], what: str
+) -> dict[str, Any]:
+    """The top-level mapping of the YAML file at `path`, which must hold every one of `sections`.
+
+    `what` names the kind of file in messages ("spec file", "privacy config").
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error("", f"{what} {str(path)!r} does not exist") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise error("", f"cannot read {what} {str(path)!r}: {exc}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise error("", f"{path}: YAML syntax error{where}: {problem}") from None
+    found = document if isinstance(document, dict) else {}
+    missing = [section for section in sections if section not in found]
+    if missing:
+        needed = " and ".join(f"`{section}:`" for section in sections)
+        raise error(missing[0], f"{path}: a {what} needs the top-level section(s) {needed}")
+    return found
 
 
 @contextmanager

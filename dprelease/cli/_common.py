@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from fractions import Fraction
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 
 from dprelease.errors import ConfigError, DPReleaseError
-from dprelease.rational import exact_positive
+from dprelease.loss import exact_positive
+
+if TYPE_CHECKING:
+    from dprelease.ledger import Ledger
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -53,3 +57,16 @@ def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise fail(str(exc)) from None
 
     return wrapper
+
+
+@contextmanager
+def open_existing_ledger(url: str | None) -> Iterator[Ledger | None]:
+    """The ledger at `url` if one is given (it must exist: reading never creates one), else
+    None; closed afterwards."""
+    if url is None:
+        yield None
+        return
+    from dprelease.ledger import Ledger
+
+    with Ledger(url, mode="read") as ledger:
+        yield ledger

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -14,7 +14,9 @@ from rich.table import Table
 
 from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors, parse_epsilon
-from dprelease.ledger import Ledger, LedgerEvent, ScopeStatus
+
+if TYPE_CHECKING:  # SQLAlchemy loads with the ledger, when a command opens one
+    from dprelease.ledger import LedgerEvent, ScopeStatus
 
 ledger_app = typer.Typer(
     help="Inspect the privacy-budget ledger (SQLite file or PostgreSQL); set caps, void.",
@@ -93,6 +95,8 @@ def _period_table(s: ScopeStatus) -> Table:
 @cli_errors
 def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
     """Cap, spent and remaining ε per scope (open reservations count as spent)."""
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="read") as ledger:
         statuses = ledger.status(scope)
     if as_json:
@@ -141,6 +145,8 @@ def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
 @cli_errors
 def history(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
     """Every reservation, commit, re-use, void and cap change, oldest first (nothing is deleted)."""
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="read") as ledger:
         if scope is not None:
             ledger.status(scope)  # UnknownScope (exit 2) rather than an empty history
@@ -172,6 +178,8 @@ def export(
     ] = None,
 ) -> None:
     """Dump scopes, charges, releases (manifests, table sha256) and events as JSON."""
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="read") as ledger:
         dump = ledger.export(scope, include_tables=tables)
     text = json.dumps(dump, indent=2, sort_keys=True)
@@ -193,6 +201,8 @@ def set_cap(
     ledger_url: LedgerOpt = None,
 ) -> None:
     """Change a scope's cap on purpose; the old and new cap are recorded in the history."""
+    from dprelease.ledger import Ledger
+
     exact = parse_epsilon(cap, "CAP")
     with Ledger(ledger_url, mode="existing") as ledger:
         new = ledger.set_cap(scope, exact, reason=reason)
@@ -215,6 +225,8 @@ def void(
 
     Only open reservations published nothing; a committed release can never be voided.
     """
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="existing") as ledger:
         voided = ledger.void(release_id, reason=reason)
         after = ledger.status(voided.scope)[0]
@@ -228,6 +240,8 @@ def void(
 @cli_errors
 def upgrade(ledger_url: LedgerOpt = None) -> None:
     """Bring an existing ledger's schema to this dprelease's version (releases do it too)."""
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="existing") as ledger:
         before, after = ledger.upgraded_from, ledger.schema_version
     typer.echo(

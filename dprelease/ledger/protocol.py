@@ -26,7 +26,6 @@ from dprelease.errors import (
     BudgetExhausted,
     CapAboveProfile,
     LedgerError,
-    ReleaseConflict,
     ReservationMismatch,
     SpecChanged,
 )
@@ -35,6 +34,7 @@ from dprelease.ledger.events import record_event
 from dprelease.ledger.records import (
     Composition,
     EventKind,
+    ReleaseConflict,
     Reservation,
     ReservationStatus,
     StoredRelease,
@@ -44,7 +44,7 @@ from dprelease.ledger.reports import load_stored
 from dprelease.ledger.schema import charges, releases
 from dprelease.ledger.scopes import exact_epsilon, require_composition
 from dprelease.ledger.spending import fmt, spending
-from dprelease.rational import Epsilon
+from dprelease.loss import Amount
 
 
 def _short(spec_hash: str | None) -> str:
@@ -122,7 +122,7 @@ def reserve(
     release_id: str,
     scope: str,
     period: str | None,
-    epsilon: Epsilon,
+    epsilon: Amount,
     *,
     spec_hash: str,
     composition: Composition,

@@ -7,6 +7,8 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Literal
 
+from dprelease.errors import LedgerError
+
 Composition = Literal["sequential", "parallel"]
 #: A charge's life: "reserved" -> "committed", or "reserved" -> "voided" (never both).
 ChargeStatus = Literal["reserved", "committed", "voided"]
@@ -71,6 +73,18 @@ class StoredRelease:
     table_parquet: bytes = field(repr=False)
     manifest: dict[str, Any] = field(repr=False)
     committed_at: datetime
+
+
+class ReleaseConflict(LedgerError):
+    """Another run committed the same reservation first; `stored` is the release to publish."""
+
+    def __init__(self, release_id: str, stored: StoredRelease) -> None:
+        self.release_id = release_id
+        self.stored = stored
+        super().__init__(
+            f"release {release_id!r} was committed by another run while this one was running; "
+            "publish the stored release (Ledger.stored_release), not this run's table"
+        )
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Each release publishes `manifest.json`; this module is its definition (`Manifest`, format
 "dprelease-manifest/2"), its JSON Schema for auditors (`docs/manifest.schema.json`, regenerate
-with `python -m dprelease.manifest > docs/manifest.schema.json`), and the check a pipeline runs
+with `python -m dprelease.statement > docs/manifest.schema.json`), and the check a pipeline runs
 before publishing (`manifest_problems`). Manifests stored by earlier versions (format 1, no
 `format` field) stay readable as `LegacyManifest`.
 
@@ -13,13 +13,12 @@ source and the ledger's bookkeeping), never of the data: see PRIVACY.md.
 from __future__ import annotations
 
 import json
-import sys
 from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from dprelease.profile import Neighbours
+from dprelease.change import ProtectedChange
 
 MANIFEST_FORMAT: Final = "dprelease-manifest/2"
 
@@ -222,7 +221,7 @@ class Manifest(_Model):
     guarantee: str
     spec_hash: str
     mechanism: str
-    neighbours: Neighbours
+    neighbours: ProtectedChange
     privacy_unit: str
     contribution_bounds: ContributionBounds
     epsilon_total: float
@@ -236,7 +235,7 @@ class Manifest(_Model):
     nulls: str
     postprocessing: PostprocessingEntry
     statistics: list[StatisticEntry]
-    noise_source: NoiseSourceEntry | None = Field(description="None until noise is drawn")
+    noise_source: NoiseSourceEntry
     ledger: LedgerRecord | NotRecorded = NotRecorded()
 
     @model_validator(mode="after")
@@ -329,7 +328,7 @@ def manifest_problems(data: dict[str, Any]) -> list[str]:
     problems = []
     if manifest.release_id is None:
         problems.append("missing release_id: not recorded in a ledger")
-    if manifest.noise_source is None:
+    if manifest.noise_source is None:  # only a manifest of format 1 can lack it
         problems.append("missing noise_source: no noise was drawn")
     elif not manifest.noise_source.private:
         problems.append("noise source is seeded: not a private release")
@@ -339,7 +338,3 @@ def manifest_problems(data: dict[str, Any]) -> list[str]:
 def json_schema() -> str:
     """The published JSON Schema of `Manifest`, as committed in docs/manifest.schema.json."""
     return json.dumps(Manifest.model_json_schema(), indent=2, sort_keys=True) + "\n"
-
-
-if __name__ == "__main__":
-    sys.stdout.write(json_schema())

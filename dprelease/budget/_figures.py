@@ -10,15 +10,16 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
-from dprelease.profile import BudgetChoice
+from dprelease.budget._choice import BudgetChoice
+from dprelease.budget._profiles import epsilon_for_bound
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: start-up stays fast
+    from matplotlib.axes import Axes
 
 PROFILE_PNG = "profile.png"
 EPSILON_PNG = "epsilon.png"
@@ -63,6 +64,9 @@ def _mark_argmin(axes: Axes, choice: BudgetChoice, x_left: float, y: float) -> N
 
 
 def _new_axes() -> Axes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(7, 4.2), layout="constrained")
     FigureCanvasAgg(figure)
     return figure.add_subplot()
@@ -75,6 +79,8 @@ def _finish(axes: Axes, ylabel: str, title: str, path: Path) -> Path:
     axes.set_title(title)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="upper right", fontsize=8)
+    from matplotlib.figure import Figure
+
     cast(Figure, axes.figure).savefig(path, dpi=120)  # _new_axes made it on a Figure
     return path
 
@@ -103,7 +109,7 @@ def plot_epsilon(choice: BudgetChoice, path: Path) -> Path:
     p10 = _p10_axis(choice)
     axes = _new_axes()
     for index, profile in enumerate(choice.profiles):
-        epsilon = choice.neighbours.epsilon_for_bound(profile.bound(p10))
+        epsilon = epsilon_for_bound(choice.neighbours, profile.bound(p10))
         axes.plot(p10, epsilon, label=f"ε_P10 of {_label(choice, index)}")
     axes.axhline(
         choice.epsilon_min,

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from dprelease.accounting import Measurement, Plan
 from dprelease.errors import (
     INTERRUPTS,
     DataError,
@@ -28,7 +27,9 @@ from dprelease.errors import (
     SchemaError,
     SpecError,
 )
-from dprelease.spec import CountStatistic, LoadedSpec, Month
+from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.period import Period
+from dprelease.spec import CountStatistic, ResolvedSpec
 
 #: What `release` accepts as confidential input; paths are scanned lazily so large files stream.
 DataSource = str | Path | pl.DataFrame | pl.LazyFrame | Any  # Any: pandas.DataFrame, pyarrow.Table
@@ -144,7 +145,7 @@ def text_columns(data: DataSource) -> frozenset[str] | None:
     return frozenset()
 
 
-def columns_read(loaded: LoadedSpec) -> dict[str, str]:
+def columns_read(loaded: ResolvedSpec) -> dict[str, str]:
     """Every input column the spec reads, with the YAML path that declares it."""
     spec = loaded.spec
     paths = {}
@@ -180,7 +181,7 @@ def _parses_as_key(domain: pl.DataType) -> bool:
     return domain in (pl.String, pl.Boolean) or domain.is_integer() or domain.is_float()
 
 
-def validate_schema(schema: pl.Schema, loaded: LoadedSpec, text: frozenset[str] | None) -> None:
+def validate_schema(schema: pl.Schema, loaded: ResolvedSpec, text: frozenset[str] | None) -> None:
     """Check every column the spec reads against the declared schema, before anything is
     charged or read; errors name the column and its YAML path, never a value.
 
@@ -242,6 +243,35 @@ class InputSummary:
     keyed_rows: Mapping[str, int]  # per key column: rows in the period whose key converted
     fingerprint: str  # `fingerprint` of the rows in the period
 
+    def warnings(self, release: str, period: str | None) -> list[str]:
+        """What looks wrong with an input that was released anyway, for the operator channel
+        only: no rows, no rows in the period, or no row of the period with a privacy unit or a
+        usable key. A release is made whatever they say (an empty period is a correct release
+        of noise around 0)."""
+        noise = "the released values are noise around 0"
+        if self.rows == 0:
+            return [f"release {release!r}: the input has no rows; {noise}. Check the input"]
+        where = "" if period is None else f" of period {period}"
+        if self.period_rows == 0:
+            return [
+                f"release {release!r}: no input row is in period {period}; {noise}. Check the "
+                "period and the period column"
+            ]
+        found = []
+        if self.unit_rows == 0:
+            found.append(
+                f"release {release!r}: every row{where} has a null privacy unit; such rows are "
+                f"dropped, so {noise}. Check the privacy unit column"
+            )
+        for column, rows in self.keyed_rows.items():
+            if rows == 0:
+                found.append(
+                    f"release {release!r}: no row{where} has a usable key in column {column!r} "
+                    f"(all null, or not of the domain's key type); such rows are dropped, so "
+                    f"{noise}"
+                )
+        return found
+
 
 def fingerprint(scheme: str, rows: int, hash_sum: int) -> str:
     """The input fingerprint the ledger keeps: "<scheme>:<sha256>" of the number of rows in the
@@ -275,30 +305,37 @@ class Engine(Protocol):
 
     name: str
 
-    def check(self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None) -> None:
+    def check(
+        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
+    ) -> None:
         """Everything that can be checked without reading a row; raises a typed error."""
 
     def aggregate(
-        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+        self,
+        data: DataSource,
+        loaded: ResolvedSpec,
+        plan: Allocation,
+        month: Period | None,
+        salt: int,
     ) -> ExactAggregates:
         """Exact aggregates and the input summary, in one pass over the input; contribution
         bounding hashes rows with `salt` (fresh per release)."""
 
     def summarize(
-        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None
+        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
     ) -> InputSummary:
         """The input summary alone, for a re-run that returns a stored release."""
 
 
 def _polars() -> Engine:
-    from dprelease.engines.polars import PolarsEngine
+    from dprelease.mechanism.engines.polars import PolarsEngine
 
     return PolarsEngine()
 
 
 def _spark() -> Engine:
     try:
-        from dprelease.engines.spark import SparkEngine
+        from dprelease.mechanism.engines.spark import SparkEngine
     except ModuleNotFoundError as missing:
         raise SpecError(
             "engine", f"the spark engine needs {missing.name}: pip install 'dprelease[spark]'"

@@ -1,8 +1,9 @@
 """Plan before spending: what ε buys (per statistic: share, Δ, noise scale, 95% margin of error),
 and the inverse, the smallest ε that meets target margins. Reads no data.
 
-Both directions use the functions a release uses (`plan_release`, the manifest's statistic
-entries), so a plan states exactly what the release at that ε will state in its manifest.
+Both directions use the functions a release uses (`allocate`, the manifest's statistic entries),
+so a plan states exactly what the release at that ε will state in its manifest. Which ε a release
+of a spec spends is decided elsewhere, once for every interface (`dprelease.publish.decide_budget`).
 
 The inverse is exact against what a release draws: each margin is the exact 95% quantile of
 the discrete Laplace noise at the sampled (rounded-up) scale, in units of the granularity, not
@@ -22,35 +23,28 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dprelease.accounting import (
+from dprelease.change import ProtectedChange
+from dprelease.errors import SpecError
+from dprelease.loss import PrivacyLoss
+from dprelease.mechanism import (
     LN_20,
-    Plan,
+    Allocation,
+    Outcome,
+    allocate,
     granularity_references,
-    plan_release,
+    margin_accuracy,
     rows_reach,
     sensitivity_bound,
 )
-from dprelease.errors import SpecError
-from dprelease.explain import statistic_entry
-from dprelease.manifest import (
+from dprelease.spec import CountStatistic, PostProcessing, ReleaseSpec, ResolvedSpec, SumStatistic
+from dprelease.statement._entries import statistic_entry
+from dprelease.statement._manifest import (
     ExactRational,
     MeanEntry,
     MeasurementEntry,
     MoeRange,
     StatisticEntry,
     SumEntry,
-)
-from dprelease.margins import Outcome, plan_margins
-from dprelease.profile import Neighbours
-from dprelease.pure_release import as_fraction, choose_neighbours
-from dprelease.rational import Epsilon
-from dprelease.spec import (
-    CountStatistic,
-    LoadedSpec,
-    PostProcessing,
-    ReleaseSpec,
-    SumStatistic,
-    resolve,
 )
 
 PLAN_FORMAT: Final = "dprelease-plan/1"
@@ -106,7 +100,7 @@ class ReleasePlan(BaseModel):
 
     format: Literal["dprelease-plan/1"] = PLAN_FORMAT
     release: str
-    neighbours: Neighbours
+    neighbours: ProtectedChange
     epsilon_total: float
     epsilon_total_exact: ExactRational
     budget_split: Literal["weights", "accuracy targets"]
@@ -183,36 +177,35 @@ def _sum_of(mean: MeanEntry, by_name: Mapping[str, StatisticEntry]) -> Measureme
 
 
 def plan(
-    spec: ReleaseSpec,
-    epsilon: Epsilon | None = None,
+    resolved: ResolvedSpec,
+    loss: PrivacyLoss | None,
+    neighbours: ProtectedChange,
     *,
     targets: Mapping[str, float] | None = None,
-    neighbours: Neighbours | None = None,
 ) -> ReleasePlan:
-    """What a release of `spec` at `epsilon` states per statistic, without reading any data.
+    """What a release of `resolved` spending `loss` states per statistic, without reading data.
 
     `targets` (statistic name → wanted 95% margin of error) override the spec's `target_moe95`;
     with targets the plan also gives the smallest ε that meets them all (and plans at that ε
-    when `epsilon` is not given). `neighbours` is the privacy configuration's (the spec's own
-    wins). SpecError names what is wrong.
+    when `loss` is None). SpecError names what is wrong.
     """
-    chosen = choose_neighbours(spec, neighbours)
+    spec = resolved.spec
     wanted = _targets(spec, targets or {})
-    needed = epsilon_for_targets(spec, wanted, chosen) if wanted else None
-    if epsilon is not None:
-        total = as_fraction(epsilon)
+    needed = epsilon_for_targets(resolved, wanted, neighbours) if wanted else None
+    if loss is not None:
+        total = loss.epsilon
     elif needed is not None:
         total = needed
     else:
         raise SpecError(
             "epsilon", "give ε (--epsilon or --config), or target margins (target_moe95, --target)"
         )
-    planned = plan_release(spec, total, chosen)
-    entries = _entries(planned, spec.postprocess, resolve(spec) if spec.margins else None)
+    planned = allocate(resolved, PrivacyLoss.pure(total), neighbours)
+    entries = _entries(planned, spec.postprocess, resolved)
     rows = accuracy_of(entries, wanted)
     return ReleasePlan(
         release=spec.name,
-        neighbours=chosen,
+        neighbours=neighbours,
         epsilon_total=float(total),
         epsilon_total_exact=str(total),
         budget_split=planned.split,
@@ -227,17 +220,16 @@ def plan(
 
 
 def _entries(
-    planned: Plan,
+    planned: Allocation,
     post: PostProcessing,
-    loaded: LoadedSpec | None,
+    resolved: ResolvedSpec,
     names: Collection[str] | None = None,
 ) -> list[StatisticEntry]:
     """The manifest's statistic entries of the planned release (only the statistics `names`,
-    if given); with margins (`loaded`: the spec with its public key domains) every level's
-    margins of error."""
+    if given); with margins every level's margins of error."""
     chosen = [p for p in planned.statistics if names is None or p.statistic.name in names]
     measured = {m.name for p in chosen for m in (p.measurement, p.count) if m is not None}
-    margins = None if loaded is None else plan_margins(loaded, planned, measured)
+    margins = margin_accuracy(resolved, planned, measured)
     outcome = None if margins is None else Outcome.planned(margins)
     return [statistic_entry(p, post, margins, outcome) for p in chosen]
 
@@ -265,22 +257,22 @@ def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
 
 
 def epsilon_for_targets(
-    spec: ReleaseSpec, targets: Mapping[str, float], neighbours: Neighbours
+    resolved: ResolvedSpec, targets: Mapping[str, float], neighbours: ProtectedChange
 ) -> Fraction:
     """The smallest ε (six significant digits) at which every target margin is met, exactly
     as the release at that ε states it (see the module docstring for the search)."""
-    loaded = resolve(spec) if spec.margins else None
+    spec = resolved.spec
 
     def meets(epsilon: Fraction) -> bool:
         try:
-            planned = plan_release(spec, epsilon, neighbours)
+            planned = allocate(resolved, PrivacyLoss.pure(epsilon), neighbours)
         except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
             return False
-        entries = _entries(planned, spec.postprocess, loaded, targets)
+        entries = _entries(planned, spec.postprocess, resolved, targets)
         margin = {e.name: e.moe95 for e in entries if not isinstance(e, MeanEntry)}
         return all(margin[name] <= target for name, target in targets.items())
 
-    low = _lower_bound(spec, targets, neighbours)
+    low = _lower_bound(resolved, targets, neighbours)
     while meets(low):  # a guard: against float rounding, and the margins' heuristic bound
         low /= 2
     high = low
@@ -294,7 +286,7 @@ def epsilon_for_targets(
     high = math.ceil(high / unit) * unit
     while not meets(high):  # rounding up to the grid crossed a granularity change
         high += unit
-    cuts = _granularity_cuts(spec, targets, neighbours, low, high)
+    cuts = _granularity_cuts(resolved, targets, neighbours, low, high)
     found = _smallest(meets, low, high, unit, cuts)
     while _unit(found) < unit:  # a lower decade: one more digit there
         unit = _unit(found)
@@ -302,14 +294,14 @@ def epsilon_for_targets(
     return found
 
 
-def _shares(spec: ReleaseSpec, neighbours: Neighbours) -> dict[str, Fraction]:
+def _shares(resolved: ResolvedSpec, neighbours: ProtectedChange) -> dict[str, Fraction]:
     """ε_j / ε per statistic (the split is linear in ε)."""
-    planned = plan_release(spec, Fraction(1), neighbours)
+    planned = allocate(resolved, PrivacyLoss.pure(Fraction(1)), neighbours)
     return {p.statistic.name: p.epsilon for p in planned.statistics}
 
 
 def _lower_bound(
-    spec: ReleaseSpec, targets: Mapping[str, float], neighbours: Neighbours
+    resolved: ResolvedSpec, targets: Mapping[str, float], neighbours: ProtectedChange
 ) -> Fraction:
     """An ε below which no target can be met. The exact margin is h·g with h ≥ b·ln 20 − 1 and
     b ≥ Δ/ε_j (Δ in units of g, at least (Δ_bound − reach·g/2)/g once the bounds are rounded to
@@ -317,7 +309,8 @@ def _lower_bound(
     far below T, so T stands in for it. With margins ε_j is the statistic's ε over all its
     levels, as if the cells had it all: a heuristic (the consistent cells draw on every level,
     each measured with less), which the search checks by halving."""
-    share = _shares(spec, neighbours)
+    spec = resolved.spec
+    share = _shares(resolved, neighbours)
     bounds = [Fraction(1, 10**12)]
     for stat in _targeted(spec, targets):
         target = Fraction(targets[stat.name])
@@ -343,21 +336,21 @@ def _targeted(
 
 
 def _granularity_cuts(
-    spec: ReleaseSpec,
+    resolved: ResolvedSpec,
     targets: Mapping[str, float],
-    neighbours: Neighbours,
+    neighbours: ProtectedChange,
     low: Fraction,
     high: Fraction,
 ) -> list[Fraction]:
     """The ε in (low, high] at which a targeted sum's automatic granularity changes (the scale
     Δ_bound / ε of one of its levels crosses a power of two); between them every margin is
     monotone in ε."""
-    share = _shares(spec, neighbours)
+    share = _shares(resolved, neighbours)
     cuts = []
-    for stat in _targeted(spec, targets):
+    for stat in _targeted(resolved.spec, targets):
         if not isinstance(stat, SumStatistic) or stat.granularity is not None:
             continue
-        for ref in granularity_references(stat, spec, neighbours, share[stat.name]):
+        for ref in granularity_references(stat, resolved, neighbours, share[stat.name]):
             k = math.floor(math.log2(ref / high)) - 1
             while (cut := ref / Fraction(2) ** k) > low:
                 if cut <= high:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import polars as pl
 
-from dprelease.accounting import Measurement, Plan
-from dprelease.engines import (
+from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.mechanism.engines import (
     DataSource,
     ExactAggregates,
     InputSummary,
@@ -38,7 +38,8 @@ from dprelease.engines import (
     validate_schema,
     withholding_engine_errors,
 )
-from dprelease.spec import LoadedSpec, Month, StatisticKind
+from dprelease.period import Period
+from dprelease.spec import ResolvedSpec, StatisticKind
 
 #: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
 #: for a query with two keys and two sums), so peak memory stays flat however long the input.
@@ -58,7 +59,7 @@ FINGERPRINT_SEED = 0x6470_7265_6C65_6173
 FINGERPRINT_SCHEME = f"polars-{pl.__version__}"
 
 
-def _keys(loaded: LoadedSpec) -> dict[str, str]:
+def _keys(loaded: ResolvedSpec) -> dict[str, str]:
     """Internal name of each key column."""
     return {column: f":key{i}" for i, column in enumerate(loaded.spec.key_columns)}
 
@@ -71,7 +72,7 @@ def _units(index: int) -> str:
     return f":units{index}"
 
 
-def _encoded_dtypes(loaded: LoadedSpec) -> pl.Schema:
+def _encoded_dtypes(loaded: ResolvedSpec) -> pl.Schema:
     """The type each key is held in once it is known to be in its domain: text keys as an Enum
     of the domain's values (one small integer per row instead of a string, to hash, write to a
     partition and group by), other keys as their domain's."""
@@ -127,17 +128,17 @@ def _narrowest_int(low: int, high: int) -> pl.DataType:
     return pl.Int64()
 
 
-def _sums(plan: Plan) -> list[Measurement]:
+def _sums(plan: Allocation) -> list[Measurement]:
     return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
 
 
-def _summed(plan: Plan) -> list[str]:
+def _summed(plan: Allocation) -> list[str]:
     """The summed columns, each once."""
     return list(dict.fromkeys(str(m.column) for m in _sums(plan)))
 
 
 def _selected(
-    lf: pl.LazyFrame, text: frozenset[str] | None, loaded: LoadedSpec, plan: Plan
+    lf: pl.LazyFrame, text: frozenset[str] | None, loaded: ResolvedSpec, plan: Allocation
 ) -> pl.LazyFrame:
     """The columns the spec reads, typed, under internal names; checked against the declared
     schema first. (A spec that reads no column keeps a row number, so its rows still count.)
@@ -162,7 +163,7 @@ def _selected(
     return lf.select(selected)
 
 
-def _in_period(month: Month | None) -> pl.Expr:
+def _in_period(month: Period | None) -> pl.Expr:
     if month is None:
         return pl.lit(True)
     period = pl.col(_PERIOD)
@@ -170,7 +171,7 @@ def _in_period(month: Month | None) -> pl.Expr:
 
 
 def _row_local(
-    selected: pl.LazyFrame, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+    selected: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None, salt: int
 ) -> pl.LazyFrame:
     """Every step before the bounding, row by row (so it streams): the in-domain rows of the
     period with a unit, keys encoded (`_encoded_dtypes`), the integer units of each sum and,
@@ -208,7 +209,7 @@ def _row_local(
     return lf.select(*keys.values(), _UNIT, _ORDER, *sums)
 
 
-def _bounded(lf: pl.LazyFrame, loaded: LoadedSpec, salt: int) -> pl.LazyFrame:
+def _bounded(lf: pl.LazyFrame, loaded: ResolvedSpec, salt: int) -> pl.LazyFrame:
     """Per unit, keep a random choice of rows: ≤ G groups (smallest salted hash of the unit and
     keys), ≤ R_g rows per group and ≤ R rows (smallest salted order). Needs all of a unit's rows
     at once, and only them."""
@@ -224,7 +225,7 @@ def _bounded(lf: pl.LazyFrame, loaded: LoadedSpec, salt: int) -> pl.LazyFrame:
     return lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT) <= spec.rows_per_unit)
 
 
-def _aggregated(lf: pl.LazyFrame, loaded: LoadedSpec, plan: Plan) -> pl.LazyFrame:
+def _aggregated(lf: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation) -> pl.LazyFrame:
     """Rows and Int128 sums of units per observed in-domain group."""
     aggregations = [
         pl.len().cast(pl.Int128).alias(_ROWS),
@@ -234,7 +235,9 @@ def _aggregated(lf: pl.LazyFrame, loaded: LoadedSpec, plan: Plan) -> pl.LazyFram
     return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
 
 
-def _summary_plan(selected: pl.LazyFrame, loaded: LoadedSpec, month: Month | None) -> pl.LazyFrame:
+def _summary_plan(
+    selected: pl.LazyFrame, loaded: ResolvedSpec, month: Period | None
+) -> pl.LazyFrame:
     """One row of private facts for the operator and the ledger (see `InputSummary`), from the
     same typed rows as the aggregation, so `pl.collect_all` reads the input once for both.
     Every output name is internal, so no user column name can collide with one."""
@@ -254,7 +257,7 @@ def _summary_plan(selected: pl.LazyFrame, loaded: LoadedSpec, month: Month | Non
     )
 
 
-def _summary(row: dict[str, int], loaded: LoadedSpec) -> InputSummary:
+def _summary(row: dict[str, int], loaded: ResolvedSpec) -> InputSummary:
     return InputSummary(
         rows=row[":input_rows"],
         period_rows=row[":period_rows"],
@@ -267,8 +270,8 @@ def _summary(row: dict[str, int], loaded: LoadedSpec) -> InputSummary:
 def _partitioned(
     row_local: pl.LazyFrame,
     summary: pl.LazyFrame,
-    loaded: LoadedSpec,
-    plan: Plan,
+    loaded: ResolvedSpec,
+    plan: Allocation,
     partitions: int,
     salt: int,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -310,7 +313,9 @@ class PolarsEngine:
     def __init__(self, rows_per_partition: int = ROWS_PER_PARTITION) -> None:
         self.rows_per_partition = rows_per_partition
 
-    def check(self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None) -> None:
+    def check(
+        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
+    ) -> None:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation"):
             selected = _selected(scan(data), text_columns(data), loaded, plan)
@@ -319,13 +324,18 @@ class PolarsEngine:
             _summary_plan(selected, loaded, month).collect_schema()
 
     def aggregate(
-        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+        self,
+        data: DataSource,
+        loaded: ResolvedSpec,
+        plan: Allocation,
+        month: Period | None,
+        salt: int,
     ) -> ExactAggregates:
         """Run the plan and lay it on the full public key grid, missing groups = 0; the input
         summary is computed alongside."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
             observed, summary = self._observed(data, loaded, plan, month, salt)
-        grid = loaded.key_grid()
+        grid = loaded.key_grid
         if grid.width:
             internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
             observed = internal.join(
@@ -339,7 +349,7 @@ class PolarsEngine:
         return ExactAggregates(grid, values, _summary(summary.row(0, named=True), loaded))
 
     def summarize(
-        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None
+        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
     ) -> InputSummary:
         """The input summary alone (one pass): for a re-run that returns a stored release."""
         with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
@@ -348,7 +358,12 @@ class PolarsEngine:
         return _summary(row.row(0, named=True), loaded)
 
     def _observed(
-        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+        self,
+        data: DataSource,
+        loaded: ResolvedSpec,
+        plan: Allocation,
+        month: Period | None,
+        salt: int,
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Aggregates of the observed groups and the summary row; partitioned when bounding all
         units at once would hold more than `rows_per_partition` rows (the count is the input's,

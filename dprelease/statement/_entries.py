@@ -1,8 +1,8 @@
-"""What a release states about itself: the manifest's words, built from the plan and spec.
+"""What a release states about itself: the manifest's entries, built from the allocation.
 
-Everything here is a function of the spec, the plan (ε, Δ, granularity, scales), the period
-and the engine's name, never of the data, so the manifest and the planner (which states the
-same entries before any data is read) can say it anywhere.
+Everything here is a function of the resolved spec, the allocation (ε, Δ, granularity, scales),
+the period, the engine's name and the noise source, never of the data, so the manifest and the
+planner (which states the same entries before any data is read) can say it anywhere.
 """
 
 from __future__ import annotations
@@ -12,9 +12,28 @@ from typing import Any
 
 import numpy as np
 
-import dprelease
-from dprelease.accounting import Measurement, Plan, StatisticPlan
-from dprelease.manifest import (
+from dprelease._version import version
+from dprelease.change import ProtectedChange
+from dprelease.mechanism import (
+    ROUNDING_RULE,
+    Allocation,
+    MarginAccuracy,
+    Measurement,
+    Outcome,
+    StatisticAllocation,
+    sum_decimals,
+)
+from dprelease.spec import (
+    MOE95_SUFFIX,
+    UNDEFINED_SUFFIX,
+    CountStatistic,
+    PostProcessing,
+    ReleaseSpec,
+    ResolvedSpec,
+    StatisticKind,
+    SumStatistic,
+)
+from dprelease.statement._manifest import (
     ContributionBounds,
     CountEntry,
     GroupByEntry,
@@ -25,22 +44,10 @@ from dprelease.manifest import (
     MeanEntry,
     MeasurementEntry,
     MoeRange,
+    NoiseSourceEntry,
     PostprocessingEntry,
     StatisticEntry,
     SumEntry,
-)
-from dprelease.margins import MarginPlan, Outcome
-from dprelease.postprocess import ROUNDING_RULE, sum_decimals
-from dprelease.profile import Neighbours
-from dprelease.spec import (
-    MOE95_SUFFIX,
-    UNDEFINED_SUFFIX,
-    CountStatistic,
-    LoadedSpec,
-    PostProcessing,
-    ReleaseSpec,
-    StatisticKind,
-    SumStatistic,
 )
 
 MECHANISM = (
@@ -109,35 +116,37 @@ def _bounds_entry(spec: ReleaseSpec) -> ContributionBounds:
 
 
 def build_manifest(
-    loaded: LoadedSpec,
-    plan: Plan,
-    neighbours: Neighbours,
+    resolved: ResolvedSpec,
+    allocation: Allocation,
+    neighbours: ProtectedChange,
     period: str | None,
-    spec_hash: str,
     engine: str,
-    margins: MarginPlan | None = None,
+    margins: MarginAccuracy | None,
+    noise_source: NoiseSourceEntry,
 ) -> Manifest:
-    """Everything the manifest says but the noise source and the ledger, from public inputs
-    (with margins, as planned: `with_outcome` updates it should a solver fall back)."""
-    spec = loaded.spec
+    """What a release drawn from `noise_source` states, from public inputs only, before its
+    noise is drawn: with margins, as planned (`with_outcome` updates it should a solver fall
+    back), unrecorded until the ledger stores it (`Manifest.recorded`)."""
+    spec = resolved.spec
+    plan = allocation
     outcome = None if margins is None else Outcome.planned(margins)
     return Manifest(
         release_id=None,
         created_at=datetime.now(UTC).replace(microsecond=0),
-        library_version=dprelease.__version__,
+        library_version=version(),
         engine=engine,
         release=spec.name,
         source=spec.source,
         period=period,
         period_composition=spec.period.composition if spec.period else None,
         guarantee=_guarantee(spec),
-        spec_hash=spec_hash,
+        spec_hash=resolved.hash,
         mechanism=MECHANISM,
         neighbours=neighbours,
         privacy_unit=spec.privacy_unit or "each row is a privacy unit",
         contribution_bounds=_bounds_entry(spec),
-        epsilon_total=float(plan.epsilon_total),
-        epsilon_total_exact=str(plan.epsilon_total),
+        epsilon_total=float(plan.total.epsilon),
+        epsilon_total_exact=str(plan.total.epsilon),
         budget_split=plan.split,
         composition="sequential over the statistics"
         + (" and, within each, over its levels" if margins else "")
@@ -148,9 +157,9 @@ def build_manifest(
                 keys=domain.height,
                 domain=group.domain_kind,
             )
-            for group, domain in zip(spec.group_by, loaded.domains, strict=True)
+            for group, domain in zip(spec.group_by, resolved.domains, strict=True)
         ],
-        cells=loaded.cells,
+        cells=resolved.cells,
         margins=None if margins is None or outcome is None else margins_entry(margins, outcome),
         out_of_domain="rows whose keys are null, do not convert to the domain's key type, or "
         "lie outside the public domain are dropped",
@@ -160,30 +169,30 @@ def build_manifest(
         statistics=[
             statistic_entry(p, spec.postprocess, margins, outcome) for p in plan.statistics
         ],
-        noise_source=None,
+        noise_source=noise_source,
     )
 
 
 def with_outcome(
-    manifest: dict[str, Any],
-    plan: Plan,
+    manifest: Manifest,
+    allocation: Allocation,
     post: PostProcessing,
-    margins: MarginPlan,
+    margins: MarginAccuracy,
     outcome: Outcome,
-) -> dict[str, Any]:
+) -> Manifest:
     """The manifest as the release's post-processing left it: its rounding bounds and any
     solver fallback (they depend on the noisy values only)."""
-    return {
-        **manifest,
-        "margins": margins_entry(margins, outcome).model_dump(mode="json"),
-        "statistics": [
-            statistic_entry(p, post, margins, outcome).model_dump(mode="json")
-            for p in plan.statistics
-        ],
-    }
+    return manifest.model_copy(
+        update={
+            "margins": margins_entry(margins, outcome),
+            "statistics": [
+                statistic_entry(p, post, margins, outcome) for p in allocation.statistics
+            ],
+        }
+    )
 
 
-def margins_entry(margins: MarginPlan, outcome: Outcome) -> MarginsEntry:
+def margins_entry(margins: MarginAccuracy, outcome: Outcome) -> MarginsEntry:
     """How the levels were made consistent, rounded and given margins of error."""
     levels = margins.levels
     constrained = sorted(name for name, laws in margins.accuracy.items() if laws.nonnegative)
@@ -209,13 +218,13 @@ def margins_entry(margins: MarginPlan, outcome: Outcome) -> MarginsEntry:
 
 
 def _measured(
-    m: Measurement, margins: MarginPlan | None, outcome: Outcome | None
+    m: Measurement, margins: MarginAccuracy | None, outcome: Outcome | None
 ) -> dict[str, Any]:
     """The fields every measurement states (see `manifest._Measured`), and with margins each
     level's."""
     fields = {
-        "epsilon": float(m.epsilon_spent),
-        "epsilon_exact": str(m.epsilon_spent),
+        "epsilon": float(m.loss_spent.epsilon),
+        "epsilon_exact": str(m.loss_spent.epsilon),
         "sensitivity": m.sensitivity,
         "sensitivity_units": m.sensitivity_units,
         "derivation": m.derivation,
@@ -256,16 +265,18 @@ def _moe_range(moe: np.ndarray) -> float | MoeRange:
     return low if low == high else MoeRange(min=low, max=high)
 
 
-def _decimals(p: StatisticPlan, post: PostProcessing, margins: MarginPlan | None) -> int | None:
+def _decimals(
+    p: StatisticAllocation, post: PostProcessing, margins: MarginAccuracy | None
+) -> int | None:
     if margins is None:
         return sum_decimals(p, post)
     return margins.accuracy[p.measurement.name].places
 
 
 def statistic_entry(
-    p: StatisticPlan,
+    p: StatisticAllocation,
     post: PostProcessing,
-    margins: MarginPlan | None = None,
+    margins: MarginAccuracy | None = None,
     outcome: Outcome | None = None,
 ) -> StatisticEntry:
     """What the manifest says about one statistic (the planner states the same)."""

@@ -26,8 +26,9 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from dprelease.accounting import Measurement, Plan
-from dprelease.engines import (
+from dprelease.errors import ConfigError, SchemaError
+from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.mechanism.engines import (
     DataSource,
     ExactAggregates,
     InputSummary,
@@ -36,8 +37,8 @@ from dprelease.engines import (
     validate_schema,
     withholding_engine_errors,
 )
-from dprelease.errors import ConfigError, SchemaError
-from dprelease.spec import LoadedSpec, Month, StatisticKind
+from dprelease.period import Period
+from dprelease.spec import ResolvedSpec, StatisticKind
 
 #: Spark Connect URL (sc://host:15002): releases run on that Spark Connect server.
 REMOTE_ENV = "DPRELEASE_SPARK_REMOTE"
@@ -139,7 +140,7 @@ def _column(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _key_types(loaded: LoadedSpec, column: str) -> tuple[pl.DataType, T.DataType]:
+def _key_types(loaded: ResolvedSpec, column: str) -> tuple[pl.DataType, T.DataType]:
     """How a key column's domain travels to Spark (polars dtype) and compares there (Spark type):
     every integer type as BIGINT (a key outside BIGINT is in no integer domain's data either)."""
     dtype = loaded.key_dtype(column)
@@ -213,7 +214,7 @@ def _as_date(column: Column, source: T.DataType) -> Column:
     return F.lit(None).cast(T.DateType())
 
 
-def _in_month(period: Column, dtype: T.DataType, month: Month) -> Column:
+def _in_month(period: Column, dtype: T.DataType, month: Period) -> Column:
     """Rows dated within the month, as range bounds (parquet row groups of other months are
     skipped). Timestamps with a time zone are cut at UTC midnight."""
     start = date(month.year, month.month, 1)
@@ -242,7 +243,7 @@ def _units(value: Column, m: Measurement) -> Column:
     return F.least(F.greatest(units, F.lit(m.lower_units)), F.lit(m.upper_units)).cast(_SUM)
 
 
-def _sums(plan: Plan) -> list[Measurement]:
+def _sums(plan: Allocation) -> list[Measurement]:
     return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
 
 
@@ -271,7 +272,7 @@ def _signed(salt: int) -> int:
     return salt - 2**64 if salt >= 2**63 else salt
 
 
-def _bounded(df: DataFrame, loaded: LoadedSpec) -> DataFrame:
+def _bounded(df: DataFrame, loaded: ResolvedSpec) -> DataFrame:
     """Per unit, keep a random choice of rows: ≤ G groups, ≤ R_g rows per group, ≤ R rows.
 
     `order` is a salted hash of what the row holds, so the rows one unit keeps depend on its own
@@ -294,7 +295,7 @@ def _top(df: DataFrame, rank: Column, limit: int) -> DataFrame:
     return df.withColumn("rank", rank).filter(F.col("rank") <= limit).drop("rank")
 
 
-def _selected(frame: DataFrame, loaded: LoadedSpec, plan: Plan) -> DataFrame:
+def _selected(frame: DataFrame, loaded: ResolvedSpec, plan: Allocation) -> DataFrame:
     """The columns the spec reads, typed, under internal names (no input column can collide):
     key0…, value0…, period, unit. The aggregation and the input summary both start here."""
     spec = loaded.spec
@@ -328,7 +329,7 @@ def _selected(frame: DataFrame, loaded: LoadedSpec, plan: Plan) -> DataFrame:
     return frame.select(*selected)
 
 
-def _in_period(selected: DataFrame, month: Month | None) -> Column:
+def _in_period(selected: DataFrame, month: Period | None) -> Column:
     if month is None:
         return F.lit(True)
     return F.coalesce(
@@ -336,7 +337,7 @@ def _in_period(selected: DataFrame, month: Month | None) -> Column:
     )
 
 
-def _summary_frame(selected: DataFrame, loaded: LoadedSpec, month: Month | None) -> DataFrame:
+def _summary_frame(selected: DataFrame, loaded: ResolvedSpec, month: Period | None) -> DataFrame:
     """One row of private facts for the operator and the ledger (see `InputSummary`), from the
     same typed rows as the aggregation."""
     in_period = _in_period(selected, month)
@@ -362,7 +363,7 @@ def _summary_frame(selected: DataFrame, loaded: LoadedSpec, month: Month | None)
     )
 
 
-def _summary(row: Mapping[str, Any], loaded: LoadedSpec) -> InputSummary:
+def _summary(row: Mapping[str, Any], loaded: ResolvedSpec) -> InputSummary:
     period_rows = int(row["period_rows"])
     return InputSummary(
         rows=int(row["input_rows"]),
@@ -374,7 +375,7 @@ def _summary(row: Mapping[str, Any], loaded: LoadedSpec) -> InputSummary:
 
 
 def _cells(
-    selected: DataFrame, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+    selected: DataFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None, salt: int
 ) -> DataFrame:
     """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell.
 
@@ -425,7 +426,9 @@ class SparkEngine:
     def __init__(self, session: SparkSession | None = None) -> None:
         self._session = session  # default: `spark_session()` when an input path is read
 
-    def check(self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None) -> None:
+    def check(
+        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
+    ) -> None:
         """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(data, self._session)
@@ -435,7 +438,12 @@ class SparkEngine:
             _summary_frame(selected, loaded, month).schema  # noqa: B018
 
     def aggregate(
-        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None, salt: int
+        self,
+        data: DataSource,
+        loaded: ResolvedSpec,
+        plan: Allocation,
+        month: Period | None,
+        salt: int,
     ) -> ExactAggregates:
         """Run the plan on Spark and lay it on the full public key grid, missing groups = 0.
 
@@ -456,10 +464,10 @@ class SparkEngine:
         values = {
             m.name: laid_out(column.get(m.name, "rows")).alias(m.name) for m in plan.measurements
         }
-        return ExactAggregates(loaded.key_grid(), values, _summary(summary.asDict(), loaded))
+        return ExactAggregates(loaded.key_grid, values, _summary(summary.asDict(), loaded))
 
     def summarize(
-        self, data: DataSource, loaded: LoadedSpec, plan: Plan, month: Month | None
+        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
     ) -> InputSummary:
         """The input summary alone: for a re-run that returns a stored release."""
         with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):

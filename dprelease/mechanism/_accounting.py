@@ -1,7 +1,8 @@
-"""From a spec and a total ε to measurements: sensitivity, budget share, granularity, noise scale.
+"""Accounting: from a resolved spec and a release's loss to measurements — sensitivity, budget
+share, granularity and noise scale of every noisy vector.
 
-Everything here is computed from declared, public settings, never from data, so the plan and the
-manifest built from it can be published as they are.
+Everything here is computed from declared, public settings, never from data, so the allocation
+and the manifest built from it can be published as they are.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from dprelease.consistency import split_epsilon
+from dprelease.change import ProtectedChange
 from dprelease.errors import NoiseError, SpecError
+from dprelease.loss import PrivacyLoss, split_by_weights
 from dprelease.noise import ci95_halfwidth, exact_scale, variance
-from dprelease.profile import Neighbours
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
     ReleaseSpec,
+    ResolvedSpec,
     Statistic,
     StatisticKind,
     SumStatistic,
@@ -38,13 +40,17 @@ MAX_SENSITIVITY_UNITS = 2**53
 @dataclass(frozen=True, kw_only=True)
 class _Noise:
     """One noisy integer vector's law: Δ and the exact discrete Laplace scale, in integer units
-    of `granularity`, and the ε it spends."""
+    of `granularity`, and the loss it spends."""
 
     granularity: Fraction  # 1 for counts
     sensitivity_units: int
     derivation: str
-    epsilon: Fraction
-    scale_units: Fraction  # exact discrete Laplace scale, ≥ sensitivity_units / epsilon
+    loss: PrivacyLoss
+    scale_units: Fraction  # exact discrete Laplace scale, ≥ sensitivity_units / ε
+
+    @property
+    def epsilon(self) -> Fraction:
+        return self.loss.epsilon
 
     @property
     def sensitivity(self) -> float:
@@ -94,18 +100,21 @@ class Measurement(_Noise):
         return (self, *self.margins)
 
     @property
-    def epsilon_spent(self) -> Fraction:
-        """ε of every level together (what the measurement spends)."""
-        return sum((level.epsilon for level in self.levels), Fraction(0))
+    def loss_spent(self) -> PrivacyLoss:
+        """The loss of every level together (what the measurement spends)."""
+        total = self.levels[0].loss
+        for level in self.levels[1:]:
+            total += level.loss
+        return total
 
 
 @dataclass(frozen=True)
-class StatisticPlan:
+class StatisticAllocation:
     """How a released column is made: a count or sum is one measurement; a mean is sum / count,
-    each its own measurement or another statistic's (`epsilon` is what it spends itself)."""
+    each its own measurement or another statistic's (`loss` is what it spends itself)."""
 
     statistic: Statistic
-    epsilon: Fraction
+    loss: PrivacyLoss
     measurement: Measurement  # the count, or the sum for `sum` and `mean`
     count: Measurement | None = None  # the denominator of a mean
 
@@ -116,16 +125,23 @@ class StatisticPlan:
         parts = [self.measurement] if self.count is None else [self.measurement, self.count]
         return [m for m in parts if m.name not in self.reused]
 
+    @property
+    def epsilon(self) -> Fraction:
+        return self.loss.epsilon
+
 
 @dataclass(frozen=True)
-class Plan:
-    statistics: list[StatisticPlan]
+class Allocation:
+    """A release's loss allocated: per statistic its share and measurements, each measurement's
+    sensitivity, granularity and noise scale (at every level), and how the total was split."""
+
+    statistics: list[StatisticAllocation]
     measurements: list[Measurement]
-    epsilon_total: Fraction
+    total: PrivacyLoss
     split: Literal["weights", "accuracy targets"]
 
 
-def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours, grouped: bool) -> tuple[int, str]:
+def _l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
     """Rows one unit can move in L1 over a level's rows, and why. Substitution = one removal
     plus one addition; on a grouped level the added rows may sit in other groups (×2), on an
     ungrouped one (the whole release, or a grand total) they replace rows of the same cell.
@@ -143,7 +159,7 @@ def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours, grouped: bool) -> tuple
         )
     else:
         reason = f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
-    if neighbours is Neighbours.SUBSTITUTE and grouped:
+    if neighbours is ProtectedChange.SUBSTITUTE and grouped:
         return (
             2 * rows,
             reason + "; substitution removes those rows and adds as many (possibly "
@@ -152,26 +168,28 @@ def _l1_reach(spec: ReleaseSpec, neighbours: Neighbours, grouped: bool) -> tuple
     return rows, reason
 
 
-def rows_reach(spec: ReleaseSpec, neighbours: Neighbours) -> int:
+def rows_reach(spec: ReleaseSpec, neighbours: ProtectedChange) -> int:
     """Rows one privacy unit can move in L1 over the cells (see `_l1_reach`)."""
     return _l1_reach(spec, neighbours, bool(spec.group_by))[0]
 
 
-def _count_sensitivity(spec: ReleaseSpec, neighbours: Neighbours, grouped: bool) -> tuple[int, str]:
+def _count_sensitivity(
+    spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool
+) -> tuple[int, str]:
     reach, reason = _l1_reach(spec, neighbours, grouped)
     return reach, f"count: {reason} → Δ = {reach}"
 
 
 def _sum_sensitivity(
     spec: ReleaseSpec,
-    neighbours: Neighbours,
+    neighbours: ProtectedChange,
     lower_u: int,
     upper_u: int,
     granularity: Fraction,
     grouped: bool,
 ) -> tuple[int, str]:
     g = f"{float(granularity):g}"
-    if neighbours is Neighbours.SUBSTITUTE and not grouped:
+    if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
         rows = spec.rows_per_unit
         span = max(upper_u, 0) - min(lower_u, 0)
         delta = rows * span
@@ -201,19 +219,6 @@ def auto_granularity(sensitivity: Fraction, epsilon: Fraction) -> Fraction:
     return Fraction(2) ** (exponent - GRANULARITY_HEADROOM_BITS)
 
 
-def split_budget(
-    statistics: list[Statistic], epsilon: Fraction, needs: list[Fraction] | None
-) -> list[Fraction]:
-    """Sequential composition: shares in proportion to weights or needs, summing to ε exactly.
-
-    `statistics` are those that spend (a mean that reuses everything does not)."""
-    raw = needs if needs is not None else [Fraction(s.weight or 1) for s in statistics]
-    total = sum(raw, Fraction(0))
-    shares = [epsilon * r / total for r in raw[:-1]]
-    shares.append(epsilon - sum(shares, Fraction(0)))  # exact: no drift above the total
-    return shares
-
-
 def _noise_scale(delta: int, epsilon: Fraction, path: str) -> Fraction:
     """The exact sampling scale for Δ/ε, refused here (before any budget is reserved) when
     the sampler cannot draw it."""
@@ -241,7 +246,7 @@ def _checked(m: Measurement, path: str) -> Measurement:
             x
             for level in m.levels
             for x in (level.sensitivity, level.scale, level.moe95, level.variance)
-        ) + (float(m.epsilon_spent),)
+        ) + (float(m.loss_spent.amount),)
     except OverflowError:
         stated = (math.inf,)
     if not all(math.isfinite(x) for x in stated):
@@ -253,33 +258,16 @@ def _checked(m: Measurement, path: str) -> Measurement:
     return m
 
 
-def margin_columns(spec: ReleaseSpec) -> list[tuple[str, ...]]:
-    """Each margin's key columns in the order of the key grid (`[]` of the spec: ())."""
-    return [
-        tuple(column for column in spec.key_columns if column in margin)
-        for margin in spec.margins or []
-    ]
-
-
-def _levels(spec: ReleaseSpec, epsilon: Fraction) -> list[tuple[bool, Fraction]]:
+def _levels(resolved: ResolvedSpec, epsilon: Fraction) -> list[tuple[bool, Fraction]]:
     """Per level (the cells, then each margin): whether it is grouped, and its share of a
-    measurement's `epsilon`, in proportion to `level_weights` and exact (the shares sum to
-    `epsilon`; levels compose sequentially)."""
-    if not spec.margins:
-        return [(bool(spec.group_by), epsilon)]
-    weights = None if spec.level_weights is None else [Fraction(w) for w in spec.level_weights]
-    shares = split_epsilon(epsilon, len(spec.margins) + 1, weights)
-    grouped = [True, *(bool(columns) for columns in margin_columns(spec))]
-    return list(zip(grouped, shares, strict=True))
-
-
-def level_shares(spec: ReleaseSpec) -> list[Fraction]:
-    """The fraction of each measurement's ε every level spends (the cells, then each margin)."""
-    return [share for _, share in _levels(spec, Fraction(1))]
+    measurement's `epsilon` (`ResolvedSpec.level_shares`: exact, the shares sum to `epsilon`;
+    levels compose sequentially)."""
+    shares = [epsilon * fraction for fraction in resolved.level_shares]
+    return list(zip(resolved.level_grouped, shares, strict=True))
 
 
 def _measured(
-    spec: ReleaseSpec,
+    resolved: ResolvedSpec,
     epsilon: Fraction,
     path: str,
     granularity: Fraction,
@@ -288,29 +276,30 @@ def _measured(
     """The cells' noise (keyword arguments of `Measurement`) and each margin's, from the level
     shares of `epsilon` and each level's Δ (`sensitivity(grouped)`)."""
     noise: list[dict[str, Any]] = []
-    for grouped, share in _levels(spec, epsilon):
+    for grouped, share in _levels(resolved, epsilon):
         delta, derivation = sensitivity(grouped)
         noise.append(
             {
                 "granularity": granularity,
                 "sensitivity_units": delta,
                 "derivation": derivation,
-                "epsilon": share,
+                "loss": PrivacyLoss.pure(share),
                 "scale_units": _noise_scale(delta, share, path),
             }
         )
     margins = tuple(
         MarginMeasurement(columns=columns, **level)
-        for columns, level in zip(margin_columns(spec), noise[1:], strict=True)
+        for columns, level in zip(resolved.margin_columns, noise[1:], strict=True)
     )
     return noise[0], margins
 
 
 def _count(
-    name: str, epsilon: Fraction, spec: ReleaseSpec, neighbours: Neighbours, path: str
+    name: str, epsilon: Fraction, resolved: ResolvedSpec, neighbours: ProtectedChange, path: str
 ) -> Measurement:
+    spec = resolved.spec
     cells, margins = _measured(
-        spec,
+        resolved,
         epsilon,
         path,
         Fraction(1),
@@ -321,15 +310,18 @@ def _count(
 
 
 def granularity_references(
-    stat: SumStatistic | MeanStatistic, spec: ReleaseSpec, neighbours: Neighbours, epsilon: Fraction
+    stat: SumStatistic | MeanStatistic,
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    epsilon: Fraction,
 ) -> list[Fraction]:
     """Per level, the noise scale (declared bounds, before discretization) from which an
     automatic granularity is derived: it is the finest of the levels' powers of two, so every
     level's noise stays 2^20 above it."""
     largest = max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
     return [
-        _l1_reach(spec, neighbours, grouped)[0] * largest / share
-        for grouped, share in _levels(spec, epsilon)
+        _l1_reach(resolved.spec, neighbours, grouped)[0] * largest / share
+        for grouped, share in _levels(resolved, epsilon)
     ]
 
 
@@ -337,18 +329,19 @@ def _sum(
     name: str,
     stat: SumStatistic | MeanStatistic,
     epsilon: Fraction,
-    spec: ReleaseSpec,
-    neighbours: Neighbours,
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
     path: str,
 ) -> Measurement:
     """A sum in integer units of the declared granularity, else an automatic power of two."""
+    spec = resolved.spec
     lower, upper = Fraction(stat.lower), Fraction(stat.upper)
     if stat.granularity is not None:
         granularity = Fraction(stat.granularity)
     else:
         granularity = min(
             auto_granularity(scale, Fraction(1))
-            for scale in granularity_references(stat, spec, neighbours, epsilon)
+            for scale in granularity_references(stat, resolved, neighbours, epsilon)
         )
     lower_u = round(lower / granularity)
     upper_u = round(upper / granularity)
@@ -358,7 +351,7 @@ def _sum(
             "granularity is coarser than the bounds' range; choose a smaller one",
         )
     cells, margins = _measured(
-        spec,
+        resolved,
         epsilon,
         path,
         granularity,
@@ -379,7 +372,7 @@ def _sum(
 
 
 def sensitivity_bound(
-    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: Neighbours
+    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: ProtectedChange
 ) -> Fraction:
     """Δ of a count or sum in its own units, before discretization (granularity → 0)."""
     reach = rows_reach(spec, neighbours)
@@ -389,7 +382,7 @@ def sensitivity_bound(
 
 
 def _need(
-    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: Neighbours
+    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: ProtectedChange
 ) -> Fraction:
     """ε a statistic needs for its target margin, Δ·ln(20)/target (the continuous Laplace
     quantile, in exact rationals): the accuracy-first split is in proportion to these."""
@@ -414,18 +407,21 @@ def spending_statistics(spec: ReleaseSpec) -> list[Statistic]:
     ]
 
 
-def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -> Plan:
-    """Split ε over the statistics and derive every measurement's sensitivity and noise scale.
+def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedChange) -> Allocation:
+    """Split a release's loss over its statistics and derive every measurement's sensitivity and
+    noise scale.
 
-    Everything comes from the spec and ε alone (granularity too: declared, else automatic), so
-    the plan and every refusal are the same whatever the data. Raises SpecError, naming the
-    statistic, for anything the sampler or the manifest could not handle.
+    Everything comes from the spec and the loss alone (granularity too: declared, else
+    automatic), so the allocation and every refusal are the same whatever the data. Raises
+    SpecError, naming the statistic, for anything the sampler or the manifest could not handle.
 
     A mean divides the release's first count by its first sum of the same column and bounds
-    (post-processing, no extra ε; see `ReleaseSpec.reuse_of`); what it cannot reuse it
+    (post-processing, no extra loss; see `ReleaseSpec.reuse_of`); what it cannot reuse it
     measures from its own share (half each when it needs both). With margins every
     measurement's share is split again over its levels (`Measurement.margins`).
     """
+    spec = resolved.spec
+    epsilon = loss.epsilon
     if epsilon <= 0:
         raise SpecError("epsilon", "ε must be > 0")
     spending = spending_statistics(spec)
@@ -433,26 +429,30 @@ def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -
         isinstance(s, CountStatistic | SumStatistic) and s.target_moe95 is not None
         for s in spending
     )
-    needs = (
+    weights = (
         [_need(s, spec, neighbours) for s in spending if not isinstance(s, MeanStatistic)]
         if accuracy_first  # the spec refuses a mean that spends under accuracy targets
-        else None
+        else [Fraction(s.weight or 1) for s in spending]
     )
     share_of = dict(
-        zip([s.name for s in spending], split_budget(spending, epsilon, needs), strict=True)
+        zip([s.name for s in spending], split_by_weights(epsilon, weights), strict=True)
     )
     made: dict[str, Measurement] = {}
     for index, stat in enumerate(spec.statistics):
         if isinstance(stat, CountStatistic):
-            made[stat.name] = _count(stat.name, share_of[stat.name], spec, neighbours, _path(index))
+            made[stat.name] = _count(
+                stat.name, share_of[stat.name], resolved, neighbours, _path(index)
+            )
         elif isinstance(stat, SumStatistic):
             made[stat.name] = _sum(
-                stat.name, stat, share_of[stat.name], spec, neighbours, _path(index)
+                stat.name, stat, share_of[stat.name], resolved, neighbours, _path(index)
             )
-    plans: list[StatisticPlan] = []
+    allocated: list[StatisticAllocation] = []
     for index, stat in enumerate(spec.statistics):
         if not isinstance(stat, MeanStatistic):
-            plans.append(StatisticPlan(stat, share_of[stat.name], made[stat.name]))
+            allocated.append(
+                StatisticAllocation(stat, PrivacyLoss.pure(share_of[stat.name]), made[stat.name])
+            )
             continue
         path, reuse = _path(index), spec.reuse_of(stat)
         share = share_of.get(stat.name, Fraction(0))
@@ -460,19 +460,19 @@ def plan_release(spec: ReleaseSpec, epsilon: Fraction, neighbours: Neighbours) -
         total = (
             made[reuse.sum]
             if reuse.sum
-            else _sum(internal_name(stat, "sum"), stat, part, spec, neighbours, path)
+            else _sum(internal_name(stat, "sum"), stat, part, resolved, neighbours, path)
         )
         count = (
             made[reuse.count]
             if reuse.count
-            else _count(internal_name(stat, "count"), part, spec, neighbours, path)
+            else _count(internal_name(stat, "count"), part, resolved, neighbours, path)
         )
         reused = tuple(name for name in (reuse.sum, reuse.count) if name is not None)
-        plans.append(StatisticPlan(stat, share, total, count, reused))
-    measurements = {m.name: m for p in plans for m in (p.measurement, p.count) if m is not None}
-    return Plan(
-        plans,
+        allocated.append(StatisticAllocation(stat, PrivacyLoss.pure(share), total, count, reused))
+    measurements = {m.name: m for a in allocated for m in (a.measurement, a.count) if m is not None}
+    return Allocation(
+        allocated,
         list(measurements.values()),
-        epsilon,
+        loss,
         "accuracy targets" if accuracy_first else "weights",
     )

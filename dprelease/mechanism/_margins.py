@@ -8,8 +8,8 @@ the cells from every level (constrained to ≥ 0 where `nonnegative` applies), e
 as sums of the released cells, and a controlled rounding (counts to integers, sums to their
 decimal place) that keeps every margin the sum of its cells.
 
-`plan_margins` is public: the levels and every value's 95% margin of error, from the spec, its
-key grid and the plan, before any budget is reserved. `release_levels` runs after the noise and
+`margin_accuracy` is public: the levels and every value's 95% margin of error, from the resolved
+spec and the allocation, before any budget is reserved. `release_levels` runs after the noise and
 cannot fail on the values it post-processes: a solver that does not converge falls back,
 deterministically, to an estimate that needs no solver, and says so (`Outcome.fallbacks`).
 """
@@ -19,28 +19,21 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from dprelease.accounting import Measurement, Plan, level_shares
-from dprelease.consistency import (
-    Estimate,
-    Levels,
-    NoiseLaw,
-    Rounded,
-    consistent,
-    consistent_nonnegative,
-    level_grid,
-    moe95,
-    round_additive,
-    rounded_moe95,
-)
-from dprelease.engines import ExactAggregates
-from dprelease.errors import INTERRUPTS, SpecError
+from dprelease.errors import INTERRUPTS
+from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.mechanism._postprocess import Measured, noise_decimals
+from dprelease.mechanism.engines import ExactAggregates
 from dprelease.noise import NoiseSource, discrete_laplace
-from dprelease.postprocess import Measured, noise_decimals
-from dprelease.spec import LEVEL_COLUMN, LoadedSpec, PostProcessing, StatisticKind, SumStatistic
+from dprelease.spec import Levels, PostProcessing, ResolvedSpec, StatisticKind, SumStatistic
+
+if TYPE_CHECKING:  # the solvers (scipy, Clarabel, HiGHS) load only for a release with margins
+    from dprelease.mechanism._consistency import Estimate, NoiseLaw
+    from dprelease.mechanism._rounding import Rounded
 
 #: The shift every value keeps below in a controlled rounding of at most two nested chains of
 #: margins (the spec refuses more), in units of the rounding (`consistency.round_additive`).
@@ -50,37 +43,6 @@ PLANNED_SHIFT = 1.0
 _EXACT_FLOAT = 2.0**52
 #: Counts are published as int64; a float this large still converts exactly.
 _INT64_SAFE = 2.0**62
-
-
-def build_levels(loaded: LoadedSpec) -> Levels:
-    """The release's levels over its key grid (the cells, then each margin in the spec's
-    order); SpecError naming `release.margins` for anything the structure refuses."""
-    try:
-        return Levels.build(loaded.key_grid(), loaded.spec.margins or [])
-    except ValueError as exc:
-        raise SpecError("release.margins", str(exc)) from None
-
-
-def stacked_keys(grid: pl.DataFrame, levels: Levels) -> pl.DataFrame:
-    """A `level` column and each level's rows in turn (`level_grid`: null in the key columns
-    the level aggregates away): the key columns of a released table with margins."""
-    return pl.concat(
-        level_grid(grid, columns).select(pl.lit(levels.name(k)).alias(LEVEL_COLUMN), pl.all())
-        for k, columns in enumerate(levels.columns)
-    )
-
-
-def level_blocks(table: pl.DataFrame) -> list[pl.DataFrame]:
-    """A released table's levels in order, each its own frame (without margins: the table)."""
-    if LEVEL_COLUMN not in table.columns:
-        return [table]
-    return [block for _, block in table.group_by(LEVEL_COLUMN, maintain_order=True)]
-
-
-def released_keys(loaded: LoadedSpec) -> pl.DataFrame:
-    """The key columns of the released table: the key grid, or `stacked_keys` with margins."""
-    grid = loaded.key_grid()
-    return stacked_keys(grid, build_levels(loaded)) if loaded.spec.margins else grid
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,14 +69,16 @@ class LevelLaws:
     def published_moe95(self, shifts: tuple[float, ...]) -> list[np.ndarray]:
         """Per level, the margin of error of the released values: the estimate's, plus what the
         controlled rounding may move a value (< shift units). A count's truth is an integer, so
-        its margin is ⌈h + shift⌉ − 1 (`consistency.rounded_moe95`)."""
+        its margin is ⌈h + shift⌉ − 1 (`rounded_moe95`)."""
+        from dprelease.mechanism._rounding import rounded_moe95
+
         if self.kind is StatisticKind.COUNT:
             return [rounded_moe95(h, s) for h, s in zip(self.moe95, shifts, strict=True)]
         return [h + s * self.unit for h, s in zip(self.moe95, shifts, strict=True)]
 
 
 @dataclass(frozen=True, eq=False)
-class MarginPlan:
+class MarginAccuracy:
     """Everything public about a release with margins: its levels and, per measurement, the
     noise laws and 95% margins of error of every level."""
 
@@ -128,6 +92,8 @@ class MarginPlan:
 
 
 def _laws(m: Measurement) -> tuple[NoiseLaw, ...]:
+    from dprelease.mechanism._consistency import NoiseLaw
+
     return tuple(NoiseLaw(level.scale_units, m.granularity) for level in m.levels)
 
 
@@ -137,15 +103,18 @@ def nonnegative(m: Measurement, post: PostProcessing) -> bool:
     return post.nonnegative and (m.kind is StatisticKind.COUNT or (m.lower or 0.0) >= 0.0)
 
 
-def plan_margins(
-    loaded: LoadedSpec, plan: Plan, only: Collection[str] | None = None
-) -> MarginPlan | None:
+def margin_accuracy(
+    resolved: ResolvedSpec, allocation: Allocation, only: Collection[str] | None = None
+) -> MarginAccuracy | None:
     """The public facts of a release with margins (None without): reads no data. `only`
     (measurement names) limits the margins of error computed to those (the planner's search)."""
-    if not loaded.spec.margins:
+    levels = resolved.levels
+    if levels is None:
         return None
-    levels = build_levels(loaded)
-    post = loaded.spec.postprocess
+    from dprelease.mechanism._moe import moe95
+
+    post = resolved.spec.postprocess
+    plan = allocation
     published_sums = {
         p.measurement.name for p in plan.statistics if isinstance(p.statistic, SumStatistic)
     }
@@ -162,9 +131,8 @@ def plan_margins(
             smallest = min(float(h.min()) for h in cache[laws])
             places = post.decimals if post.decimals is not None else noise_decimals(smallest)
         accuracy[m.name] = LevelLaws(m.kind, laws, cache[laws], nonnegative(m, post), places)
-    spec = loaded.spec
-    weights = tuple(spec.level_weights or [1.0] * len(levels.sizes))
-    return MarginPlan(levels, weights, tuple(level_shares(spec)), accuracy)
+    weights = tuple(resolved.spec.level_weights or [1.0] * len(levels.sizes))
+    return MarginAccuracy(levels, weights, resolved.level_shares, accuracy)
 
 
 # --------------------------------------------------------------------------- after the noise
@@ -179,7 +147,7 @@ class Outcome:
     fallbacks: list[str] = field(default_factory=list)
 
     @classmethod
-    def planned(cls, margins: MarginPlan) -> Outcome:
+    def planned(cls, margins: MarginAccuracy) -> Outcome:
         """What a release states before its noise is drawn (and, but for a fallback, after)."""
         shift, none = margins.planned_shifts(), (0.0,) * len(margins.levels.sizes)
         return cls(
@@ -204,6 +172,8 @@ def _estimate(
 ) -> Estimate:
     """The consistent estimate; under `nonnegative` the constrained one, falling back to the
     linear estimate (whose margins of error are exact) if the solver does not converge."""
+    from dprelease.mechanism._consistency import consistent, consistent_nonnegative
+
     if acc.nonnegative:
         try:
             return consistent_nonnegative(levels, noisy, acc.laws)
@@ -220,6 +190,8 @@ def _estimate(
 def _round_nearest(estimate: Estimate) -> Rounded:
     """Cells to the nearest integer and every margin their sum: additive, needs no solver;
     each level's shift bound is what it reached (strictly above)."""
+    from dprelease.mechanism._rounding import Rounded
+
     levels = estimate.levels
     cells = np.rint(estimate.values[0])
     values = levels.aggregate(cells)
@@ -233,6 +205,8 @@ def _round_nearest(estimate: Estimate) -> Rounded:
 def _round_additively(estimate: Estimate, name: str, outcome: Outcome) -> Rounded:
     """`round_additive`, or the nearest-integer rounding where it cannot be used: values beyond
     float64's integers (nothing to round), or a failing HiGHS solve (said in `outcome`)."""
+    from dprelease.mechanism._rounding import round_additive
+
     largest = estimate.levels.aggregate(np.abs(estimate.values[0]))  # a margin sums its cells
     if max(float(np.max(level)) for level in largest) >= _EXACT_FLOAT:
         return _round_nearest(estimate)
@@ -262,6 +236,8 @@ def _as_int64(values: np.ndarray, name: str, outcome: Outcome) -> np.ndarray:
 
 def _scaled(estimate: Estimate, places: int) -> Estimate:
     """The cells in units of 10^-places (dividing by an exact power of ten when places < 0)."""
+    from dprelease.mechanism._consistency import Estimate
+
     cells = estimate.values[0]
     scaled = cells * 10.0**places if places >= 0 else cells / 10.0**-places
     return Estimate(estimate.levels, (scaled,))
@@ -274,8 +250,8 @@ def _unscaled(values: np.ndarray, places: int) -> np.ndarray:
 
 def release_levels(
     exact: ExactAggregates,
-    plan: Plan,
-    margins: MarginPlan,
+    plan: Allocation,
+    margins: MarginAccuracy,
     source: NoiseSource,
 ) -> tuple[dict[str, Measured], Outcome]:
     """Noise every level of every measurement, make each consistent and round it additively:

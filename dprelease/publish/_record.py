@@ -1,7 +1,8 @@
-"""The one path to publication: reserve budget → release → commit to the ledger → write files.
+"""Recording a release: reserve its budget → draw it → commit it to the ledger; then its files.
 
-The CLI calls `publish`; the Dagster assets call its two halves, `record_release` and then (after
-their blocking checks pass) `write_release_files`; neither re-implements the order. Nothing is
+The CLI and the API call `publish` or `record_release`; the Dagster assets call its two halves,
+`record_release` and then (after their blocking checks pass) `write_release_files`; none
+re-implements the order. Nothing is
 written before the ledger has stored the release, so a crash can leave an open reservation
 (resumed by the next run of the same slot, without a second charge) but never a published file
 that the ledger does not know. A slot that is already released is returned as stored: re-runs
@@ -11,9 +12,8 @@ and backfills give byte-identical files and charge nothing.
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
@@ -22,19 +22,19 @@ from typing import Any
 import polars as pl
 
 from dprelease import operator
-from dprelease.errors import DataError, ReleaseConflict
-from dprelease.files import atomic_path
+from dprelease.errors import DataError
 from dprelease.ledger import (
-    Composition,
     Ledger,
+    ReleaseConflict,
     Reservation,
     ReservationStatus,
     StoredRelease,
     make_release_id,
 )
 from dprelease.noise import NoiseSource, default_noise_source, require_private
-from dprelease.pure_release import PreparedRelease
-from dprelease.spec import LoadedSpec
+from dprelease.publish._files import write_release_files
+from dprelease.publish._prepared import PreparedRelease
+from dprelease.statement import LedgerRecord, LegacyManifest, Manifest, parse_manifest
 
 #: What the ledger did for a release, in words for people (keys: `Reservation.status`).
 STATUS_TEXT: dict[ReservationStatus, str] = {
@@ -46,12 +46,6 @@ STATUS_TEXT: dict[ReservationStatus, str] = {
 
 def _fmt(value: Fraction) -> str:
     return f"{float(value):g}"
-
-
-def composition_of(loaded: LoadedSpec) -> Composition:
-    """How the spec's periods compose (sequential when it has none): its scope must agree."""
-    period = loaded.spec.period
-    return "sequential" if period is None else period.composition
 
 
 @dataclass(frozen=True)
@@ -67,14 +61,16 @@ class Recorded:
     stored: StoredRelease
     requested_epsilon: Fraction
     input_changed: bool | None = None
+    files: dict[str, Path] = field(default_factory=dict)  # written by `publish`, if it was
 
     @property
     def charged(self) -> bool:
         return self.status == "reserved"
 
-    @property
-    def manifest(self) -> dict[str, Any]:
-        return self.stored.manifest
+    @cached_property
+    def manifest(self) -> Manifest | LegacyManifest:
+        """The stored manifest (Legacy: a release stored by an earlier dprelease)."""
+        return parse_manifest(self.stored.manifest)
 
     @property
     def epsilon_differs(self) -> bool:
@@ -112,45 +108,6 @@ class Recorded:
         )
 
 
-@dataclass(frozen=True)
-class Published(Recorded):
-    """A recorded release and the files written from the ledger's copy."""
-
-    files: dict[str, Path] = field(default_factory=dict, kw_only=True)
-
-
-def _csv(stored: StoredRelease) -> bytes:
-    buffer = io.BytesIO()
-    pl.read_parquet(io.BytesIO(stored.table_parquet)).write_csv(buffer)
-    return buffer.getvalue()
-
-
-def _manifest(stored: StoredRelease) -> bytes:
-    return (json.dumps(stored.manifest, indent=2, sort_keys=True) + "\n").encode()
-
-
-#: The published files, by name, and how each is made from the ledger's stored copy.
-RELEASE_FILES: dict[str, Callable[[StoredRelease], bytes]] = {
-    "release.parquet": lambda stored: stored.table_parquet,
-    "release.csv": _csv,
-    "manifest.json": _manifest,
-}
-
-
-def write_release_files(stored: StoredRelease, out_dir: Path) -> dict[str, Path]:
-    """Write the stored release into `out_dir`, each file atomically, the manifest last.
-
-    Everything is derived from the ledger's copy, so every run of the same slot writes the same
-    bytes.
-    """
-    written = {}
-    for name, encode in RELEASE_FILES.items():
-        with atomic_path(out_dir / name) as temporary:
-            temporary.write_bytes(encode(stored))
-        written[name] = out_dir / name
-    return written
-
-
 def _parquet_bytes(table: pl.DataFrame) -> bytes:
     buffer = io.BytesIO()
     table.write_parquet(buffer, statistics=False)
@@ -161,39 +118,44 @@ def record_release(
     prepared: PreparedRelease,
     *,
     ledger: Ledger,
-    scope: str,
-    asset: str,
+    asset: str | None = None,
     run_id: str | None = None,
     force_new: bool = False,
-    max_cap: Fraction | None = None,
     noise: NoiseSource | None = None,
     allow_unsafe_noise: bool = False,
     on_stage: Callable[[str], None] = lambda stage: None,
 ) -> Recorded:
     """Reserve ε, draw the release and store it in the ledger; writes no file.
 
-    `prepared` has already validated spec, ε and schema, so bad input never reaches the ledger.
-    The slot is `make_release_id(asset, prepared.period)`. A released slot is returned as stored
+    `prepared` has already validated spec, budget and schema, so bad input never reaches the
+    ledger; its budget names the scope (created with its cap if the budget says it is new). The
+    slot is `make_release_id(asset, period)`, the asset being the spec's name unless given. A
+    released slot is returned as stored
     (nothing charged or drawn); its input is read once to tell the operator whether it changed
     since (`Recorded.input_warning`, logged to the operator channel). Refusals leave the ledger
     unchanged: BudgetExhausted, SpecChanged, ReservationMismatch, CompositionMismatch,
-    CapAboveProfile (the ledger's cap exceeds `max_cap`, the ε the privacy profile allows). The
-    input's private fingerprint, from the engine's pass over the data, is kept in the ledger only.
+    CapAboveProfile (the ledger's cap exceeds the ε the privacy profile allows). The input's
+    private fingerprint, from the engine's pass over the data, is kept in the ledger only.
     """
     source = noise or default_noise_source()
     require_private(source, allow_unsafe=allow_unsafe_noise)  # refuse before charging anything
-    release_id = make_release_id(asset, prepared.period)
+    budget = prepared.budget
+    period = None if prepared.period is None else str(prepared.period)
+    release_id = make_release_id(asset or prepared.resolved.spec.name, period)
     on_stage("reserving budget")
+    if budget.new_scope:
+        assert budget.cap is not None  # `decide_budget` refuses a new scope without a cap
+        ledger.ensure_scope(budget.scope, budget.cap, budget.composition)
     reservation = ledger.reserve(
         release_id,
-        scope,
-        prepared.period,
-        prepared.plan.epsilon_total,
-        spec_hash=prepared.spec_hash,
-        composition=composition_of(prepared.loaded),
+        budget.scope,
+        period,
+        budget.required_loss().epsilon,
+        spec_hash=prepared.resolved.hash,
+        composition=budget.composition,
         run_id=run_id,
         force_new=force_new,
-        max_cap=max_cap,
+        max_cap=budget.profile_cap,
     )
     input_changed = None
     if reservation.status == "committed":
@@ -202,23 +164,19 @@ def record_release(
         input_changed = _input_changed(prepared, ledger, reservation)
     else:
         on_stage("aggregating and drawing noise")
-        result = prepared.run(source, allow_unsafe_noise=allow_unsafe_noise)
-        manifest = {
-            **result.manifest,
-            "release_id": release_id,
-            "ledger": {
-                "recorded": True,
-                "scope": scope,
-                "charge_id": reservation.charge_id,
-                "rerelease": reservation.rerelease,
-            },
-        }
+        result = prepared.draw(source, allow_unsafe_noise=allow_unsafe_noise)
+        record = LedgerRecord(
+            scope=budget.scope,
+            charge_id=reservation.charge_id,
+            rerelease=reservation.rerelease,
+        )
+        manifest = result.manifest.model_copy(update={"release_id": release_id, "ledger": record})
         on_stage("recording in the ledger")
         try:
             stored = ledger.commit(
                 reservation,
                 _parquet_bytes(result.table),
-                manifest,
+                manifest.to_json_dict(),
                 input_fingerprint=result.input_fingerprint,
             )
         except ReleaseConflict as conflict:  # another run of this slot committed first: use its
@@ -252,16 +210,9 @@ def publish(
     out_dir: Path,
     on_stage: Callable[[str], None] = lambda stage: None,
     **record_options: Any,
-) -> Published:
+) -> Recorded:
     """`record_release`, then write its files to `out_dir` (the CLI's one-step path)."""
     recorded = record_release(prepared, on_stage=on_stage, **record_options)
     on_stage("writing files")
     files = write_release_files(recorded.stored, out_dir)
-    return Published(
-        recorded.release_id,
-        recorded.status,
-        recorded.stored,
-        recorded.requested_epsilon,
-        recorded.input_changed,
-        files=files,
-    )
+    return replace(recorded, files=files)

@@ -37,19 +37,17 @@ from pydantic import (
     model_validator,
 )
 
-from dprelease import prior_risk
-from dprelease.errors import ConfigError
-from dprelease.profile import (
-    Adversary,
-    BudgetChoice,
+from dprelease.files import Location, error_at_path, join_path, read_sections
+from dprelease.budget import _prior_risk as prior_risk
+from dprelease.budget._choice import Adversary, BudgetChoice, choose_budget_for
+from dprelease.budget._profiles import (
     ConstantProfile,
-    Neighbours,
     OddsRiskProfile,
     PiecewiseLinearProfile,
     StepProfile,
-    choose_budget_for,
 )
-from dprelease.yaml_files import Location, error_at_path, join_path, read_sections
+from dprelease.change import ProtectedChange
+from dprelease.errors import ConfigError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 # Discriminated unions put the chosen `kind` into error locations; YAML paths must not show it.
@@ -147,7 +145,7 @@ class PrivacyConfig(BaseModel):
     """The validated `privacy:` section. Give exactly one of `profile` and `profiles`."""
 
     model_config = _STRICT
-    neighbours: Neighbours = Neighbours.ADD_REMOVE
+    neighbours: ProtectedChange = ProtectedChange.ADD_REMOVE
     profile: ProfileSection | None = None
     profiles: list[ProfileSection] | None = Field(default=None, min_length=1)
     adversaries: list[AdversarySection] = Field(default_factory=list)

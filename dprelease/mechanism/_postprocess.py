@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from dprelease.accounting import Measurement, StatisticPlan
+from dprelease.mechanism._accounting import Measurement, StatisticAllocation
 from dprelease.spec import (
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
@@ -67,7 +67,7 @@ def _places(post: PostProcessing, moe95: np.ndarray) -> np.ndarray:
         return np.where(moe95 > 0, 1 - np.floor(np.log10(moe95)), np.nan)
 
 
-def sum_decimals(p: StatisticPlan, post: PostProcessing) -> int | None:
+def sum_decimals(p: StatisticAllocation, post: PostProcessing) -> int | None:
     """The decimal places a sum without margins is published with (see the rounding rule)."""
     return post.decimals if post.decimals is not None else noise_decimals(p.measurement.moe95)
 
@@ -105,7 +105,7 @@ def from_noisy(
 
 
 def columns(
-    p: StatisticPlan, measured: Mapping[str, Measured], post: PostProcessing
+    p: StatisticAllocation, measured: Mapping[str, Measured], post: PostProcessing
 ) -> list[pl.Series]:
     """The released columns of one statistic, from its measurements' released values."""
     stat, got = p.statistic, measured[p.measurement.name]
@@ -126,7 +126,7 @@ def columns(
 
 
 def _mean(
-    p: StatisticPlan, measured: Mapping[str, Measured], post: PostProcessing
+    p: StatisticAllocation, measured: Mapping[str, Measured], post: PostProcessing
 ) -> list[pl.Series]:
     """Sum / count, clamped to the bounds; null (and flagged) where the count is ≤ 0, since no
     mean is defined there (the bounds' midpoint would only look like data)."""

@@ -1,0 +1,118 @@
+"""The privacy loss: how much a release may reveal, in a measure and an exact amount.
+
+Why exact rationals: a scope's cap is split into shares (one per month, per statistic, per level)
+that are charged against it over years; in floating point the shares of 1/3 can add up to more
+than the cap. A float is read as the decimal it prints as (0.3 → 3/10): that is what a steward
+wrote in YAML or on the command line.
+
+Why a measure: pure ε-DP (Laplace noise) composes by adding ε; ρ-zCDP (Gaussian noise) composes
+by adding ρ. A loss knows its measure, so amounts of different measures never mix by accident.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+from fractions import Fraction
+
+from dprelease.errors import SpecError
+
+#: What an ε (or ρ) may be given as: 0.5, "1/12", Fraction(1, 12), Decimal("0.1").
+Amount = float | int | Fraction | Decimal | str
+
+
+def exact_positive(value: Amount) -> Fraction:
+    """`value` as an exact rational > 0; ValueError (saying why) for ≤ 0, NaN, inf, non-numbers."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number > 0, got {value!r}")
+    try:
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError
+            exact = Fraction(repr(value))
+        else:
+            exact = Fraction(value)
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+        raise ValueError(f"must be a finite number > 0, got {value!r}") from None
+    if exact <= 0:
+        raise ValueError(f"must be > 0, got {value!r}")
+    return exact
+
+
+def as_fraction(value: Amount, field_name: str = "epsilon") -> Fraction:
+    """An ε given by a user as an exact rational; SpecError naming the field otherwise."""
+    try:
+        exact = exact_positive(value)
+        float(exact)  # the manifest states it as a float too
+    except ValueError as exc:
+        raise SpecError(field_name, f"ε {exc}") from None
+    except OverflowError:
+        raise SpecError(field_name, "ε is too large to state as a number") from None
+    return exact
+
+
+def split_by_weights(total: Fraction, weights: Sequence[Fraction]) -> list[Fraction]:
+    """`total` in shares proportional to `weights`, exactly: the shares sum to `total` with no
+    drift, so sequential composition of the parts never spends more than the whole."""
+    if not weights:
+        raise ValueError("there must be at least one weight")
+    if any(weight <= 0 for weight in weights):
+        raise ValueError("every weight must be > 0")
+    whole = sum(weights, Fraction(0))
+    shares = [total * weight / whole for weight in weights[:-1]]
+    shares.append(total - sum(shares, Fraction(0)))
+    return shares
+
+
+class Measure(StrEnum):
+    """How losses compose: pure ε-DP adds ε, ρ-zCDP adds ρ."""
+
+    PURE = "pure"
+    ZCDP = "zcdp"
+
+    @property
+    def symbol(self) -> str:
+        return "ε" if self is Measure.PURE else "ρ"
+
+
+@dataclass(frozen=True, order=True)
+class PrivacyLoss:
+    """An exact amount of privacy loss in one measure (ε for pure DP, ρ for zCDP)."""
+
+    measure: Measure
+    amount: Fraction
+
+    @classmethod
+    def pure(cls, epsilon: Fraction) -> PrivacyLoss:
+        return cls(Measure.PURE, Fraction(epsilon))
+
+    def __add__(self, other: PrivacyLoss) -> PrivacyLoss:
+        self._same_measure(other)
+        return PrivacyLoss(self.measure, self.amount + other.amount)
+
+    def __mul__(self, factor: Fraction) -> PrivacyLoss:
+        return PrivacyLoss(self.measure, self.amount * factor)
+
+    def split(self, weights: Sequence[Fraction]) -> list[PrivacyLoss]:
+        """Sequential composition in reverse: parts in proportion to `weights`, exactly
+        adding up to this loss."""
+        return [
+            PrivacyLoss(self.measure, share) for share in split_by_weights(self.amount, weights)
+        ]
+
+    @property
+    def epsilon(self) -> Fraction:
+        """The ε of a pure loss (ValueError for another measure: there is no exact ε of a ρ)."""
+        if self.measure is not Measure.PURE:
+            raise ValueError(f"a {self.measure.value} loss has no pure ε")
+        return self.amount
+
+    def _same_measure(self, other: PrivacyLoss) -> None:
+        if other.measure is not self.measure:
+            raise ValueError(f"cannot add a {other.measure.value} loss to a {self.measure.value}")
+
+    def __str__(self) -> str:
+        return f"{self.measure.symbol} = {self.amount}"
