@@ -85,11 +85,11 @@ def _privacy(privacy: PrivacyLike | None) -> PrivacyProfiles | None:
 
 
 @contextmanager
-def _opened(ledger: Ledger | str) -> Iterator[Ledger]:
+def _opened(ledger: Ledger | str | None) -> Iterator[Ledger | None]:
     """The caller's ledger as it is, or an existing ledger by URL (never a new, empty one: a
     mistyped path must not look like a fresh budget; `dp.Ledger(url)` creates one), closed
-    afterwards."""
-    if isinstance(ledger, Ledger):
+    afterwards; None for none."""
+    if ledger is None or isinstance(ledger, Ledger):
         yield ledger
         return
     with Ledger(ledger, mode="existing") as opened:
@@ -98,13 +98,13 @@ def _opened(ledger: Ledger | str) -> Iterator[Ledger]:
 
 def _budget(
     resolved: ResolvedSpec,
-    *,
+    ledger: Ledger | None,
     epsilon: Amount | None,
     cap: Amount | None,
     privacy: PrivacyLike | None,
     scope: str | None,
-    ledger: Ledger | None,
 ) -> Budget:
+    """`decide_budget` on what a Python caller passes (exact ε and cap, a privacy YAML path)."""
     return decide_budget(
         resolved,
         scope=scope,
@@ -143,19 +143,14 @@ def release(
     the input's declared schema raises a typed error before any budget is touched.
     """
     resolved = _resolved(spec)
-    if ledger is None:
-        if scope is not None or force_new:
-            raise ConfigError("ledger", "scope and force_new need a ledger to charge")
-        budget = _budget(
-            resolved, epsilon=epsilon, cap=cap, privacy=privacy, scope=None, ledger=None
-        )
-        drawn = prepare(data, resolved, budget, period=period, engine=engine).draw()
-        return ReleaseResult(drawn.table, drawn.manifest, None, UNRECORDED, charged=False)
+    if ledger is None and (scope is not None or force_new):
+        raise ConfigError("ledger", "scope and force_new need a ledger to charge")
     with _opened(ledger) as book:
-        budget = _budget(
-            resolved, epsilon=epsilon, cap=cap, privacy=privacy, scope=scope, ledger=book
-        )
+        budget = _budget(resolved, book, epsilon, cap, privacy, scope)
         prepared = prepare(data, resolved, budget, period=period, engine=engine)
+        if book is None:
+            drawn = prepared.draw()
+            return ReleaseResult(drawn.table, drawn.manifest, None, UNRECORDED, charged=False)
         recorded = record_release(prepared, ledger=book, force_new=force_new)
     return ReleaseResult(
         recorded.table,
@@ -182,13 +177,6 @@ def plan(
     default: the spec's `target_moe95`) also the smallest ε that meets them, planned at when no
     ε follows from the arguments."""
     resolved = _resolved(spec)
-    if ledger is None:
-        budget = _budget(
-            resolved, epsilon=epsilon, cap=cap, privacy=privacy, scope=scope, ledger=None
-        )
-    else:
-        with _opened(ledger) as book:
-            budget = _budget(
-                resolved, epsilon=epsilon, cap=cap, privacy=privacy, scope=scope, ledger=book
-            )
+    with _opened(ledger) as book:
+        budget = _budget(resolved, book, epsilon, cap, privacy, scope)
     return plan_release(resolved, budget.loss, budget.change, targets=targets)

@@ -37,7 +37,6 @@ from pydantic import (
     model_validator,
 )
 
-from dprelease.files import Location, error_at_path, join_path, read_sections
 from dprelease.budget import _prior_risk as prior_risk
 from dprelease.budget._choice import Adversary, BudgetChoice, choose_budget_for
 from dprelease.budget._profiles import (
@@ -48,6 +47,7 @@ from dprelease.budget._profiles import (
 )
 from dprelease.change import ProtectedChange
 from dprelease.errors import ConfigError
+from dprelease.files import Location, error_at_path, join_path, read_sections
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 # Discriminated unions put the chosen `kind` into error locations; YAML paths must not show it.

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
@@ -17,6 +18,16 @@ from dprelease.loss import exact_positive
 
 if TYPE_CHECKING:
     from dprelease.ledger import Ledger
+
+#: Options `plan` and `release` share.
+SpecOption = Annotated[
+    Path,
+    typer.Option("--spec", help="Spec YAML (`release:`, and `publish:` if it has one)."),
+]
+ReleaseScopeOption = Annotated[
+    str | None,
+    typer.Option("--scope", help="Budget scope (default: publish.scope, else the spec's name)."),
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -12,7 +12,13 @@ from rich.console import Console
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors, open_existing_ledger, parse_epsilon
+from dprelease.cli._common import (
+    ReleaseScopeOption,
+    SpecOption,
+    cli_errors,
+    open_existing_ledger,
+    parse_epsilon,
+)
 from dprelease.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -105,10 +111,7 @@ def _print(planned: ReleasePlan) -> None:
 @app.command("plan")
 @cli_errors
 def plan_command(
-    spec: Annotated[
-        Path,
-        typer.Option("--spec", help="Spec YAML (`release:`, and `publish:` if it has one)."),
-    ],
+    spec: SpecOption,
     epsilon: Annotated[
         str | None,
         typer.Option("--epsilon", help="ε of the release, e.g. 0.25 or 1/4.", show_default=False),
@@ -129,12 +132,7 @@ def plan_command(
             "is the cap in force.",
         ),
     ] = None,
-    scope: Annotated[
-        str | None,
-        typer.Option(
-            "--scope", help="Budget scope (default: publish.scope, else the spec's name)."
-        ),
-    ] = None,
+    scope: ReleaseScopeOption = None,
     target: Annotated[
         list[str] | None,
         typer.Option(

@@ -13,7 +13,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors, parse_epsilon
+from dprelease.cli._common import ReleaseScopeOption, SpecOption, cli_errors, parse_epsilon
 from dprelease.errors import ConfigError, LedgerNotFound
 
 if TYPE_CHECKING:
@@ -85,10 +85,7 @@ def _report(result: Recorded, ledger: Ledger, scope: str) -> None:
 @app.command()
 @cli_errors
 def release(
-    spec: Annotated[
-        Path,
-        typer.Option("--spec", help="Spec YAML (`release:`, and `publish:` if it has one)."),
-    ],
+    spec: SpecOption,
     data: Annotated[Path, typer.Option("--data", help="Confidential input: parquet or CSV.")],
     out: Annotated[Path, typer.Option("--out", help="Directory for the published files.")],
     epsilon: Annotated[
@@ -116,12 +113,7 @@ def release(
             "or .dprelease/ledger.sqlite).",
         ),
     ] = None,
-    scope: Annotated[
-        str | None,
-        typer.Option(
-            "--scope", help="Budget scope (default: publish.scope, else the spec's name)."
-        ),
-    ] = None,
+    scope: ReleaseScopeOption = None,
     cap: Annotated[
         str | None,
         typer.Option(

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dprelease.files import Location, error_at_path, read_sections
 from dprelease.errors import SpecError
+from dprelease.files import Location, error_at_path, read_sections
 from dprelease.spec._domains import FileDomain, read_domain
 from dprelease.spec._levels import Levels
 from dprelease.spec._model import ReleaseSpec
