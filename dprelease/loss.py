@@ -12,6 +12,7 @@ by adding ρ. A loss knows its measure, so amounts of different measures never m
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -59,6 +60,8 @@ def split_by_weights(total: Fraction, weights: Sequence[Fraction]) -> list[Fract
     drift, so sequential composition of the parts never spends more than the whole."""
     if not weights:
         raise ValueError("there must be at least one weight")
+    if any(isinstance(w, bool) or not isinstance(w, numbers.Rational) for w in weights):
+        raise ValueError(f"weights must be exact (ints or Fractions), got {list(weights)!r}")
     if any(weight <= 0 for weight in weights):
         raise ValueError("every weight must be > 0")
     whole = sum(weights, Fraction(0))

@@ -7,13 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
-from dprelease.config import PrivacyConfig, choose_budget, load_privacy_config
+from dprelease.budget import (
+    PrivacyConfig,
+    budget_summary,
+    choose_budget,
+    companion_text,
+    load_privacy_config,
+)
+from dprelease.change import ProtectedChange
 from dprelease.errors import ConfigError, ProfileError
-from dprelease.profile import Neighbours
-from dprelease.report import budget_summary, companion_text
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "case_control.yaml"
+EXAMPLE = ROOT / "examples" / "case_control.yaml"
 PAPER_PROFILE = {"kind": "piecewise_linear", "points": [[0, 10], [1, 2], [10, 5]]}
 
 
@@ -36,7 +42,7 @@ def test_substitute_and_individual_profiles_and_companion() -> None:
             "prior_risk": {"kind": "constant", "r": 4},
         }
     )
-    assert config.neighbours is Neighbours.SUBSTITUTE
+    assert config.neighbours is ProtectedChange.SUBSTITUTE
     choice = choose_budget(config)
     assert choice.profile_index == 1 and choice.argmin_p10 == 5.0
     assert choice.epsilon == pytest.approx(math.log(1.5))

@@ -4,13 +4,13 @@ is validation against it, and manifests stored by earlier versions stay valid.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import FIXTURES, ROOT, make_spec, prepare_release
 from pydantic import ValidationError
 
-from dprelease.manifest import (
+from dprelease.statement import (
     MANIFEST_FORMAT,
     LegacyManifest,
     Manifest,
@@ -18,38 +18,33 @@ from dprelease.manifest import (
     manifest_problems,
     parse_manifest,
 )
-from dprelease.pure_release import release
-from dprelease.spec import parse_spec
 
-ROOT = Path(__file__).resolve().parents[1]
 #: A manifest written by dprelease c888955 (format 1), as a ledger may have stored it.
-LEGACY = ROOT / "tests" / "fixtures" / "manifest_v1.json"
+LEGACY = FIXTURES / "manifest_v1.json"
 
 
 @pytest.fixture(scope="module")
 def manifest() -> dict:
-    loaded = parse_spec(
-        {
-            "name": "t",
-            "source": "t",
-            "privacy_unit": "pid",
-            "max_rows_per_unit": 1,
-            "group_by": [{"column": "g", "domain": {"values": ["a", "b"]}}],
-            "statistics": [
-                {"name": "n", "kind": "count"},
-                {"name": "s", "kind": "sum", "column": "x", "lower": 0, "upper": 9},
-                {"name": "m", "kind": "mean", "column": "x", "lower": 0, "upper": 9},
-            ],
-        }
+    """The manifest of a release drawn from the system CSPRNG (not recorded in a ledger), with
+    the release_id a ledger would give it."""
+    resolved = make_spec(
+        max_rows_per_unit=1,
+        group_by=[{"column": "g", "domain": {"values": ["a", "b"]}}],
+        statistics=[
+            {"name": "n", "kind": "count"},
+            {"name": "s", "kind": "sum", "column": "x", "lower": 0, "upper": 9},
+            {"name": "m", "kind": "mean", "column": "x", "lower": 0, "upper": 9},
+        ],
     )
     df = pl.DataFrame({"pid": [1, 2], "g": ["a", "b"], "x": [1.0, 2.0]})
-    return {**release(df, loaded, 1.0).manifest, "release_id": "t/-"}
+    drawn = prepare_release(df, resolved, 1.0).draw()
+    return {**drawn.manifest.to_json_dict(), "release_id": "t/-"}
 
 
 def test_the_published_schema_is_the_models() -> None:
     committed = (ROOT / "docs" / "manifest.schema.json").read_text()
     assert committed == json_schema(), (
-        "docs/manifest.schema.json is stale: python -m dprelease.manifest > "
+        "docs/manifest.schema.json is stale: python -m dprelease.statement > "
         "docs/manifest.schema.json"
     )
 
@@ -72,7 +67,9 @@ def test_a_release_manifest_is_a_valid_versioned_model(manifest: dict) -> None:
         (lambda m: m["statistics"][0].pop("moe95"), "statistics.0.count.moe95: Field required"),
         (lambda m: m.update(surprise=1), "surprise: Extra inputs are not permitted"),
         (lambda m: m.update(release_id=None), "missing release_id"),
-        (lambda m: m.update(noise_source=None), "missing noise_source"),
+        # a manifest exists only once its noise is drawn: it must say from which source
+        (lambda m: m.pop("noise_source"), "noise_source: Field required"),
+        (lambda m: m.update(noise_source=None), "noise_source: Input should be"),
         (lambda m: m["noise_source"].update(private=False), "noise source is seeded"),
     ],
 )
@@ -90,6 +87,9 @@ def test_a_manifest_of_the_earlier_format_stays_valid() -> None:
     assert "format" not in stored and "ci95_halfwidth" in stored["statistics"][0]
     assert isinstance(parse_manifest(stored), LegacyManifest)
     assert manifest_problems(stored) == []
+    # only format 1 could lack a noise source; it is still not publishable then
+    unsourced = {**stored, "noise_source": None}
+    assert manifest_problems(unsourced) == ["missing noise_source: no noise was drawn"]
     stored["statistics"][1].pop("ci95_halfwidth")
     assert manifest_problems(stored) == [
         "statistics.1.measurements.0.ci95_halfwidth: Field required"

@@ -16,18 +16,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from conftest import ZERO, allocation_of, prepare_release
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import dprelease as dp
-from dprelease import margins as margins_module
-from dprelease.accounting import plan_release
+from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
-from dprelease.manifest import Manifest
+from dprelease.mechanism import _consistency, _margins, _rounding
 from dprelease.noise import NoiseSource
-from dprelease.profile import Neighbours
-from dprelease.pure_release import prepare
 from dprelease.spec import LEVEL_COLUMN, parse_spec
+from dprelease.statement import Manifest
+from dprelease.statement._manifest import CountEntry, LevelMeasurementEntry, MeanEntry, SumEntry
 
 REGIONS = ["r0", "r1", "r2"]
 #: A joint region × clinic domain, regions of 1, 2 and 3 clinics.
@@ -67,7 +67,16 @@ def seeded(seed: int) -> dict[str, Any]:
     return {"noise": NoiseSource.seeded_for_tests(seed), "allow_unsafe_noise": True}
 
 
-def level_blocks(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
+def levels_of(manifest: Manifest) -> dict[str, list[LevelMeasurementEntry]]:
+    """What the manifest states of every level of each count and sum."""
+    return {
+        entry.name: entry.levels or []
+        for entry in manifest.statistics
+        if not isinstance(entry, MeanEntry)
+    }
+
+
+def blocks_by_level(table: pl.DataFrame) -> dict[str, pl.DataFrame]:
     return {level: block for (level,), block in table.group_by(LEVEL_COLUMN, maintain_order=True)}
 
 
@@ -113,8 +122,8 @@ def test_three_crossed_margins_are_refused_two_chains_are_not() -> None:
 def test_no_margins_is_the_same_spec_and_hash_as_before() -> None:
     plain = parse_spec(spec(margins=None))
     assert parse_spec(spec(margins=[])).spec == plain.spec
-    assert parse_spec(spec(margins=[])).hash() == plain.hash()
-    assert parse_spec(spec()).hash() != plain.hash()
+    assert parse_spec(spec(margins=[])).hash == plain.hash
+    assert parse_spec(spec()).hash != plain.hash
     assert "margins" not in plain.spec.canonical_json()
 
 
@@ -122,15 +131,14 @@ def test_no_margins_is_the_same_spec_and_hash_as_before() -> None:
 
 
 def test_each_level_gets_its_share_with_the_statistics_sensitivity() -> None:
-    loaded = parse_spec(spec(level_weights=[2, 1, 1]))
-    planned = plan_release(loaded.spec, Fraction(1, 3), Neighbours.ADD_REMOVE)
+    planned = allocation_of(parse_spec(spec(level_weights=[2, 1, 1])), Fraction(1, 3))
     count = planned.measurements[0]
     assert [level.epsilon for level in count.levels] == [
         Fraction(1, 12),
         Fraction(1, 24),
         Fraction(1, 24),
     ]
-    assert count.epsilon_spent == Fraction(1, 6)  # half of ε, split 2:1:1 over the levels
+    assert count.loss_spent.epsilon == Fraction(1, 6)  # half of ε, split 2:1:1 over the levels
     assert {level.sensitivity_units for level in count.levels} == {1}
     assert [m.columns for m in count.margins] == [("region",), ()]
     # every level's noise spends at most its share
@@ -140,8 +148,8 @@ def test_each_level_gets_its_share_with_the_statistics_sensitivity() -> None:
 
 
 def test_the_grand_total_keeps_the_smaller_ungrouped_sensitivity_under_substitution() -> None:
-    loaded = parse_spec(spec(neighbours="substitute", privacy_unit="pid", max_rows_per_unit=3))
-    count, total = plan_release(loaded.spec, Fraction(1), Neighbours.SUBSTITUTE).measurements
+    resolved = parse_spec(spec(neighbours="substitute", privacy_unit="pid", max_rows_per_unit=3))
+    count, total = allocation_of(resolved, Fraction(1), ProtectedChange.SUBSTITUTE).measurements
     assert [level.sensitivity_units for level in count.levels] == [6, 6, 3]
     assert "×2" not in count.margins[1].derivation
     # a sum's granularity is the finest of its levels' automatic ones: every level keeps 2^20
@@ -157,7 +165,7 @@ def test_one_table_holds_every_level_with_nulls_where_a_level_aggregates() -> No
     table = result.table
     assert table.columns[:3] == [LEVEL_COLUMN, "region", "age"]
     assert table.schema["age"] == pl.Int64 and table.height == 6 + 3 + 1
-    blocks = level_blocks(table)
+    blocks = blocks_by_level(table)
     assert list(blocks) == ["region,age", "region", "total"]
     assert blocks["region"]["region"].to_list() == REGIONS
     assert blocks["region"]["age"].null_count() == 3
@@ -182,7 +190,7 @@ def test_a_joint_domain_releases_its_regions(tmp_path: Path) -> None:
     )
     data = pl.DataFrame({"region": ["r2"] * 5, "clinic": ["c4"] * 5})
     result = dp.release(data, tmp_path / "spec.yaml", epsilon=1)
-    blocks = level_blocks(result.table)
+    blocks = blocks_by_level(result.table)
     assert blocks["region,clinic"].select("region", "clinic").rows() == CLINICS
     assert blocks["region"]["region"].to_list() == ["r0", "r1", "r2"]
 
@@ -191,7 +199,7 @@ def assert_additive(table: pl.DataFrame, keys: list[str], value: str, places: in
     """Every margin row equals the sum of its released cells exactly, in units of 10^-places
     (integers for counts)."""
     units = (pl.col(value) * 10.0**places).round(0).cast(pl.Int64).alias("__units")
-    blocks = list(level_blocks(table.with_columns(units)).values())
+    blocks = list(blocks_by_level(table.with_columns(units)).values())
     cells = blocks[0]
     for block in blocks[1:]:
         kept = [column for column in keys if block[column].null_count() == 0]
@@ -256,20 +264,20 @@ def test_every_level_is_the_exact_sum_of_its_released_cells(
     drawn: dict[str, Any], epsilon: float, size: int, seed: int
 ) -> None:
     try:
-        loaded = parse_spec(drawn)
+        resolved = parse_spec(drawn)
     except SpecError:  # three crossed margins: refused, tested above
         assume(False)
     rng = np.random.default_rng(seed)
     keys = {g["column"]: rng.choice(g["domain"]["values"], size) for g in drawn["group_by"]}
     data = pl.DataFrame({**keys, "v": rng.uniform(-8, 12, size)})
-    result = prepare(data, loaded, epsilon).run(**seeded(seed))
-    Manifest.model_validate(result.manifest)
-    stated = {s["name"]: s for s in result.manifest["statistics"]}
-    key_columns = loaded.spec.key_columns
+    result = prepare_release(data, resolved, epsilon).draw(**seeded(seed))
+    manifest = Manifest.model_validate(result.manifest.to_json_dict())
+    stated = {s.name: s for s in manifest.statistics}
+    key_columns = resolved.spec.key_columns
     assert_additive(result.table, key_columns, "n", 0)
     if "s" in stated:
-        assert_additive(result.table, key_columns, "s", stated["s"]["decimals"])
-    assert result.manifest["margins"]["fallbacks"] == []
+        assert_additive(result.table, key_columns, "s", stated["s"].decimals)
+    assert manifest.margins is not None and manifest.margins.fallbacks == []
 
 
 LINEAR = {"nonnegative": False, "decimals": 6}  # the unbiased linear estimate, finely rounded
@@ -277,10 +285,9 @@ LINEAR = {"nonnegative": False, "decimals": 6}  # the unbiased linear estimate, 
 
 def releases(prepared: Any, n: int, seed: int) -> list[pl.DataFrame]:
     source = NoiseSource.seeded_for_tests(seed)
-    return [prepared.run(source, allow_unsafe_noise=True).table for _ in range(n)]
+    return [prepared.draw(source, allow_unsafe_noise=True).table for _ in range(n)]
 
 
-@pytest.mark.slow
 def test_the_linear_estimate_is_unbiased_and_its_margins_cover_95_percent() -> None:
     """500 seeded releases of counts and sums with margins, against the truth (a release with
     zero noise). Per row, the mean error is within 4 standard errors of 0 (20 rows: false alarm
@@ -291,8 +298,8 @@ def test_the_linear_estimate_is_unbiased_and_its_margins_cover_95_percent() -> N
     Rows of one release are correlated through the margins, so coverage is not a binomial count
     over rows: the test takes each release's fraction and their spread across releases, which
     are independent (for the one-row total it is the binomial test's normal form)."""
-    prepared = prepare(rows(300, 1), parse_spec(spec(postprocess=LINEAR)), 1)
-    truth = prepared.run(NoiseSource.zero_for_tests(), allow_unsafe_noise=True).table
+    prepared = prepare_release(rows(300, 1), parse_spec(spec(postprocess=LINEAR)), 1)
+    truth = prepared.draw(ZERO(), allow_unsafe_noise=True).table
     tables = releases(prepared, 500, seed=11)
     levels = truth.get_column(LEVEL_COLUMN).to_numpy()
     for name in ("n", "cost"):
@@ -313,18 +320,19 @@ def test_nonnegativity_lifts_sparse_totals_as_the_manifest_says() -> None:
     empty input the grand total's mean error is positive (z > 4; the bias is ~5 standard errors
     per release, so a correct implementation fails with probability below 1e-9), and the
     manifest says so."""
-    prepared = prepare(rows(0, 1), parse_spec(spec()), 1)
+    prepared = prepare_release(rows(0, 1), parse_spec(spec()), 1)
     totals = [t.get_column("n")[-1] for t in releases(prepared, 100, seed=12)]
     assert np.mean(totals) > 4 * np.std(totals, ddof=1) / np.sqrt(len(totals))
     assert min(totals) >= 0
-    assert "81%" in prepared.manifest["margins"]["nonnegative"]
+    assert prepared.manifest.margins is not None
+    assert "81%" in (prepared.manifest.margins.nonnegative or "")
 
 
 # --------------------------------------------------------------------------- after the noise
 
 
 def test_the_manifest_states_before_the_noise_what_the_release_states_after() -> None:
-    prepared = prepare(
+    prepared = prepare_release(
         rows(200, 2),
         parse_spec(
             spec(
@@ -336,12 +344,17 @@ def test_the_manifest_states_before_the_noise_what_the_release_states_after() ->
         ),
         1,
     )
-    result = prepared.run(**seeded(3))
-    assert {**result.manifest, "noise_source": None} == prepared.manifest
-    count, mean = result.manifest["statistics"]
-    assert [level["max_shift"] for level in count["levels"]] == [1.0, 1.0, 1.0]
-    (own,) = mean["measurements"]  # the mean divides its own sum (never rounded) by n
-    assert [level["max_shift"] for level in own["levels"]] == [None, None, None]
+    result = prepared.draw(**seeded(3))
+    # all but the noise source (the prepared manifest states the system CSPRNG)
+    assert result.manifest.noise_source != prepared.manifest.noise_source
+    assert result.manifest.model_copy(update={"noise_source": None}) == (
+        prepared.manifest.model_copy(update={"noise_source": None})
+    )
+    count, mean = result.manifest.statistics
+    assert isinstance(count, CountEntry) and isinstance(mean, MeanEntry)
+    assert [level.max_shift for level in count.levels or []] == [1.0, 1.0, 1.0]
+    (own,) = mean.measurements  # the mean divides its own sum (never rounded) by n
+    assert [level.max_shift for level in own.levels or []] == [None, None, None]
 
 
 @pytest.mark.parametrize(
@@ -358,14 +371,16 @@ def test_a_nonnegative_solve_that_fails_releases_the_linear_estimate_and_says_so
         raise failure
 
     data = rows(100, 3)
-    linear = prepare(data, parse_spec(spec(postprocess={"nonnegative": False})), 1).run(**seeded(4))
-    monkeypatch.setattr(margins_module, "consistent_nonnegative", fails)
-    fell_back = prepare(data, parse_spec(spec()), 1).run(**seeded(4))
+    linear_spec = parse_spec(spec(postprocess={"nonnegative": False}))
+    linear = prepare_release(data, linear_spec, 1).draw(**seeded(4))
+    monkeypatch.setattr(_consistency, "consistent_nonnegative", fails)
+    fell_back = prepare_release(data, parse_spec(spec()), 1).draw(**seeded(4))
     assert fell_back.table.equals(linear.table)  # the same noise, the linear estimate
-    notes = fell_back.manifest["margins"]["fallbacks"]
+    manifest = Manifest.model_validate(fell_back.manifest.to_json_dict())
+    assert manifest.margins is not None
+    notes = manifest.margins.fallbacks
     assert [note.split(":")[0] for note in notes] == ["n", "cost"]
     assert "unconstrained estimate is released" in notes[0]
-    Manifest.model_validate(fell_back.manifest)
 
 
 def test_a_rounding_that_fails_rounds_to_nearest_and_states_its_shift(
@@ -374,24 +389,27 @@ def test_a_rounding_that_fails_rounds_to_nearest_and_states_its_shift(
     def fails(*args: Any) -> None:
         raise RuntimeError("integer rounding failed")
 
-    loaded = parse_spec(spec(postprocess={"nonnegative": False}))
-    prepared = prepare(rows(100, 3), loaded, 0.05)
-    planned = {s["name"]: s for s in prepared.manifest["statistics"]}
-    monkeypatch.setattr(margins_module, "round_additive", fails)
-    result = prepared.run(**seeded(5))
-    assert len(result.manifest["margins"]["fallbacks"]) == 2
-    stated = {s["name"]: s for s in result.manifest["statistics"]}
+    resolved = parse_spec(spec(postprocess={"nonnegative": False}))
+    prepared = prepare_release(rows(100, 3), resolved, 0.05)
+    planned = levels_of(prepared.manifest)
+    monkeypatch.setattr(_rounding, "round_additive", fails)
+    result = prepared.draw(**seeded(5))
+    manifest = Manifest.model_validate(result.manifest.to_json_dict())
+    assert manifest.margins is not None and len(manifest.margins.fallbacks) == 2
+    stated = levels_of(manifest)
+    cost = next(s for s in manifest.statistics if s.name == "cost")
+    assert isinstance(cost, SumEntry)
     assert_additive(result.table, ["region", "age"], "n", 0)
-    assert_additive(result.table, ["region", "age"], "cost", stated["cost"]["decimals"])
+    assert_additive(result.table, ["region", "age"], "cost", cost.decimals)
     for name in ("n", "cost"):
-        shifts = [level["max_shift"] for level in stated[name]["levels"]]
-        assert shifts[0] == planned[name]["levels"][0]["max_shift"]  # cells: nearest, < 1 unit
-        total = stated[name]["levels"][2]
-        assert total["max_shift"] >= planned[name]["levels"][2]["max_shift"]
-        assert total["moe95"] >= planned[name]["levels"][2]["moe95"]  # widened by the shift
+        shifts = [level.max_shift for level in stated[name]]
+        assert shifts[0] == planned[name][0].max_shift  # cells: nearest, < 1 unit
+        total = stated[name][2]
+        assert total.max_shift is not None and planned[name][2].max_shift is not None
+        assert total.max_shift >= planned[name][2].max_shift
+        assert total.moe95 >= planned[name][2].moe95  # widened by the shift
         if name == "n":  # the published column says what the manifest says
-            assert result.table.get_column("n_moe95")[-1] == total["moe95"]
-    Manifest.model_validate(result.manifest)
+            assert result.table.get_column("n_moe95")[-1] == total.moe95
 
 
 def test_epsilon_is_charged_once_whatever_the_number_of_levels(tmp_path: Path) -> None:
@@ -419,7 +437,7 @@ def test_margins_of_large_fine_sums_add_up_instead_of_wrapping_around() -> None:
     """4000 in each of 3000 cells at 12 decimals: the grand total is 1.2·10^19 units of 10^-12,
     past int64. Every level is rounded in floats then, and still adds up: no wrap-around and no
     numpy warning (a warning made an error would fail the release after its noise was drawn)."""
-    loaded = parse_spec(
+    resolved = parse_spec(
         {
             "name": "big",
             "source": "x",
@@ -436,7 +454,7 @@ def test_margins_of_large_fine_sums_add_up_instead_of_wrapping_around() -> None:
     data = data.with_columns(v=pl.lit(4000.0))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = prepare(data, loaded, 1000).run(
+        result = prepare_release(data, resolved, 1000).draw(
             NoiseSource.seeded_for_tests(1), allow_unsafe_noise=True
         )
     by_level = {
@@ -450,13 +468,13 @@ def test_margins_of_large_fine_sums_add_up_instead_of_wrapping_around() -> None:
 
 
 def test_counts_beyond_int64_saturate_and_say_so() -> None:
-    outcome = margins_module.Outcome()
+    outcome = _margins.Outcome()
     values = np.array([1.0, -3.0, 2.0**63, -(2.0**64)])
-    converted = margins_module._as_int64(values, "n", outcome)
+    converted = _margins._as_int64(values, "n", outcome)
     assert converted.tolist() == [1, -3, 2**62, -(2**62)]
     assert outcome.fallbacks == [
         "n: noisy counts beyond ±2^62 were saturated there (the noise scale is far beyond any "
         "useful release)"
     ]
-    assert margins_module._as_int64(values[:2], "n", outcome).dtype == np.int64
+    assert _margins._as_int64(values[:2], "n", outcome).dtype == np.int64
     assert len(outcome.fallbacks) == 1

@@ -8,13 +8,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dprelease.errors import ConfigError
-from dprelease.prior_risk import (
+from dprelease.budget import (
     ConstantRelativeRisk,
     FloorRelativeRiskFixedP,
     FloorRelativeRiskFixedQ,
     theorem2_epsilon,
 )
+from dprelease.errors import ConfigError
 
 
 def theorem2_as_written(p: float, q: float, rstar: float) -> float:

@@ -11,20 +11,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dprelease.errors import ConfigError, ProfileError
-from dprelease.profile import (
+from dprelease.budget import (
     Adversary,
     ConstantProfile,
-    Neighbours,
     PiecewiseLinearProfile,
     StepProfile,
     cap_from_profile,
     choose_budget_for,
+    epsilon_for_bound,
     epsilon_min,
     group_privacy,
     prior_odds_ratio,
     round_down,
 )
+from dprelease.change import ProtectedChange
+from dprelease.errors import ConfigError, ProfileError
 
 PAPER = PiecewiseLinearProfile([[0, 10], [1, 2], [10, 5]])
 
@@ -48,8 +49,8 @@ def test_paper_prevalence_adversary_has_p10_799_and_bound_5() -> None:
 
 
 def test_substitute_neighbours_give_log_two() -> None:
-    assert epsilon_min(PAPER, Neighbours.SUBSTITUTE).epsilon == pytest.approx(math.log(2))
-    rows = group_privacy(math.log(2), Neighbours.SUBSTITUTE)
+    assert epsilon_min(PAPER, ProtectedChange.SUBSTITUTE).epsilon == pytest.approx(math.log(2))
+    rows = group_privacy(math.log(2), ProtectedChange.SUBSTITUTE)
     assert [row.odds_factor for row in rows] == pytest.approx([2, 4, 8, 16, 32])
 
 
@@ -210,22 +211,22 @@ def linear_profiles(draw: st.DrawFn) -> list[list[float]]:
 def test_epsilon_min_is_below_epsilon_at_every_p10(
     points: list[list[float]], p10: float, substitute: bool
 ) -> None:
-    neighbours = Neighbours.SUBSTITUTE if substitute else Neighbours.ADD_REMOVE
+    change = ProtectedChange.SUBSTITUTE if substitute else ProtectedChange.ADD_REMOVE
     for profile in (PiecewiseLinearProfile(points), StepProfile(points)):
-        at_p10 = float(neighbours.epsilon_for_bound(profile.bound(p10)))
-        assert epsilon_min(profile, neighbours).epsilon <= at_p10
+        at_p10 = float(epsilon_for_bound(change, profile.bound(p10)))
+        assert epsilon_min(profile, change).epsilon <= at_p10
 
 
 @given(linear_profiles(), st.booleans())
 def test_epsilon_min_is_attained_at_its_p10(points: list[list[float]], substitute: bool) -> None:
     """A lower bound alone would pass for ε_min ≡ 0: ε_min must also be reached (or approached
     as P10 → 0⁺) at the P10 it reports, and equal ε at the profile's lowest point."""
-    neighbours = Neighbours.SUBSTITUTE if substitute else Neighbours.ADD_REMOVE
+    change = ProtectedChange.SUBSTITUTE if substitute else ProtectedChange.ADD_REMOVE
     lowest_bound = min(bound for _, bound in points)
     for profile in (PiecewiseLinearProfile(points), StepProfile(points)):
-        lowest = epsilon_min(profile, neighbours)
+        lowest = epsilon_min(profile, change)
         assert lowest.bound == lowest_bound
-        assert lowest.epsilon == float(neighbours.epsilon_for_bound(lowest_bound))
+        assert lowest.epsilon == float(epsilon_for_bound(change, lowest_bound))
         assert float(profile.bound(lowest.p10)) == pytest.approx(lowest_bound, rel=1e-12)
 
 

@@ -7,37 +7,20 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from conftest import BASE_SPEC, make_spec
 
 from dprelease.errors import SpecError
 from dprelease.spec import load_spec, parse_spec
 
 
-def base_spec(**overrides: object) -> dict:
-    spec: dict = {
-        "name": "visits",
-        "source": "visits",
-        "privacy_unit": "patient_id",
-        "max_rows_per_unit": 3,
-        "group_by": [{"column": "region", "domain": {"values": ["north", "south"]}}],
-        "statistics": [
-            {"name": "n", "kind": "count"},
-            {"name": "cost", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
-        ],
-    }
-    spec.update(overrides)
-    return spec
-
-
 def test_valid_spec_resolves_domains_and_grid() -> None:
-    loaded = parse_spec(
-        base_spec(
-            group_by=[
-                {"column": "region", "domain": {"values": ["north", "south"]}},
-                {"column": "age", "domain": {"min": 1, "max": 3}},
-            ]
-        )
+    resolved = make_spec(
+        group_by=[
+            {"column": "region", "domain": {"values": ["north", "south"]}},
+            {"column": "age", "domain": {"min": 1, "max": 3}},
+        ]
     )
-    grid = loaded.key_grid()
+    grid = resolved.key_grid
     assert grid.columns == ["region", "age"]
     assert grid.rows() == [
         ("north", 1),
@@ -51,31 +34,32 @@ def test_valid_spec_resolves_domains_and_grid() -> None:
 
 def test_keys_file_domain(tmp_path: Path) -> None:
     pl.DataFrame({"clinic": ["a", "b", "c"]}).write_csv(tmp_path / "clinics.csv")
-    loaded = parse_spec(
-        base_spec(group_by=[{"column": "clinic", "domain": {"file": "clinics.csv"}}]),
+    resolved = parse_spec(
+        {**BASE_SPEC, "group_by": [{"column": "clinic", "domain": {"file": "clinics.csv"}}]},
         base_dir=tmp_path,
     )
-    assert loaded.domains[0].get_column("clinic").to_list() == ["a", "b", "c"]
+    assert resolved.domains[0].get_column("clinic").to_list() == ["a", "b", "c"]
 
 
 def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
     pl.DataFrame({"region": ["n", "n", "s"], "clinic": ["n1", "n2", "s1"]}).write_csv(
         tmp_path / "clinics.csv"
     )
-    loaded = parse_spec(
-        base_spec(
-            group_by=[
+    resolved = parse_spec(
+        {
+            **BASE_SPEC,
+            "group_by": [
                 {"column": "sex", "domain": {"values": ["F", "M"]}},
                 {"columns": ["region", "clinic"], "domain": {"file": "clinics.csv"}},
-            ]
-        ),
+            ],
+        },
         base_dir=tmp_path,
     )
-    assert loaded.spec.key_columns == ["sex", "region", "clinic"]
-    assert loaded.key_grid().rows()[:3] == [("F", "n", "n1"), ("F", "n", "n2"), ("F", "s", "s1")]
-    assert loaded.key_grid().height == 6
+    assert resolved.spec.key_columns == ["sex", "region", "clinic"]
+    assert resolved.key_grid.rows()[:3] == [("F", "n", "n1"), ("F", "n", "n2"), ("F", "s", "s1")]
+    assert resolved.key_grid.height == 6
     with pytest.raises(SpecError, match=r"group_by\[0\]: .*keys file"):
-        parse_spec(base_spec(group_by=[{"columns": ["a", "b"], "domain": {"values": [1]}}]))
+        make_spec(group_by=[{"columns": ["a", "b"], "domain": {"values": [1]}}])
 
 
 @pytest.mark.parametrize(
@@ -193,17 +177,17 @@ def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
 )
 def test_bad_spec_names_the_field(overrides: dict, path: str, words: str) -> None:
     with pytest.raises(SpecError) as info:
-        parse_spec(base_spec(**overrides))
+        make_spec(**overrides)
     assert info.value.path == path
     assert words in str(info.value)
 
 
 def test_keys_file_errors_name_the_field(tmp_path: Path) -> None:
     pl.DataFrame({"clinic": ["a", "a"]}).write_csv(tmp_path / "dupes.csv")
-    spec = base_spec(group_by=[{"column": "clinic", "domain": {"file": "dupes.csv"}}])
+    spec = {**BASE_SPEC, "group_by": [{"column": "clinic", "domain": {"file": "dupes.csv"}}]}
     with pytest.raises(SpecError, match=r"group_by\[0\]\.domain\.file: duplicate key 'a'"):
         parse_spec(spec, base_dir=tmp_path)
-    spec = base_spec(group_by=[{"column": "clinic", "domain": {"file": "missing.csv"}}])
+    spec = {**BASE_SPEC, "group_by": [{"column": "clinic", "domain": {"file": "missing.csv"}}]}
     with pytest.raises(SpecError, match=r"group_by\[0\]\.domain\.file: .*not found"):
         parse_spec(spec, base_dir=tmp_path)
 
@@ -220,17 +204,17 @@ def test_load_spec_file_errors(tmp_path: Path) -> None:
     bad.write_text("release:\n  name: x\n   source: y\n")
     with pytest.raises(SpecError, match=r"bad\.yaml: YAML syntax error at line 3, column 10"):
         load_spec(bad)
-    bad.write_text(yaml.safe_dump({"release": base_spec(statistics=[{"name": "n"}])}))
+    bad.write_text(yaml.safe_dump({"release": {**BASE_SPEC, "statistics": [{"name": "n"}]}}))
     with pytest.raises(SpecError, match=r"^release\.statistics\[0\]\.kind: required$"):
         load_spec(bad)
 
 
 def test_spec_hash_depends_on_spec_and_domains_not_on_epsilon() -> None:
-    a = parse_spec(base_spec())
-    b = parse_spec(base_spec(max_rows_per_unit=4))
-    c = parse_spec(base_spec(group_by=[{"column": "region", "domain": {"values": ["north"]}}]))
-    assert a.hash() == parse_spec(base_spec()).hash()
-    assert len({a.hash(), b.hash(), c.hash()}) == 3
+    a = make_spec()
+    b = make_spec(max_rows_per_unit=4)
+    c = make_spec(group_by=[{"column": "region", "domain": {"values": ["n"]}}])
+    assert a.hash == make_spec().hash
+    assert len({a.hash, b.hash, c.hash}) == 3
 
 
 @pytest.mark.parametrize(
@@ -280,4 +264,4 @@ def test_spec_hash_depends_on_spec_and_domains_not_on_epsilon() -> None:
 def test_a_spec_keeps_the_hash_it_was_released_under(spec: dict, released_hash: str) -> None:
     """The hashes dprelease c888955 computed for these specs (with target_ci95/ci95_columns,
     before the discriminated union): a slot released then re-runs without SpecChanged."""
-    assert parse_spec(spec).hash() == released_hash
+    assert parse_spec(spec).hash == released_hash
