@@ -25,18 +25,19 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from conftest import prepare_release
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dprelease.engines import ExactAggregates
-from dprelease.engines import polars as engine_module
-from dprelease.engines.polars import PolarsEngine
 from dprelease.errors import DataError
-from dprelease.pure_release import prepare
-from dprelease.spec import LoadedSpec, Month, parse_spec
+from dprelease.mechanism.engines import ExactAggregates
+from dprelease.mechanism.engines import polars as engine_module
+from dprelease.mechanism.engines.polars import PolarsEngine
+from dprelease.period import Period
+from dprelease.spec import ResolvedSpec, parse_spec
 
 REGIONS = ["a", "b", "c"]
-MONTH = Month(2024, 3)
+MONTH = Period(2024, 3)
 
 
 def spec(grouped: bool = True, **bounds: int) -> dict[str, Any]:
@@ -112,9 +113,9 @@ def frame(data: list[dict[str, Any]], unit: pl.DataType) -> pl.DataFrame:
     return pl.DataFrame(data, schema=schema).with_columns(pl.col("day").str.to_date())
 
 
-def aggregates(engine: PolarsEngine, data: object, loaded: LoadedSpec, salt: int) -> dict:
+def aggregates(engine: PolarsEngine, data: object, loaded: ResolvedSpec, salt: int) -> dict:
     """The exact aggregates, and the private input summary computed in the same pass."""
-    plan = prepare(data, loaded, 1.0, period="2024-03").plan
+    plan = prepare_release(data, loaded, 1.0, period="2024-03").allocation
     result: ExactAggregates = engine.aggregate(data, loaded, plan, MONTH, salt)
     for series in result.values.values():
         assert series.dtype == pl.Int128
@@ -269,7 +270,7 @@ def test_temporary_files_are_removed_when_the_aggregation_fails(
     table = frame([{"pid": i % 5, "region": "a", "age": 0, "v": 1.0, "day": "2024-03-01"}
                    for i in range(20)], pl.Int64())  # fmt: skip
     loaded = parse_spec(spec(max_rows_per_unit=2))
-    plan = prepare(table, loaded, 1.0, period="2024-03").plan
+    plan = prepare_release(table, loaded, 1.0, period="2024-03").allocation
     written: list[Path] = []
 
     def broken(source: Path, **kwargs: Any) -> pl.LazyFrame:
@@ -285,8 +286,9 @@ def test_temporary_files_are_removed_when_the_aggregation_fails(
 
 PEAK_CHILD = """
 import sys
-from dprelease.engines.polars import PolarsEngine
-from dprelease.pure_release import prepare
+from fractions import Fraction
+from dprelease.mechanism.engines.polars import PolarsEngine
+from dprelease.publish import decide_budget, prepare
 from dprelease.spec import parse_spec
 
 def kib(field):
@@ -302,14 +304,13 @@ loaded = parse_spec({
         {"name": "v", "kind": "sum", "column": "v", "lower": 0, "upper": 1},
     ],
 })
-plan = prepare(path, loaded, 1.0).plan
+plan = prepare(path, loaded, decide_budget(loaded, epsilon=Fraction(1))).allocation
 before = kib("VmRSS")
 PolarsEngine(rows_per_partition=rows // 40).aggregate(path, loaded, plan, None, salt=1)
 print(kib("VmHWM") - before)
 """
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM (Linux)")
 def test_peak_memory_of_a_partitioned_aggregation_does_not_hold_the_rows(tmp_path: Path) -> None:
     """12·10^6 rows in 40 partitions: the aggregation's peak memory (VmHWM of a fresh process,

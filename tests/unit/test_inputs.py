@@ -11,13 +11,12 @@ import pandas as pd
 import polars as pl
 import pytest
 import yaml
+from conftest import exact_table, prepare_release
 from typer.testing import CliRunner
 
 from dprelease.cli import app
 from dprelease.errors import InputError
-from dprelease.noise import NoiseSource
-from dprelease.pure_release import prepare, release
-from dprelease.spec import parse_spec
+from dprelease.spec import ResolvedSpec, parse_spec
 
 SPEC_YAML = """\
 release:
@@ -31,7 +30,7 @@ release:
 ROWS = pl.DataFrame({"pid": [1, 2], "age": [1, 2], "x": [1.0, 2.0]})
 
 
-def loaded():
+def loaded() -> ResolvedSpec:
     return parse_spec(yaml.safe_load(SPEC_YAML)["release"])
 
 
@@ -54,7 +53,7 @@ def test_an_unsupported_file_format_names_the_input(tmp_path: Path) -> None:
     result = cli(tmp_path, tmp_path / "data.json")
     refused(result, tmp_path, f"input '{tmp_path / 'data.json'}': not a format dprelease reads")
     with pytest.raises(InputError, match="input 'dict'"):
-        prepare({"pid": [1]}, loaded(), 1.0)
+        prepare_release({"pid": [1]}, loaded(), 1.0)
 
 
 def test_a_directory_is_read_as_a_parquet_dataset(tmp_path: Path) -> None:
@@ -68,7 +67,7 @@ def test_a_directory_is_read_as_a_parquet_dataset(tmp_path: Path) -> None:
         (hive / f"age={age}").mkdir(parents=True)
         ROWS.filter(pl.col("age") == age).drop("age").write_parquet(hive / f"age={age}/0.parquet")
     for directory in (flat, hive):
-        counts = release(directory, loaded(), 1.0).table.get_column("n")
+        counts = prepare_release(directory, loaded(), 1.0).draw().table.get_column("n")
         assert counts.len() == 3
 
 
@@ -92,7 +91,7 @@ def test_a_header_only_csv_is_an_empty_input(
 ) -> None:
     (tmp_path / "empty.csv").write_text("pid,age,x\n")
     with caplog.at_level(logging.WARNING, logger="dprelease.operator"):
-        table = release(tmp_path / "empty.csv", loaded(), 1.0).table
+        table = prepare_release(tmp_path / "empty.csv", loaded(), 1.0).draw().table
     assert table.height == 3
     assert ["the input has no rows" in r.getMessage() for r in caplog.records] == [True]
     assert cli(tmp_path, tmp_path / "empty.csv").exit_code == 0
@@ -102,7 +101,4 @@ def test_integer_codes_stored_as_floats_are_integer_keys() -> None:
     """Survey files store codes 1–5 as floats: 2.0 is the key 2; 1.5 is outside the domain."""
     codes = pd.DataFrame({"pid": [1, 2, 3, 4, 5], "age": [1.0, 2.0, 2.0, 3.0, 1.5], "x": 1.0})
     assert codes["age"].dtype == float
-    table = release(
-        codes, loaded(), 1.0, noise=NoiseSource.zero_for_tests(), allow_unsafe_noise=True
-    )
-    assert table.table.get_column("n").to_list() == [1, 2, 1]
+    assert exact_table(codes, loaded(), 1.0).get_column("n").to_list() == [1, 2, 1]

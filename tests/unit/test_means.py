@@ -4,46 +4,46 @@ what they cannot reuse, and the spec refuses settings that would mean nothing fo
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import polars as pl
 import pytest
+from conftest import allocation_of, draw_release, make_spec
 
-from dprelease.accounting import plan_release
 from dprelease.errors import SpecError
 from dprelease.noise import NoiseSource
-from dprelease.profile import Neighbours
-from dprelease.pure_release import release
-from dprelease.spec import parse_spec
+from dprelease.spec import ResolvedSpec
 
 COUNT = {"name": "n", "kind": "count"}
 TOTAL = {"name": "total", "kind": "sum", "column": "x", "lower": 0, "upper": 50}
 MEAN = {"name": "avg", "kind": "mean", "column": "x", "lower": 0, "upper": 50}
 
 
-def spec(*statistics: dict, **overrides: object):
-    base: dict = {
-        "name": "t",
-        "source": "t",
-        "privacy_unit": "pid",
-        "max_rows_per_unit": 1,
-        "group_by": [{"column": "g", "domain": {"values": ["a", "b"]}}],
-        "statistics": list(statistics),
-    }
-    return parse_spec({**base, **overrides})
+BASE: dict[str, Any] = {
+    "name": "t",
+    "source": "t",
+    "privacy_unit": "pid",
+    "max_rows_per_unit": 1,
+    "group_by": [{"column": "g", "domain": {"values": ["a", "b"]}}],
+}
 
 
-def shares(loaded) -> dict[str, Fraction]:
-    plan = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE)
-    return {m.name: m.epsilon for m in plan.measurements}
+def spec(*statistics: dict, **overrides: Any) -> ResolvedSpec:
+    return make_spec(BASE, statistics=list(statistics), **overrides)
+
+
+def shares(loaded: ResolvedSpec) -> dict[str, Fraction]:
+    return {m.name: m.epsilon for m in allocation_of(loaded).measurements}
 
 
 def test_a_mean_reusing_a_count_and_a_sum_spends_nothing_and_matches_them() -> None:
     loaded = spec(COUNT, TOTAL, MEAN, postprocess={"nonnegative": False, "decimals": 12})
     assert shares(loaded) == {"n": Fraction(1, 2), "total": Fraction(1, 2)}
     df = pl.DataFrame({"pid": range(40), "g": ["a"] * 30 + ["b"] * 10, "x": [10.0] * 40})
-    result = release(df, loaded, 1, noise=NoiseSource.seeded_for_tests(3), allow_unsafe_noise=True)
-    entry = result.manifest["statistics"][2]
-    assert (entry["epsilon_exact"], entry["reuses"], entry["measurements"]) == (
+    result = draw_release(df, loaded, 1, noise=NoiseSource.seeded_for_tests(3))
+    entry = result.manifest.statistics[2]
+    assert entry.kind == "mean"
+    assert (entry.epsilon_exact, entry.reuses, entry.measurements) == (
         "0",
         ["total", "n"],
         [],

@@ -192,7 +192,6 @@ def test_geometric_is_exact_with_short_passes() -> None:
     assert geometric_chi2_pvalue(v) > 1e-4
 
 
-@pytest.mark.slow
 @pytest.mark.usefixtures("short_passes")
 @pytest.mark.parametrize("scale", [0.5, 1, 3.7, 10])
 def test_chi_square_matches_exact_pmf_with_short_passes(scale: float) -> None:
@@ -286,7 +285,6 @@ def test_huge_scale() -> None:
     assert (np.abs(draws) > 1e9 * math.log(20)).mean() == pytest.approx(0.05, abs=0.005)
 
 
-@pytest.mark.slow
 def test_ten_million_draws_stay_memory_bounded() -> None:
     tracemalloc.start()
     try:

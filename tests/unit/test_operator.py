@@ -11,13 +11,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from conftest import exact_table, make_spec, prepare_release
 from typer.testing import CliRunner
 
 from dprelease.cli import app
-from dprelease.engines import get_engine
-from dprelease.noise import NoiseSource
-from dprelease.pure_release import prepare, release
-from dprelease.spec import parse_spec
+from dprelease.mechanism.engines import get_engine
 
 SPEC = {
     "name": "visits",
@@ -41,7 +39,7 @@ MARCH = frame((1, 2, date(2024, 3, 5)), (2, 3, date(2024, 3, 9)), (3, 1, date(20
 def warnings_for(data: object, caplog: pytest.LogCaptureFixture, **spec: object) -> list[str]:
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="dprelease.operator"):
-        result = release(data, parse_spec({**SPEC, **spec}), 1.0, period="2024-03")
+        result = prepare_release(data, make_spec(SPEC, **spec), 1.0, period="2024-03").draw()
     assert result.table.height == 3  # released all the same, over the full key grid
     return [record.getMessage() for record in caplog.records]
 
@@ -87,21 +85,13 @@ def test_the_cli_prints_operator_warnings_on_stderr_only(tmp_path: Path) -> None
 
 
 def test_a_spec_that_reads_no_column_still_counts_the_rows() -> None:
-    loaded = parse_spec(
-        {"name": "t", "source": "t", "statistics": [{"name": "n", "kind": "count"}]}
-    )
-    result = release(
-        pl.DataFrame({"x": [1, 2, 3]}),
-        loaded,
-        1.0,
-        noise=NoiseSource.zero_for_tests(),
-        allow_unsafe_noise=True,
-    )
-    assert result.table.get_column("n").to_list() == [3]
+    loaded = make_spec({"name": "t", "source": "t", "statistics": [{"name": "n", "kind": "count"}]})
+    table = exact_table(pl.DataFrame({"x": [1, 2, 3]}), loaded, 1.0)
+    assert table.get_column("n").to_list() == [3]
 
 
 def fingerprint(data: pl.DataFrame) -> str:
-    prepared = prepare(data, parse_spec(SPEC), 1.0, period="2024-03")
+    prepared = prepare_release(data, make_spec(SPEC), 1.0, period="2024-03")
     return prepared.input_summary().fingerprint
 
 
@@ -118,9 +108,9 @@ def test_the_fingerprint_depends_on_the_periods_rows_not_their_order() -> None:
 def test_the_release_pass_and_the_summary_pass_agree() -> None:
     """A new release fingerprints its input in the aggregation's pass; a re-run in a pass of
     its own. Both must give the same fingerprint, or every re-run would warn."""
-    loaded = parse_spec(SPEC)
-    prepared = prepare(MARCH, loaded, 1.0, period="2024-03")
+    loaded = make_spec(SPEC)
+    prepared = prepare_release(MARCH, loaded, 1.0, period="2024-03")
     engine = get_engine("polars")
-    aggregated = engine.aggregate(MARCH, loaded, prepared.plan, prepared.month, salt=5)
+    aggregated = engine.aggregate(MARCH, loaded, prepared.allocation, prepared.period, salt=5)
     assert aggregated.summary == prepared.input_summary()
-    assert prepared.run().input_fingerprint == aggregated.summary.fingerprint
+    assert prepared.draw().input_fingerprint == aggregated.summary.fingerprint

@@ -5,36 +5,37 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
+from conftest import draw_release, make_spec
 from typer.testing import CliRunner
 
 from dprelease.cli import app
+from dprelease.mechanism import noise_decimals
 from dprelease.noise import NoiseSource
-from dprelease.postprocess import noise_decimals
-from dprelease.pure_release import release
-from dprelease.spec import parse_spec
+from dprelease.publish import Release
+from dprelease.spec import ResolvedSpec
 
-ZERO = NoiseSource.zero_for_tests
-
-
-def spec(*statistics: dict, postprocess: dict | None = None):
-    return parse_spec(
-        {
-            "name": "t",
-            "source": "t",
-            "privacy_unit": "pid",
-            "max_rows_per_unit": 1,
-            "group_by": [{"column": "g", "domain": {"values": ["a", "b", "c"]}}],
-            "statistics": list(statistics),
-            "postprocess": postprocess or {},
-        }
-    )
+BASE: dict[str, Any] = {
+    "name": "t",
+    "source": "t",
+    "privacy_unit": "pid",
+    "max_rows_per_unit": 1,
+    "group_by": [{"column": "g", "domain": {"values": ["a", "b", "c"]}}],
+}
 
 
-def run(loaded, df: pl.DataFrame, epsilon: float = 1.0, noise=None):
-    return release(df, loaded, epsilon, noise=noise or ZERO(), allow_unsafe_noise=True)
+def spec(*statistics: dict, postprocess: dict | None = None) -> ResolvedSpec:
+    return make_spec(BASE, statistics=list(statistics), postprocess=postprocess or {})
+
+
+def run(
+    loaded: ResolvedSpec, df: pl.DataFrame, epsilon: float = 1.0, noise: NoiseSource | None = None
+) -> Release:
+    """A release with test noise (zero unless given)."""
+    return draw_release(df, loaded, epsilon, noise=noise)
 
 
 COST = {"name": "cost", "kind": "sum", "column": "x", "lower": 0, "upper": 1000}
@@ -53,20 +54,22 @@ def test_the_rounding_place_is_the_second_significant_digit_of_the_margin(
 
 def test_sums_are_rounded_to_the_precision_the_noise_leaves_and_margins_up() -> None:
     result = run(spec(COST), DATA)
-    entry = result.manifest["statistics"][0]
-    assert entry["moe95"] == pytest.approx(2995.7, abs=0.1) and entry["decimals"] == -2
+    entry = result.manifest.statistics[0]
+    assert entry.kind == "sum"
+    assert entry.moe95 == pytest.approx(2995.7, abs=0.1) and entry.decimals == -2
     assert result.table.get_column("cost").to_list() == [400.0, 0.0, 0.0]  # 373.4 → 400
     assert result.table.get_column("cost_moe95").to_list() == [3000.0] * 3  # never understated
-    assert "second significant digit" in result.manifest["postprocessing"]["rounding"]
+    assert "second significant digit" in result.manifest.postprocessing.rounding
     noisy = run(spec(COST), DATA, noise=NoiseSource.seeded_for_tests(7)).table
     assert all(value % 100 == 0 for value in noisy.get_column("cost"))
 
 
 def test_decimals_overrides_the_rounding() -> None:
     result = run(spec(COST, postprocess={"decimals": 1}), DATA)
-    assert result.manifest["statistics"][0]["decimals"] == 1
+    entry = result.manifest.statistics[0]
+    assert entry.kind == "sum" and entry.decimals == 1
     assert result.table.get_column("cost").to_list() == [373.4, 37.1, 0.0]
-    moe = result.manifest["statistics"][0]["moe95"]
+    moe = entry.moe95
     assert result.table.get_column("cost_moe95").item(0) == math.ceil(moe * 10) / 10 >= moe
 
 
@@ -81,7 +84,9 @@ def test_a_mean_whose_noisy_count_is_not_positive_is_null_and_flagged() -> None:
     assert table.get_column("avg").to_list() == [11.5, None, None]
     assert table.get_column("avg_undefined").to_list() == [False, True, True]
     assert table.get_column("avg_moe95").null_count() == 2
-    assert "null where the noisy count is ≤ 0" in result.manifest["statistics"][1]["undefined"]
+    mean_entry = result.manifest.statistics[1]
+    assert mean_entry.kind == "mean"
+    assert "null where the noisy count is ≤ 0" in mean_entry.undefined
 
 
 def test_a_mean_is_rounded_per_cell_by_its_own_margin() -> None:
@@ -92,9 +97,10 @@ def test_a_mean_is_rounded_per_cell_by_its_own_margin() -> None:
     rows = 2000
     df = pl.DataFrame({"pid": range(rows), "g": ["a"] * rows, "x": [12.345678] * rows})
     result = run(spec(*stats), df, epsilon=4.0)
-    count, avg = result.manifest["statistics"]
+    count, avg = result.manifest.statistics
+    assert count.kind == "count" and avg.kind == "mean"
     mean, moe = result.table.select("avg", "avg_moe95").row(0)
-    exact_moe = (avg["measurements"][0]["moe95"] + 12.345678 * count["moe95"]) / rows
+    exact_moe = (avg.measurements[0].moe95 + 12.345678 * count.moe95) / rows
     places = 1 - math.floor(math.log10(exact_moe))
     assert places >= 2  # more digits than the sums' rule would keep for the bounds alone
     assert mean == round(12.345678, places)

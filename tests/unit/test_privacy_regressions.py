@@ -1,25 +1,27 @@
 """Issue 9, findings 1-6: each test reproduces a way the guarantee or the budget could be broken.
 
 Every test here failed on the code before the fix. They use only the public path (`parse_spec`,
-`prepare`, `release`, the CLI) so they keep meaning the same thing whatever the engine.
+`dprelease.publish`: decide the budget, prepare, draw; the CLI) so they keep meaning the same
+thing whatever the engine.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
+from conftest import draw_release as exact
+from conftest import prepare_release
 from typer.testing import CliRunner
 
 from dprelease.cli import app
 from dprelease.errors import SpecError
-from dprelease.manifest import manifest_problems
-from dprelease.noise import NoiseSource
-from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
+from dprelease.statement import Manifest, manifest_problems
 
 runner = CliRunner()
 
@@ -39,15 +41,9 @@ def spec(**overrides: object) -> dict:
     return {key: value for key, value in base.items() if value is not None}
 
 
-def exact(data, loaded, epsilon: float = 1.0, **kwargs):
-    return release(
-        data, loaded, epsilon, noise=NoiseSource.zero_for_tests(), allow_unsafe_noise=True, **kwargs
-    )
-
-
-def public(manifest: dict) -> dict:
+def public(manifest: Manifest) -> dict[str, Any]:
     """A manifest without the fields that differ between any two runs."""
-    return {k: v for k, v in manifest.items() if k not in {"created_at", "release_id"}}
+    return manifest.model_dump(mode="json", exclude={"created_at", "release_id"})
 
 
 def cli_release(tmp_path: Path, spec_text: str, data: Path, *extra: str):
@@ -61,6 +57,8 @@ def cli_release(tmp_path: Path, spec_text: str, data: Path, *extra: str):
             "--data",
             str(data),
             "--epsilon",
+            "1",
+            "--cap",  # a new scope's cap: the refusals below must come first all the same
             "1",
             "--out",
             str(tmp_path / "out"),
@@ -94,8 +92,9 @@ def test_rows_per_unit_defaults_to_groups_times_rows_per_group() -> None:
     df = pl.DataFrame({"pid": [1] * 6, "region": ["n", "n", "n", "s", "s", "s"]})
     result = exact(df, loaded)
     assert result.table.get_column("n").to_list() == [2, 2]
-    assert result.manifest["contribution_bounds"]["max_rows_per_unit"] == 4
-    assert result.manifest["statistics"][0]["sensitivity_units"] == 4
+    assert result.manifest.contribution_bounds.max_rows_per_unit == 4
+    count = result.manifest.statistics[0]
+    assert count.kind == "count" and count.sensitivity_units == 4
 
 
 def test_a_privacy_unit_without_a_row_bound_is_refused() -> None:
@@ -111,7 +110,7 @@ def test_a_privacy_unit_without_a_row_bound_is_refused() -> None:
 def test_a_period_for_a_spec_without_periods_is_refused(tmp_path: Path) -> None:
     df = pl.DataFrame({"pid": [1, 2], "region": ["n", "s"]})
     with pytest.raises(SpecError) as info:
-        prepare(df, parse_spec(spec()), 1.0, period="2024-01")
+        prepare_release(df, parse_spec(spec()), 1.0, period="2024-01")
     assert info.value.path == "period"
     df.write_parquet(tmp_path / "data.parquet")
     spec_text = (
@@ -135,11 +134,11 @@ def test_periods_filter_rows_and_the_manifest_states_the_guarantee(composition: 
     result = exact(df, loaded, period="2024-02")
     assert result.table.get_column("n").to_list() == [1, 1]
     manifest = result.manifest
-    assert manifest["period_composition"] == composition
+    assert manifest.period_composition == composition
     if composition == "parallel":
-        assert "person within a period" in manifest["guarantee"]
+        assert "person within a period" in manifest.guarantee
     else:
-        assert "one lifetime budget" in manifest["guarantee"]
+        assert "one lifetime budget" in manifest.guarantee
 
 
 # 3. Granularity and noise scale come from the spec and ε, never from data values or dtypes.
@@ -224,7 +223,7 @@ def test_huge_bounds_are_refused_at_validation(tmp_path: Path) -> None:
 def test_a_noise_scale_beyond_the_sampler_is_refused_naming_the_statistic() -> None:
     df = pl.DataFrame({"pid": [1], "region": ["n"]})
     with pytest.raises(SpecError) as info:
-        prepare(df, parse_spec(spec(max_rows_per_unit=2**40)), 2**-20)
+        prepare_release(df, parse_spec(spec(max_rows_per_unit=2**40)), 2**-20)
     assert info.value.path == "release.statistics[0]"
 
 
@@ -252,7 +251,7 @@ def test_a_statistic_named_like_a_means_internals_gets_its_own_values() -> None:
     df = pl.DataFrame({"pid": [1, 2], "region": ["n", "n"], "a": [2.0, 4.0], "b": [50.0, 25.0]})
     result = exact(df, loaded)
     assert result.table.select("n", "x", "x__sum").row(0) == (2, 3.0, 75.0)
-    assert manifest_problems({**result.manifest, "release_id": "t"}) == [
+    assert manifest_problems({**result.manifest.to_json_dict(), "release_id": "t"}) == [
         "noise source is seeded: not a private release"
     ]
 

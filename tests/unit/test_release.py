@@ -4,42 +4,28 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
+from conftest import allocation_of, draw_release, make_spec, prepare_release
+from conftest import exact_table as exact
 
-from dprelease.accounting import plan_release, split_budget
+from dprelease.change import ProtectedChange
 from dprelease.errors import DataError, SchemaError, SpecError, UnsafeNoiseSourceError
+from dprelease.loss import as_fraction
 from dprelease.noise import NoiseSource, variance
-from dprelease.profile import Neighbours
-from dprelease.pure_release import prepare, release
-from dprelease.spec import parse_spec
-
-ZERO = NoiseSource.zero_for_tests
+from dprelease.publish import decide_budget, prepare
+from dprelease.spec import ResolvedSpec, parse_spec
 
 
-def spec_of(**overrides: object):
-    spec: dict = {
-        "name": "t",
-        "source": "t",
-        "privacy_unit": "pid",
-        "max_rows_per_unit": 2,
-        "group_by": [{"column": "region", "domain": {"values": ["n", "s", "e"]}}],
-        "statistics": [
-            {"name": "n", "kind": "count"},
-            {"name": "cost", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
-        ],
-    }
-    spec.update(overrides)
-    # full precision: these tests check exact aggregates, not the default rounding
-    spec["postprocess"] = {"decimals": 12, **spec.get("postprocess", {})}
-    return parse_spec(spec)
-
-
-def exact(df, loaded, epsilon: float = 1.0, **kwargs):
-    return release(df, loaded, epsilon, noise=ZERO(), allow_unsafe_noise=True, **kwargs).table
+def spec_of(**overrides: Any) -> ResolvedSpec:
+    """The shared BASE_SPEC at full precision: these tests check exact aggregates, not the
+    default rounding."""
+    overrides["postprocess"] = {"decimals": 12, **overrides.get("postprocess", {})}
+    return make_spec(**overrides)
 
 
 def test_exact_counts_sums_clamping_nulls_and_domain() -> None:
@@ -92,16 +78,13 @@ def test_max_groups_and_rows_per_group_bound_rows_and_default_the_unit_total() -
     for _ in range(10):
         counts = exact(df, loaded).get_column("n").to_list()
         assert sum(counts) == 2 and max(counts) == 1
-    count = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE).measurements[0]
+    count = allocation_of(loaded, 1, ProtectedChange.ADD_REMOVE).measurements[0]
     assert count.sensitivity_units == 2  # R defaults to 2 groups × 1 row
     assert "defaults to 2 group(s) × 1 row(s) per group" in count.derivation
     tighter = spec_of(max_rows_per_unit=1, max_groups_per_unit=2, max_rows_per_group=1)
     assert sum(exact(df, tighter).get_column("n")) == 1
     assert (
-        plan_release(tighter.spec, Fraction(1), Neighbours.ADD_REMOVE)
-        .measurements[0]
-        .sensitivity_units
-        == 1
+        allocation_of(tighter, 1, ProtectedChange.ADD_REMOVE).measurements[0].sensitivity_units == 1
     )
 
 
@@ -162,9 +145,10 @@ def test_every_input_kind_gives_the_same_aggregates_and_the_same_manifest(tmp_pa
     }
     manifests = []
     for kind, source in sources.items():
-        result = release(source, spec_of(), 1.0, noise=ZERO(), allow_unsafe_noise=True)
+        result = draw_release(source, spec_of(), 1.0)
         assert result.table.select("n", "cost").rows() == [(1, 1.5), (2, 5.0), (0, 0.0)], kind
-        manifests.append({k: v for k, v in result.manifest.items() if k != "created_at"})
+        manifests.append(result.manifest.to_json_dict())
+        manifests[-1].pop("created_at")
     assert all(manifest == manifests[0] for manifest in manifests)
 
 
@@ -174,11 +158,12 @@ def test_mean_is_noisy_sum_over_noisy_count_and_reuses_the_count() -> None:
         {"name": "n", "kind": "count"},
         {"name": "avg", "kind": "mean", "column": "cost", "lower": 0, "upper": 100},
     ]
-    result = release(df, spec_of(statistics=stats), 1.0, noise=ZERO(), allow_unsafe_noise=True)
+    result = draw_release(df, spec_of(statistics=stats), 1.0)
     assert result.table.get_column("avg").to_list()[:2] == [20.0, 7.0]
-    entry = result.manifest["statistics"][1]
-    assert "reuses 'n' at no extra ε" in entry["how"]
-    assert len(entry["measurements"]) == 1
+    entry = result.manifest.statistics[1]
+    assert entry.kind == "mean"
+    assert "reuses 'n' at no extra ε" in entry.how
+    assert len(entry.measurements) == 1
 
 
 @pytest.mark.parametrize(
@@ -207,11 +192,9 @@ def test_declared_granularity_one_sums_in_whole_units_else_a_power_of_two() -> N
         {"name": "w", "kind": "sum", "column": "visits", "lower": 0, "upper": 100},
     ]
     loaded = spec_of(statistics=stats, postprocess={"nonnegative": False})
-    result = release(
-        df, loaded, 1.5, noise=NoiseSource.seeded_for_tests(5), allow_unsafe_noise=True
-    )
-    v, c, w = result.manifest["statistics"]
-    assert (v["granularity"], c["granularity"], w["granularity"]) == (1.0, 2.0**-12, 2.0**-12)
+    result = draw_release(df, loaded, 1.5, noise=NoiseSource.seeded_for_tests(5))
+    v, c, w = result.manifest.statistics
+    assert (v.granularity, c.granularity, w.granularity) == (1.0, 2.0**-12, 2.0**-12)
     assert all(value == int(value) for value in result.table.get_column("v"))
 
 
@@ -230,8 +213,8 @@ def test_sensitivity_comes_from_bounds_for_both_neighbour_definitions() -> None:
             },
         ],
     )
-    add_remove = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE).measurements
-    substitute = plan_release(loaded.spec, Fraction(1), Neighbours.SUBSTITUTE).measurements
+    add_remove = allocation_of(loaded, 1, ProtectedChange.ADD_REMOVE).measurements
+    substitute = allocation_of(loaded, 1, ProtectedChange.SUBSTITUTE).measurements
     assert [m.sensitivity_units for m in add_remove] == [3, 60]
     assert [m.sensitivity_units for m in substitute] == [6, 120]
     ungrouped = spec_of(
@@ -248,7 +231,7 @@ def test_sensitivity_comes_from_bounds_for_both_neighbour_definitions() -> None:
             }
         ],
     )
-    only = plan_release(ungrouped.spec, Fraction(1), Neighbours.SUBSTITUTE).measurements[0]
+    only = allocation_of(ungrouped, 1, ProtectedChange.SUBSTITUTE).measurements[0]
     assert only.sensitivity_units == 3 * 30
     assert "Δ = 3 × 30 = 90" in only.derivation
 
@@ -260,12 +243,13 @@ def test_budget_split_is_exact_and_never_above_the_total() -> None:
         ]
     )
     total = Fraction(1, 10)
-    shares = split_budget(loaded.spec.statistics, total, None)
+    allocation = allocation_of(loaded, total, ProtectedChange.ADD_REMOVE)
+    shares = [statistic.epsilon for statistic in allocation.statistics]
+    assert allocation.split == "weights"
     assert sum(shares) == total
     assert shares[1] == 2 * shares[0]
     # what the noise actually spends, Δ/scale per measurement, never adds up to more than ε
-    plan = plan_release(loaded.spec, total, Neighbours.ADD_REMOVE)
-    spent = sum(Fraction(m.sensitivity_units) / m.scale_units for m in plan.measurements)
+    spent = sum(Fraction(m.sensitivity_units) / m.scale_units for m in allocation.measurements)
     assert spent <= total
 
 
@@ -285,13 +269,13 @@ def test_accuracy_first_split_shares_in_proportion_to_needs_and_reports_targets(
             },
         ],
     )
-    manifest = release(df, loaded, 1.0, noise=ZERO(), allow_unsafe_noise=True).manifest
-    n, c = manifest["statistics"]
-    assert manifest["budget_split"] == "accuracy targets"
+    manifest = draw_release(df, loaded, 1.0).manifest
+    n, c = manifest.statistics
+    assert manifest.budget_split == "accuracy targets"
     # needs: 1·ln20/10 and 100·ln20/1000 are equal → equal shares
-    assert n["epsilon_exact"] == c["epsilon_exact"] == "1/2"
-    assert n["target_met"] is True and n["moe95"] <= 10
-    assert c["target_met"] is True
+    assert n.epsilon_exact == c.epsilon_exact == "1/2"
+    assert n.kind == "count" and n.target_met is True and n.moe95 <= 10
+    assert c.kind == "sum" and c.target_met is True
 
 
 def test_schema_errors_name_the_column_before_any_row_is_read() -> None:
@@ -299,16 +283,19 @@ def test_schema_errors_name_the_column_before_any_row_is_read() -> None:
     with pytest.raises(
         SchemaError, match=r"^release\.statistics\[1\]\.column: column 'cost'.*numeric"
     ):
-        prepare(df, spec_of(), 1.0)
+        prepare_release(df, spec_of(), 1.0)
     with pytest.raises(SchemaError, match=r"^release\.privacy_unit: column 'pid': not found"):
-        prepare(df.drop("pid"), spec_of(), 1.0)
+        prepare_release(df.drop("pid"), spec_of(), 1.0)
     with pytest.raises(
         SchemaError, match=r"^release\.group_by\[0\]\.column: column 'region'.*domain"
     ):
-        prepare(df.with_columns(pl.lit(1).alias("region")), spec_of(), 1.0)
-    for bad in (0, -1.0, float("nan"), float("inf")):
+        prepare_release(df.with_columns(pl.lit(1).alias("region")), spec_of(), 1.0)
+    for bad in (0, -1.0, float("nan"), float("inf")):  # as every face reads a user's ε
         with pytest.raises(SpecError, match="epsilon"):
-            prepare(df, spec_of(), bad)
+            as_fraction(bad)
+    for bad_loss in (Fraction(0), Fraction(-1)):  # and prepare refuses one that is not > 0
+        with pytest.raises(SpecError, match="epsilon"):
+            prepare(df, spec_of(), decide_budget(spec_of(), epsilon=bad_loss))
 
 
 def test_engine_errors_never_quote_confidential_values() -> None:
@@ -319,9 +306,9 @@ def test_engine_errors_never_quote_confidential_values() -> None:
     )
     with pytest.raises(pl.exceptions.ComputeError, match="SECRET"):
         lf.collect()
-    prepared = prepare(lf, spec_of(), 1.0)
+    prepared = prepare_release(lf, spec_of(), 1.0)
     with pytest.raises(DataError) as info:
-        prepared.run()
+        prepared.draw()
     assert "SECRET" not in str(info.value) and "aggregating the input" in str(info.value)
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
@@ -329,70 +316,80 @@ def test_engine_errors_never_quote_confidential_values() -> None:
 def test_an_engine_panic_is_withheld_like_any_engine_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Rust panic in polars is a BaseException (pyo3's PanicException), not an Exception: it
     must not escape with its message, which may quote data."""
-    from dprelease.engines import polars as polars_engine
+    from dprelease.mechanism.engines import polars as polars_engine
 
     def panics(*args: object) -> None:
         raise pl.exceptions.PanicException("index out of bounds at row SECRET-4711")
 
     df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
-    prepared = prepare(df, spec_of(), 1.0)
+    prepared = prepare_release(df, spec_of(), 1.0)
     monkeypatch.setattr(polars_engine, "_aggregated", panics)
     with pytest.raises(DataError) as info:
-        prepared.run()
+        prepared.draw()
     assert "SECRET" not in str(info.value) and "PanicException" in str(info.value)
 
 
 def test_seeded_noise_is_refused_without_the_explicit_flag() -> None:
     df = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
+    prepared = prepare_release(df, spec_of(), 1.0)
     with pytest.raises(UnsafeNoiseSourceError):
-        release(df, spec_of(), 1.0, noise=NoiseSource.seeded_for_tests(1))
-    manifest = release(
-        df, spec_of(), 1.0, noise=NoiseSource.seeded_for_tests(1), allow_unsafe_noise=True
-    ).manifest
-    assert manifest["noise_source"]["private"] is False
-    assert release(df, spec_of(), 1.0).manifest["noise_source"]["private"] is True
+        prepared.draw(NoiseSource.seeded_for_tests(1))
+    manifest = prepared.draw(NoiseSource.seeded_for_tests(1), allow_unsafe_noise=True).manifest
+    assert manifest.noise_source.private is False
+    assert prepared.draw().manifest.noise_source.private is True
 
 
 def test_manifest_reveals_nothing_about_the_data() -> None:
     """Two different datasets, same spec and ε: manifests equal but for id and time."""
     small = pl.DataFrame({"pid": [1], "region": ["n"], "cost": [1.0]})
     large = pl.DataFrame({"pid": list(range(500)), "region": ["s"] * 500, "cost": [1e6] * 500})
-    a = release(small, spec_of(), 0.7).manifest
-    b = release(large, spec_of(), 0.7).manifest
+    a = prepare_release(small, spec_of(), 0.7).draw().manifest.to_json_dict()
+    b = prepare_release(large, spec_of(), 0.7).draw().manifest.to_json_dict()
     for manifest in (a, b):
         manifest.pop("release_id"), manifest.pop("created_at")
     assert a == b
 
 
-@pytest.mark.slow
 def test_noisy_cells_are_unbiased_with_the_manifest_variance() -> None:
-    """400 releases of a fixed table with a seeded source.
+    """400 noisy copies of each cell of a fixed 3-cell table, from a seeded source: 4 releases
+    of a table that repeats the 3 cells in 100 blocks (each block's regions hold the same rows),
+    so the noise is drawn in batches and both the cells of one release and successive releases
+    of one prepared release must be independent.
 
     Means: per-cell z-tests, Bonferroni over cells, family false-alarm rate 1e-3. Variance: pooled
     over cells, relative tolerance 6 standard errors of a Laplace sample variance (≈ sqrt(5/N)).
     """
-    df = pl.DataFrame(
-        {"pid": list(range(30)), "region": ["n"] * 20 + ["s"] * 10, "cost": [40.0] * 30}
+    draws, blocks = 4, 100
+    regions = [f"{region}{block}" for block in range(blocks) for region in "nse"]
+    rows_per_region = {"n": 20, "s": 10, "e": 0}
+    keys = [name for name in regions for _ in range(rows_per_region[name[0]])]
+    df = pl.DataFrame({"pid": range(len(keys)), "region": keys, "cost": [40.0] * len(keys)})
+    loaded = spec_of(
+        max_rows_per_unit=1,
+        postprocess={"nonnegative": False},
+        group_by=[{"column": "region", "domain": {"values": regions}}],
     )
-    loaded = spec_of(max_rows_per_unit=1, postprocess={"nonnegative": False})
     truth = {"n": np.array([20, 10, 0]), "cost": np.array([800.0, 400.0, 0.0])}
-    prepared = prepare(df, loaded, 0.5)
+    prepared = prepare_release(df, loaded, 0.5)
     source = NoiseSource.seeded_for_tests(20261129)
-    runs = [prepared.run(source, allow_unsafe_noise=True) for _ in range(400)]
-    stats = {entry["name"]: entry for entry in runs[0].manifest["statistics"]}
+    runs = [prepared.draw(source, allow_unsafe_noise=True) for _ in range(draws)]
+    assert all(run.table.get_column("region").to_list() == regions for run in runs)
+    stats = {entry.name: entry for entry in runs[0].manifest.statistics}
     from scipy.stats import norm
 
     z_crit = norm.isf(1e-3 / 2 / 6)  # 2 statistics × 3 cells, two-sided
     for name in ("n", "cost"):
-        raw = np.array([r.table.get_column(name).to_numpy() for r in runs], dtype=float)
-        expected_var = stats[name]["variance"]
-        deviations = raw - truth[name]
-        z = deviations.mean(axis=0) / math.sqrt(expected_var / len(runs))
+        # one row per noisy copy of the 3 cells: (draws × blocks, 3)
+        raw = np.concatenate([r.table.get_column(name).to_numpy() for r in runs]).reshape(-1, 3)
+        assert raw.shape == (400, 3)
+        expected_var = stats[name].variance
+        deviations = raw.astype(float) - truth[name]
+        z = deviations.mean(axis=0) / math.sqrt(expected_var / len(raw))
         assert np.all(np.abs(z) < z_crit), (name, z)
         pooled = float(np.mean(deviations**2))
         assert abs(pooled / expected_var - 1) < 6 * math.sqrt(5 / deviations.size), name
-    assert stats["n"]["variance"] == pytest.approx(
-        variance(Fraction(stats["n"]["noise_scale_units_exact"]))
+    assert stats["n"].variance == pytest.approx(
+        variance(Fraction(stats["n"].noise_scale_units_exact))
     )
 
 
@@ -452,4 +449,4 @@ def test_a_granularity_that_cannot_work_is_refused_before_the_release(
          "granularity": granularity},
     ]  # fmt: skip
     with pytest.raises(SpecError, match=message):
-        prepare(df, spec_of(statistics=stats), 1.0)
+        prepare_release(df, spec_of(statistics=stats), 1.0)

@@ -17,13 +17,13 @@ import math
 from typing import Any
 
 import polars as pl
+from conftest import prepare_release
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dprelease.engines import get_engine
-from dprelease.margins import level_sums
-from dprelease.profile import Neighbours
-from dprelease.pure_release import prepare
+from dprelease.change import ProtectedChange
+from dprelease.mechanism._margins import level_sums
+from dprelease.mechanism.engines import get_engine
 from dprelease.spec import parse_spec
 
 UNITS = [0, 1, None, None]  # the neighbour is unit 5, substituted by unit 6 (or 5 again)
@@ -169,19 +169,20 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
     one = frame(insert(base, mine, positions))
     other = frame(insert(base, theirs, positions[::-1]) if substitute else base)
     loaded = parse_spec(spec)
-    prepared = prepare(one, loaded, epsilon)
-    assert prepared.neighbours is Neighbours(spec["neighbours"])
+    prepared = prepare_release(one, loaded, epsilon)
+    assert prepared.budget.change is ProtectedChange(spec["neighbours"])
     engine = get_engine("polars")
-    a = engine.aggregate(one, loaded, prepared.plan, None, salt)
-    b = engine.aggregate(other, loaded, prepared.plan, None, salt)
-    sensitivity = published_sensitivity(prepared.manifest)
-    for m in prepared.plan.measurements:
+    a = engine.aggregate(one, loaded, prepared.allocation, None, salt)
+    b = engine.aggregate(other, loaded, prepared.allocation, None, salt)
+    manifest = prepared.manifest.to_json_dict()
+    sensitivity = published_sensitivity(manifest)
+    for m in prepared.allocation.measurements:
         moved = (a.of(m) - b.of(m)).abs().sum()
         assert moved <= sensitivity[m.name] == m.sensitivity_units, (m.name, m.derivation)
         if prepared.margins is None:
             continue
         levels = prepared.margins.levels
-        published = published_level_sensitivity(prepared.manifest)[m.name]
+        published = published_level_sensitivity(manifest)[m.name]
         for k, (x, y, level) in enumerate(
             zip(level_sums(a.of(m), levels), level_sums(b.of(m), levels), m.levels, strict=True)
         ):

@@ -5,6 +5,9 @@
     Spark engines agree exactly.
 (b) With truncation, every unit keeps exactly min(its rows, R), within the G and R_g bounds.
 (c) The kept rows and groups are a uniform choice (χ² over many salts), and a fresh one per salt.
+
+Every check runs on both engines: the polars cases are in the fast tier, the Spark cases are
+marked `spark` (they need a local Spark session).
 """
 
 from __future__ import annotations
@@ -15,38 +18,45 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pytest
-from sparktest import local_session
+from conftest import ROOT, allocation_of
 
-from dprelease.accounting import Measurement, Plan, plan_release
-from dprelease.engines import ExactAggregates, get_engine, new_salt
-from dprelease.profile import Neighbours
-from dprelease.spec import LoadedSpec, StatisticKind, load_spec, parse_spec, resolve_period
+from dprelease.mechanism import Allocation, Measurement
+from dprelease.mechanism.engines import Engine, ExactAggregates, get_engine, new_salt
+from dprelease.spec import ResolvedSpec, StatisticKind, load_spec, parse_spec, period_of
 from pipelines.demo_data import generate_case_control, generate_visits
 
-SPECS = Path(__file__).resolve().parent.parent / "pipelines" / "specs"
-ENGINES = ["polars", "spark"]
+SPECS = ROOT / "pipelines" / "specs"
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark_session():
+    """One local Spark session for the module's Spark cases (imported only by them)."""
+    from sparktest import local_session
+
     return local_session()
 
 
+@pytest.fixture(params=["polars", pytest.param("spark", marks=pytest.mark.spark)])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """Each engine in turn; the Spark one on the module's session, started only for it."""
+    if request.param == "polars":
+        return get_engine("polars")
+    from dprelease.mechanism.engines.spark import SparkEngine
+
+    return SparkEngine(request.getfixturevalue("spark_session"))
+
+
 def run_engine(
-    engine: str, data: Path, loaded: LoadedSpec, plan: Plan, period: str | None, spark
+    chosen: Engine, data: Path, loaded: ResolvedSpec, plan: Allocation, period: str | None
 ) -> ExactAggregates:
     """Check, then aggregate with a fresh salt, as a release does."""
-    from dprelease.engines.spark import SparkEngine
-
-    chosen = SparkEngine(spark) if engine == "spark" else get_engine(engine)
-    month = resolve_period(loaded.spec.period, period)
+    month = period_of(loaded.spec.period, period)
     chosen.check(data, loaded, plan, month)
     return chosen.aggregate(data, loaded, plan, month, new_salt())
 
@@ -89,12 +99,12 @@ def _units(value: Any, m: Measurement) -> int:
     return min(max(units, m.lower_units), m.upper_units)
 
 
-def reference(df: pl.DataFrame, loaded: LoadedSpec, plan: Plan, period: str | None) -> dict:
+def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: str | None) -> dict:
     """The contract row by row, for data in which no unit exceeds a bound (no truncation); and
     the input summary's counts under "summary"."""
     spec = loaded.spec
     keys = spec.key_columns
-    cells = {row: i for i, row in enumerate(loaded.key_grid().iter_rows())} if keys else {(): 0}
+    cells = {row: i for i, row in enumerate(loaded.key_grid.iter_rows())} if keys else {(): 0}
     out: dict[str, Any] = {m.name: [0] * len(cells) for m in plan.measurements}
     summary = {"rows": df.height, "period_rows": 0, "unit_rows": 0, "keyed": Counter()}
     for row in df.iter_rows(named=True):
@@ -187,16 +197,16 @@ def spec(**overrides: Any) -> dict:
 @dataclass(frozen=True)
 class Case:
     name: str
-    load: Callable[[Path], LoadedSpec]  # given a folder for keys files
+    load: Callable[[Path], ResolvedSpec]  # given a folder for keys files
     data: Callable[[], pl.DataFrame]
     periods: tuple[str | None, ...] = (None,)
 
 
-def parsed(**overrides: Any) -> Callable[[Path], LoadedSpec]:
+def parsed(**overrides: Any) -> Callable[[Path], ResolvedSpec]:
     return lambda folder: parse_spec(spec(**overrides), base_dir=folder)
 
 
-def joint_keys(folder: Path) -> LoadedSpec:
+def joint_keys(folder: Path) -> ResolvedSpec:
     pl.DataFrame({"region": ["n", "n", "s", "e"], "age": [1, 2, 2, 3]}).write_csv(
         folder / "keys.csv"
     )
@@ -206,7 +216,7 @@ def joint_keys(folder: Path) -> LoadedSpec:
     )
 
 
-def narrow_keys(folder: Path) -> LoadedSpec:
+def narrow_keys(folder: Path) -> ResolvedSpec:
     pl.DataFrame({"age": pl.Series([0, 1, 2, 255], dtype=pl.UInt8)}).write_parquet(
         folder / "ages.parquet"
     )
@@ -325,19 +335,18 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
-def test_exact_aggregates_follow_the_contract(case: Case, engine: str, tmp_path, spark) -> None:
+def test_exact_aggregates_follow_the_contract(case: Case, engine: Engine, tmp_path: Path) -> None:
     loaded = case.load(tmp_path)
     df = case.data()
     path = tmp_path / "input.parquet"
     df.write_parquet(path)
-    plan = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE)
+    plan = allocation_of(loaded)
     keys = loaded.spec.key_columns
     for period in case.periods:
-        exact = run_engine(engine, path, loaded, plan, period, spark)
+        exact = run_engine(engine, path, loaded, plan, period)
         expected = reference(df, loaded, plan, period)
-        assert exact.keys.equals(loaded.key_grid())
+        assert exact.keys.equals(loaded.key_grid)
         for m in plan.measurements:
             assert values(exact, m) == expected[m.name], (period, m.name)
         facts = exact.summary
@@ -366,7 +375,7 @@ def per_unit(rows: dict[tuple[int, str], int], units: int) -> pl.DataFrame:
     return pl.DataFrame(out)  # in unit order: keeping the first rows in file order would show
 
 
-def unit_spec(units: int, regions: list[str] | None = None, **bounds: int) -> LoadedSpec:
+def unit_spec(units: int, regions: list[str] | None = None, **bounds: int) -> ResolvedSpec:
     group_by: list[dict] = [{"column": "who", "domain": {"min": 1, "max": units}}]
     if regions:
         group_by.append({"column": "region", "domain": {"values": regions}})
@@ -389,26 +398,26 @@ def unit_spec(units: int, regions: list[str] | None = None, **bounds: int) -> Lo
     )
 
 
-def counts(engine: str, df: pl.DataFrame, loaded: LoadedSpec, tmp_path: Path, spark, runs: int):
+def counts(
+    engine: Engine, df: pl.DataFrame, loaded: ResolvedSpec, tmp_path: Path, runs: int
+) -> list[pl.DataFrame]:
     """The exact aggregates of `runs` releases (each with a fresh salt)."""
     path = tmp_path / "units.parquet"
     df.write_parquet(path)
-    plan = plan_release(loaded.spec, Fraction(1), Neighbours.ADD_REMOVE)
-    exacts = (run_engine(engine, path, loaded, plan, None, spark) for _ in range(runs))
+    plan = allocation_of(loaded)
+    exacts = (run_engine(engine, path, loaded, plan, None) for _ in range(runs))
     return [exact.keys.with_columns(exact.values.values()) for exact in exacts]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_every_unit_keeps_min_of_its_rows_and_r(engine: str, tmp_path, spark) -> None:
+def test_every_unit_keeps_min_of_its_rows_and_r(engine: Engine, tmp_path: Path) -> None:
     units = 64
     rows = {(u, "n"): 1 + u % 8 for u in range(1, units + 1)}
     loaded = unit_spec(units, max_rows_per_unit=3)
-    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, spark, runs=3):
+    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, runs=3):
         assert grid.get_column("n").to_list() == [min(1 + u % 8, 3) for u in range(1, units + 1)]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_groups_per_unit_and_rows_per_group_are_bounded(engine: str, tmp_path, spark) -> None:
+def test_groups_per_unit_and_rows_per_group_are_bounded(engine: Engine, tmp_path: Path) -> None:
     """Unit u has k = 1 + u%4 groups of m = 1 + (u//4)%3 rows; G = 2, Rg = 2, R = 3: at most
     G groups and Rg rows each, and exactly min(R, min(G, k)·min(Rg, m)) rows in all."""
     units, regions = 48, ["a", "b", "c", "d"]
@@ -420,7 +429,7 @@ def test_groups_per_unit_and_rows_per_group_are_bounded(engine: str, tmp_path, s
     loaded = unit_spec(
         units, regions, max_groups_per_unit=2, max_rows_per_group=2, max_rows_per_unit=3
     )
-    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, spark, runs=3):
+    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, runs=3):
         assert grid.get_column("n").max() <= 2
         for u, cells in grid.group_by("who", maintain_order=True):
             unit = u[0]
@@ -455,23 +464,21 @@ def assert_uniform_and_fresh(choices: list[list], categories: int) -> None:
     assert binom.sf(repeats - 1, trials, 1 / categories) > FALSE_ALARM, (repeats, trials)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_kept_rows_are_a_uniform_choice(engine: str, tmp_path, spark) -> None:
+def test_kept_rows_are_a_uniform_choice(engine: Engine, tmp_path: Path) -> None:
     """300 units of 5 rows (w = 1, 2, 4, 8, 16), R = 2, over 5 salts: each unit's sum names the
     pair it kept, one of 10 equally likely pairs."""
     units = 300
     loaded = unit_spec(units, max_rows_per_unit=2)
     rows = {(u, "n"): 5 for u in range(1, units + 1)}
     choices = []
-    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, spark, runs=5):
+    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, runs=5):
         assert set(grid.get_column("n")) == {2}
         choices.append(grid.get_column("w").to_list())
     assert {w for run in choices for w in run} <= {2**i + 2**j for i in range(5) for j in range(i)}
     assert_uniform_and_fresh(choices, 10)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_kept_groups_are_a_uniform_choice(engine: str, tmp_path, spark) -> None:
+def test_kept_groups_are_a_uniform_choice(engine: Engine, tmp_path: Path) -> None:
     """300 units with one row in each of 4 groups, G = 2, over 5 salts: 6 equally likely pairs."""
     units, regions = 300, ["a", "b", "c", "d"]
     rows = {(u, region): 1 for u in range(1, units + 1) for region in regions}
@@ -479,7 +486,7 @@ def test_kept_groups_are_a_uniform_choice(engine: str, tmp_path, spark) -> None:
         units, regions, max_groups_per_unit=2, max_rows_per_group=1, max_rows_per_unit=2
     )
     choices = []
-    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, spark, runs=5):
+    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, runs=5):
         kept = grid.filter(pl.col("n") > 0).group_by("who").agg(pl.col("region").sort())
         assert kept.height == units and set(kept.get_column("region").list.len()) == {2}
         choices.append([tuple(pair) for pair in kept.sort("who").get_column("region")])
