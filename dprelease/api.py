@@ -103,6 +103,8 @@ def _budget(
     cap: Amount | None,
     privacy: PrivacyLike | None,
     scope: str | None,
+    *,
+    require_loss: bool = True,
 ) -> Budget:
     """`decide_budget` on what a Python caller passes (exact ε and cap, a privacy YAML path)."""
     return decide_budget(
@@ -112,6 +114,7 @@ def _budget(
         ledger=ledger,
         epsilon=None if epsilon is None else as_fraction(epsilon),
         cap=None if cap is None else as_fraction(cap, "cap"),
+        require_loss=require_loss,
     )
 
 
@@ -177,6 +180,6 @@ def plan(
     default: the spec's `target_moe95`) also the smallest ε that meets them, planned at when no
     ε follows from the arguments."""
     resolved = _resolved(spec)
-    with _opened(ledger) as book:
-        budget = _budget(resolved, book, epsilon, cap, privacy, scope)
+    with _opened(ledger) as book:  # the planner asks for ε or targets in its own words
+        budget = _budget(resolved, book, epsilon, cap, privacy, scope, require_loss=False)
     return plan_release(resolved, budget.loss, budget.change, targets=targets)

@@ -19,6 +19,9 @@ from dprelease.loss import exact_positive
 if TYPE_CHECKING:
     from dprelease.ledger import Ledger
 
+#: How `decide_budget`'s errors name the command line's options.
+CLI_WORDS_FOR_BUDGET = {"epsilon": "--epsilon", "cap": "--cap", "privacy": "--config"}
+
 #: Options `plan` and `release` share.
 SpecOption = Annotated[
     Path,

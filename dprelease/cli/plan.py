@@ -13,6 +13,7 @@ from rich.table import Table
 
 from dprelease.cli._app import app
 from dprelease.cli._common import (
+    CLI_WORDS_FOR_BUDGET,
     ReleaseScopeOption,
     SpecOption,
     cli_errors,
@@ -145,7 +146,7 @@ def plan_command(
     """Per statistic ε, Δ, noise scale and 95% margin of error; with targets, the smallest ε
     that meets them. Reads no data and spends nothing."""
     from dprelease.budget import load_privacy_profiles
-    from dprelease.publish import decide_budget
+    from dprelease.publish import Options, decide_budget
     from dprelease.spec import load_spec
     from dprelease.statement import plan
 
@@ -153,7 +154,15 @@ def plan_command(
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
     privacy = None if config is None else load_privacy_profiles(config)
     with open_existing_ledger(ledger_url) as book:
-        budget = decide_budget(resolved, scope=scope, privacy=privacy, ledger=book, epsilon=chosen)
+        budget = decide_budget(
+            resolved,
+            scope=scope,
+            privacy=privacy,
+            ledger=book,
+            epsilon=chosen,
+            require_loss=False,  # the planner asks for ε or targets in its own words
+            options=Options(**CLI_WORDS_FOR_BUDGET),
+        )
     planned = plan(resolved, budget.loss, budget.change, targets=_targets(target or []))
     if as_json:
         typer.echo(planned.model_dump_json(indent=2))

@@ -13,7 +13,13 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import ReleaseScopeOption, SpecOption, cli_errors, parse_epsilon
+from dprelease.cli._common import (
+    CLI_WORDS_FOR_BUDGET,
+    ReleaseScopeOption,
+    SpecOption,
+    cli_errors,
+    parse_epsilon,
+)
 from dprelease.errors import ConfigError, LedgerNotFound
 
 if TYPE_CHECKING:
@@ -140,7 +146,7 @@ def release(
     """Release noisy grouped counts and sums; refuse if the scope's budget would be exceeded."""
     from dprelease.budget import load_privacy_profiles
     from dprelease.ledger import Ledger
-    from dprelease.publish import decide_budget, prepare, publish
+    from dprelease.publish import Options, decide_budget, prepare, publish
     from dprelease.spec import load_spec
 
     if out.exists() and not out.is_dir():
@@ -162,6 +168,7 @@ def release(
             new_ledger=existing is None,
             epsilon=chosen,
             cap=stated_cap,
+            options=Options(**CLI_WORDS_FOR_BUDGET),
         )
         prepared = prepare(data, resolved, budget, period=period, engine=engine)
     except BaseException:

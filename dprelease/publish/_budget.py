@@ -30,6 +30,20 @@ from dprelease.spec import ResolvedSpec
 
 
 @dataclass(frozen=True)
+class Options:
+    """How a face names the inputs `decide_budget` reads, so its errors say what to change in
+    that face's own words (Python keywords by default)."""
+
+    epsilon: str = "epsilon="
+    cap: str = "cap="
+    privacy: str = "privacy="
+
+    def path(self, name: str) -> str:
+        """The error's field: the option's name without a keyword's `=`."""
+        return name.removesuffix("=")
+
+
+@dataclass(frozen=True)
 class Budget:
     """What one release may spend, and against which scope.
 
@@ -47,9 +61,10 @@ class Budget:
     choice: BudgetChoice | None = None  # the profile's choice, to explain it
 
     def required_loss(self) -> PrivacyLoss:
-        """The release's loss; ConfigError saying how to state one when there is none."""
+        """The release's loss; ConfigError when nothing stated one (`decide_budget` with
+        `require_loss` refuses such a budget first, in the caller's words)."""
         if self.loss is None:
-            raise ConfigError("epsilon", "give ε (--epsilon) or a privacy config (--config)")
+            raise ConfigError("epsilon", "give ε, or a privacy configuration that sets a cap")
         return self.loss
 
 
@@ -69,6 +84,8 @@ def decide_budget(
     epsilon: Fraction | None = None,
     cap: Fraction | None = None,
     may_open_scope: bool = True,
+    require_loss: bool = True,
+    options: Options = Options(),
 ) -> Budget:
     """The budget of a release of `resolved` (see the module docstring for the rules).
 
@@ -76,7 +93,9 @@ def decide_budget(
     be recorded in a ledger that does not exist yet (every scope is new; it is created only once
     the release has passed every check); neither: the release is not recorded. `cap` is a stated
     cap for a new scope; `may_open_scope=False` refuses an unknown scope (UnknownScope) instead
-    of creating it. Reads nothing but the ledger's scope.
+    of creating it; `require_loss=False` lets a plan look for the ε its targets need when
+    nothing states one. Errors name the inputs as `options` does. Reads nothing but the
+    ledger's scope.
     """
     spec = resolved.spec
     name = scope or (resolved.publish.scope if resolved.publish else None) or spec.name
@@ -86,7 +105,7 @@ def decide_budget(
         profile_cap = cap_from_profile(choice)
         if cap is not None and cap > profile_cap:
             raise ConfigError(
-                "cap",
+                options.path(options.cap),
                 f"{float(cap):g} exceeds the ε the privacy profile allows ({float(profile_cap):g})",
             )
     try:
@@ -100,12 +119,17 @@ def decide_budget(
     in_force = in_ledger if in_ledger is not None else cap or profile_cap
     if new_scope and in_force is None:
         raise ConfigError(
-            "cap",
-            f"budget scope {name!r} is new: give a cap (--cap EPSILON) or a privacy config "
-            "(--config PRIVACY_YAML) to set its lifetime cap",
+            options.path(options.cap),
+            f"budget scope {name!r} is new: give {options.cap} or {options.privacy} to set its "
+            "lifetime cap",
         )
     share = resolved.publish.share if resolved.publish else Fraction(1)
     amount = epsilon if epsilon is not None else None if in_force is None else in_force * share
+    if amount is None and require_loss:
+        raise ConfigError(
+            options.path(options.epsilon),
+            f"give {options.epsilon} or {options.privacy} (its profile sets a cap)",
+        )
     return Budget(
         loss=None if amount is None else PrivacyLoss.pure(amount),
         change=change,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +13,7 @@ import polars as pl
 import pytest
 
 import dprelease as dp
-from dprelease.errors import ConfigError, LedgerNotFound, SchemaError, UnknownScope
+from dprelease.errors import ConfigError, LedgerNotFound, SchemaError
 
 SURVEY = pd.DataFrame(
     {
@@ -42,9 +43,9 @@ SPEC = dp.ReleaseSpec(
 def test_the_surface_is_small_typed_and_documented() -> None:
     assert set(dp.__all__) == {
         "CountStatistic", "DPReleaseError", "FileDomain", "GroupBy", "Ledger", "Manifest",
-        "MeanStatistic", "PeriodSpec", "PostProcessing", "RangeDomain", "ReleasePlan",
-        "ReleaseResult", "ReleaseSpec", "StatisticAccuracy", "SumStatistic", "ValuesDomain",
-        "__version__", "plan", "release",
+        "MeanStatistic", "Period", "PeriodSpec", "PostProcessing", "PrivacyLoss",
+        "ProtectedChange", "RangeDomain", "ReleasePlan", "ReleaseResult", "ReleaseSpec",
+        "StatisticAccuracy", "SumStatistic", "ValuesDomain", "__version__", "plan", "release",
     }  # fmt: skip
     for name in dp.__all__:
         if name != "__version__":
@@ -52,7 +53,7 @@ def test_the_surface_is_small_typed_and_documented() -> None:
     for function in (dp.release, dp.plan):
         hints = inspect.get_annotations(function)
         assert "return" in hints and all(p in hints for p in inspect.signature(function).parameters)
-    from dprelease.pure_release import prepare  # the internal module stays importable
+    from dprelease.publish import prepare  # the internal path stays importable
 
     assert callable(prepare) and dp.release.__module__ == "dprelease.api"
 
@@ -107,8 +108,19 @@ def test_refusals_come_before_the_ledger_is_touched(tmp_path: Path) -> None:
     assert not Path(url).exists()
     with dp.Ledger(url) as ledger:
         ledger.ensure_scope("other", 1)
-        with pytest.raises(UnknownScope):
-            dp.release(SURVEY, SPEC, epsilon=1, ledger=ledger)
+        with pytest.raises(ConfigError, match="'survey' is new: give cap="):
+            dp.release(SURVEY, SPEC, epsilon=1, ledger=ledger)  # a new scope needs its cap
         with pytest.raises(SchemaError, match="column 'income'"):
-            dp.release(SURVEY.drop(columns="income"), SPEC, epsilon=1, ledger=ledger)
+            dp.release(SURVEY.drop(columns="income"), SPEC, epsilon=1, ledger=ledger, cap=1)
         assert [e.kind for e in ledger.history()] == ["scope_created"]
+
+
+def test_a_new_scope_is_opened_with_the_cap_it_is_given(tmp_path: Path) -> None:
+    """In an existing ledger, a release may open its scope when `cap` states the scope's
+    lifetime cap; ε defaults to all of it (no `publish.share`)."""
+    url = str(tmp_path / "ledger.sqlite")
+    dp.Ledger(url).close()
+    result = dp.release(SURVEY, SPEC, ledger=url, cap="1/2")
+    with dp.Ledger(url, mode="read") as ledger:
+        (status,) = ledger.status("survey")
+    assert result.charged and (status.cap, status.spent) == (Fraction(1, 2), Fraction(1, 2))

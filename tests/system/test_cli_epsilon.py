@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from typer.testing import CliRunner, Result
 
 from dprelease.cli import app
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "case_control.yaml"
+EXAMPLE = ROOT / "examples" / "case_control.yaml"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

@@ -10,13 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from typer.testing import CliRunner, Result
 
 from dprelease.cli import app
 from dprelease.cli.ledger import short_release_id
 from dprelease.ledger import Ledger
 
-V1_FIXTURE = Path(__file__).parent / "fixtures" / "ledger_v1.sqlite"
+V1_FIXTURE = FIXTURES / "ledger_v1.sqlite"
 LONG_ID = "hospital_visits_by_region_and_clinic_release/2024-02"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import ROOT
 from typer.testing import CliRunner, Result
 
 from dprelease.cli import app
@@ -30,7 +31,7 @@ release:
     - {name: n, kind: count}
     - {name: cost, kind: sum, column: cost, lower: 0, upper: 1000}
 """
-PRIVACY = Path(__file__).resolve().parents[1] / "examples" / "case_control.yaml"  # ε = 0.3
+PRIVACY = ROOT / "examples" / "case_control.yaml"  # ε = 0.3
 
 
 @pytest.fixture
@@ -172,6 +173,17 @@ def test_an_existing_scope_keeps_its_cap(ws: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "keeps its cap ε = 1 from the ledger (not --cap 2)" in result.stderr
     assert Ledger(str(ws / "l.sqlite")).status("visits")[0].cap == 1
+
+
+def test_without_epsilon_a_release_spends_the_ledgers_cap_not_the_stated_one(ws: Path) -> None:
+    """Intended since the restructure: ε defaults to the cap in force, which for an existing
+    scope is the ledger's (the source of truth), not --cap's."""
+    Ledger(str(ws / "l.sqlite")).ensure_scope("visits", Fraction(1, 2))
+    result = cli(ws, "--cap", "2", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["epsilon_total_exact"] == "1/2"
+    assert "keeps its cap ε = 0.5 from the ledger (not --cap 2)" in result.stderr
+    assert Ledger(str(ws / "l.sqlite")).status("visits")[0].remaining == 0
 
 
 def test_release_with_a_privacy_config(ws: Path) -> None:

@@ -27,13 +27,13 @@ from typing import Any
 
 import dagster as dg
 import pytest
+from conftest import ROOT
 from dagster._core.instance.ref import InstanceRef  # not exported; only to read heartbeats
+from test_pipelines import write_tables
 
 from dprelease.ledger import Ledger
-from tests.test_pipelines import write_tables
 
-pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.e2e
 MONTHLY = "visits_by_clinic"
 LOCATION, REPOSITORY = "dprelease", "__repository__"
 VISITS_MONTH = Fraction(4, 12)  # hospital_patients' profile ε 4.0, 1/12 per month

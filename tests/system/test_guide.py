@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+GUIDE = ROOT / "docs" / "guide.md"
 
 
 def test_the_guide_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

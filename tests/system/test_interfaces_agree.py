@@ -83,9 +83,19 @@ def test_plan_cli_api_and_dagster_agree(spec: Path, tables: Path, tmp_path: Path
     api_plan = dp.plan(spec, privacy=PRIVACY).model_dump(mode="json")
     cli_release = json.loads(
         _cli(
-            "release", "--spec", str(spec), "--config", str(PRIVACY), "--data", str(data),
-            "--ledger", str(tmp_path / "cli.sqlite"), "--out", str(tmp_path / "cli"),
-            "--json", *when,
+            "release",
+            "--spec",
+            str(spec),
+            "--config",
+            str(PRIVACY),
+            "--data",
+            str(data),
+            "--ledger",
+            str(tmp_path / "cli.sqlite"),
+            "--out",
+            str(tmp_path / "cli"),
+            "--json",
+            *when,
         )  # fmt: skip
     )
     dp.Ledger(str(tmp_path / "api.sqlite")).close()  # the API writes only to an existing ledger

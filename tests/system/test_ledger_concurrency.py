@@ -10,13 +10,12 @@ from fractions import Fraction
 
 import ledger_workers as workers
 import pytest
-from pgtest import BACKENDS, backend_url
 from sqlalchemy import create_engine, func, select
 
 from dprelease.ledger import MIGRATIONS, Ledger, make_release_id
 from dprelease.ledger.schema import charges, schema_version
 
-ledger_url = pytest.fixture(params=BACKENDS)(backend_url)
+pytestmark = pytest.mark.races
 CTX = multiprocessing.get_context("spawn")
 TIMEOUT_S = 120
 
@@ -36,7 +35,6 @@ def _charge_count(url: str) -> int:
         return conn.execute(select(func.count()).select_from(charges)).scalar_one()
 
 
-@pytest.mark.slow
 def test_sixteen_racers_for_five_budgets_exactly_five_release(ledger_url: str) -> None:
     eps = Fraction(1, 10)
     Ledger(ledger_url).ensure_scope("visits", 5 * eps)  # admits exactly 5 releases
@@ -60,7 +58,6 @@ def test_sixteen_racers_for_five_budgets_exactly_five_release(ledger_url: str) -
         assert ledger.stored_release(make_release_id("visits_release", p)) is not None
 
 
-@pytest.mark.slow
 def test_racers_on_one_slot_charge_once_and_publish_one_table(ledger_url: str) -> None:
     Ledger(ledger_url).ensure_scope("s", 1)
     barrier = CTX.Barrier(4)
@@ -76,7 +73,6 @@ def test_racers_on_one_slot_charge_once_and_publish_one_table(ledger_url: str) -
     assert Counter(e.kind for e in ledger.history("s"))["committed"] == 1
 
 
-@pytest.mark.slow
 def test_racers_on_one_slot_with_different_eps_charge_once(ledger_url: str) -> None:
     """Two ε for one slot (say, before and after a cap change): one charge; the other run gets
     the stored copy or is told to void, never a second charge."""
@@ -92,7 +88,6 @@ def test_racers_on_one_slot_with_different_eps_charge_once(ledger_url: str) -> N
     assert ledger.status("s")[0].spent == stored.epsilon
 
 
-@pytest.mark.slow
 def test_concurrent_first_open_migrates_once(ledger_url: str) -> None:
     barrier = CTX.Barrier(4)
     codes = _run_all(workers.open_and_ensure, [(ledger_url, "s", barrier)] * 4)

@@ -21,8 +21,7 @@ import pytest
 from dprelease.errors import ConfigError, SpecError
 from dprelease.ledger import Ledger, make_release_id
 from dprelease.noise import NoiseSource
-from dprelease.publish import Recorded, record_release
-from dprelease.pure_release import prepare
+from dprelease.publish import PreparedRelease, Recorded, decide_budget, prepare, record_release
 from pipelines.assets import BUDGET_KEY
 from pipelines.definitions import build_definitions
 from pipelines.demo_data import generate_case_control, generate_visits
@@ -134,6 +133,7 @@ def test_definitions_load_with_jobs_schedules_sensors_and_no_retries() -> None:
         (("  first_period: 2024-01\n", ""), r"publish\.first_period: .*first period"),
         (("publish:", "published:"), r"a pipeline spec needs .* `release:` and `publish:`"),
         (("upper: 2000", "upper: -1"), r"release\.statistics\[1\]: lower .* must be < upper"),
+        (("name: visits_by_clinic", "name: visits"), r"release\.name: .* source table 'visits'"),
     ],
 )
 def test_bad_pipeline_specs_name_file_and_field(
@@ -178,7 +178,9 @@ def test_every_release_publishes_in_one_step_and_checks_pass(root: Path) -> None
     metadata = second.asset_materializations_for_node(MONTHLY)[0].metadata
     assert metadata["ledger"].value == "released and charged" and metadata["charged"].value
     assert metadata["published"].value == f"yes: {root / 'public' / MONTHLY / '2024-03'}"
-    assert metadata["preview"].value.startswith("First 20 of 32 cells")
+    assert metadata["preview"].value.startswith(  # the CLI's caption (statement.preview)
+        "Shown: first 20 of 32 rows (all of them are in the published files)."
+    )
     observed = instance.fetch_observations(dg.AssetKey("visits"), limit=1).records
     assert set(observed[0].asset_observation.metadata) == {"dagster/column_schema"}
     scopes = budget.asset_materializations_for_node("privacy_budget")[0].metadata["scopes"]
@@ -290,15 +292,21 @@ def test_bad_input_fails_before_the_ledger_changes(root: Path) -> None:
     assert not (root / "public" / MONTHLY).exists()
 
 
+def _prepared_month(
+    root: Path, book: Ledger, period: str, spec: Path = SPECS_DIR / "visits_monthly.yaml"
+) -> PreparedRelease:
+    """The monthly release of `period` at ε = VISITS_CAP / 12, its scope in `book`."""
+    book.ensure_scope(SCOPE, VISITS_CAP)
+    release = load_release(spec)
+    budget = decide_budget(release, ledger=book, epsilon=VISITS_CAP / 12)
+    return prepare(root / "confidential/visits.parquet", release, budget, period=period)
+
+
 def record_unpublished(root: Path, period: str, **options: Any) -> Recorded:
     """Record a month as a run that crashed after the ledger commit leaves it: stored, no files."""
-    release = load_release(SPECS_DIR / "visits_monthly.yaml")
     with Ledger(str(root / "ledger.sqlite")) as book:
-        book.ensure_scope(SCOPE, VISITS_CAP)
-        prepared = prepare(
-            root / "confidential/visits.parquet", release.loaded, VISITS_CAP / 12, period=period
-        )
-        return record_release(prepared, ledger=book, scope=SCOPE, asset=MONTHLY, **options)
+        prepared = _prepared_month(root, book, period)
+        return record_release(prepared, ledger=book, asset=MONTHLY, **options)
 
 
 def _stored_with_a_cut_table(
@@ -309,24 +317,20 @@ def _stored_with_a_cut_table(
 ) -> None:
     """A stored copy whose table lost rows (`cut`), committed through the ledger's API (as an
     engine that dropped empty cells, or another tool, could have stored it)."""
-    release = load_release(spec)
     with Ledger(str(root / "ledger.sqlite")) as book:
-        book.ensure_scope(SCOPE, VISITS_CAP)
-        prepared = prepare(
-            root / "confidential/visits.parquet", release.loaded, VISITS_CAP / 12, period=period
-        )
+        prepared = _prepared_month(root, book, period, spec)
         reservation = book.reserve(
             make_release_id(MONTHLY, period),
             SCOPE,
             period,
-            prepared.plan.epsilon_total,
-            spec_hash=prepared.spec_hash,
+            prepared.allocation.total.epsilon,
+            spec_hash=prepared.resolved.hash,
         )
-        released = prepared.run()
+        released = prepared.draw()
         table = io.BytesIO()
         cut(released.table).write_parquet(table)
-        manifest = {**released.manifest, "release_id": reservation.release_id}
-        book.commit(reservation, table.getvalue(), manifest)
+        manifest = released.manifest.model_copy(update={"release_id": reservation.release_id})
+        book.commit(reservation, table.getvalue(), manifest.to_json_dict())
 
 
 def _stored_without_a_cell(root: Path, period: str) -> None:
@@ -673,8 +677,9 @@ def test_a_spec_with_margins_is_one_asset_one_charge_and_its_checks_mean_every_l
     assert keys.metadata["public_cells"].value == 32 + 8 + 1
     assert spent(root, SCOPE) == (VISITS_CAP / 12, 1)
     metadata = result.asset_materializations_for_node(MONTHLY)[0].metadata
-    assert metadata["preview"].value.startswith(
-        "Per level, region,clinic: first 20 of 32 rows; region: all 8 rows; total: all 1 row"
+    assert metadata["preview"].value.startswith(  # the CLI's caption (statement.preview)
+        "Shown: first 20 of 32 rows of region,clinic, 8 rows of region, 1 row of total (all of "
+        "them are in the published files)."
     )
     table = pl.read_parquet(root / "public" / MONTHLY / "2024-03" / "release.parquet")
     assert table.get_column("level").unique(maintain_order=True).to_list() == [

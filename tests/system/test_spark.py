@@ -12,28 +12,24 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import BASE_SPEC, exact_table, prepare_release
 from polars.testing import assert_frame_equal
 from sparktest import local_session
 from typer.testing import CliRunner
 
 from dprelease.cli import app
-from dprelease.engines import new_salt
-from dprelease.engines import spark as spark_engine
 from dprelease.errors import DataError, SchemaError, SpecError
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.engines import new_salt
+from dprelease.mechanism.engines import spark as spark_engine
 from dprelease.publish import RELEASE_FILES
-from dprelease.pure_release import prepare, release
 from dprelease.spec import parse_spec
 
+pytestmark = pytest.mark.spark
+#: The shared BASE_SPEC with a mean of the cost, which reuses its count and sum.
 SPEC = {
-    "name": "t",
-    "source": "t",
-    "privacy_unit": "pid",
-    "max_rows_per_unit": 2,
-    "group_by": [{"column": "region", "domain": {"values": ["n", "s", "e"]}}],
+    **BASE_SPEC,
     "statistics": [
-        {"name": "n", "kind": "count"},
-        {"name": "cost", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
+        *BASE_SPEC["statistics"],
         {"name": "avg", "kind": "mean", "column": "cost", "lower": 0, "upper": 100},
     ],
 }
@@ -61,27 +57,25 @@ def parquet(tmp_path: Path) -> Path:
 
 def exact(data, engine: str | None = "spark") -> pl.DataFrame:
     """The released table without noise."""
-    noise = NoiseSource.zero_for_tests()
-    loaded = parse_spec(SPEC)
-    return release(data, loaded, 1.0, noise=noise, allow_unsafe_noise=True, engine=engine).table
+    return exact_table(data, parse_spec(SPEC), engine=engine)
 
 
 def test_spark_release_equals_the_polars_release_and_says_so(parquet: Path, spark) -> None:
     """Same table through noise and post-processing (Int128 sums included); the manifest names
     the engine, and the spec hash does not depend on it."""
-    on_spark = release(parquet, parse_spec({**SPEC, "engine": "spark"}), 1.0)
-    on_polars = release(parquet, parse_spec(SPEC), 1.0)
-    assert on_spark.manifest["engine"] == "spark" and on_polars.manifest["engine"] == "polars"
-    assert on_spark.manifest["spec_hash"] == on_polars.manifest["spec_hash"]
+    on_spark = prepare_release(parquet, parse_spec({**SPEC, "engine": "spark"})).draw()
+    on_polars = prepare_release(parquet, parse_spec(SPEC)).draw()
+    assert (on_spark.manifest.engine, on_polars.manifest.engine) == ("spark", "polars")
+    assert on_spark.manifest.spec_hash == on_polars.manifest.spec_hash
     assert_frame_equal(exact(parquet, "spark"), exact(parquet, "polars"))
     assert exact(parquet).select("region", "n").rows() == EXPECTED
 
 
 def test_the_argument_overrides_the_spec_and_unknown_engines_are_refused(parquet: Path) -> None:
-    loaded = parse_spec({**SPEC, "engine": "spark"})
-    assert prepare(parquet, loaded, 1.0, engine="polars").engine == "polars"
+    resolved = parse_spec({**SPEC, "engine": "spark"})
+    assert prepare_release(parquet, resolved, engine="polars").engine == "polars"
     with pytest.raises(SpecError, match=r"^engine: unknown engine 'duckdb'"):
-        prepare(parquet, loaded, 1.0, engine="duckdb")
+        prepare_release(parquet, resolved, engine="duckdb")
 
 
 def test_inputs_table_folder_and_dataframe_give_the_same_aggregates(tmp_path, spark) -> None:
@@ -96,14 +90,14 @@ def test_inputs_table_folder_and_dataframe_give_the_same_aggregates(tmp_path, sp
 
 
 def test_unsupported_inputs_are_refused_before_anything_runs(tmp_path, spark) -> None:
-    loaded = parse_spec(SPEC)
+    resolved = parse_spec(SPEC)
     with pytest.raises(FileNotFoundError):
-        prepare(tmp_path / "missing.parquet", loaded, 1.0, engine="spark")
+        prepare_release(tmp_path / "missing.parquet", resolved, engine="spark")
     (tmp_path / "rows.csv").write_text("pid,region,cost\n1,n,2\n")
     with pytest.raises(SchemaError, match="use parquet"):
-        prepare(tmp_path / "rows.csv", loaded, 1.0, engine="spark")
+        prepare_release(tmp_path / "rows.csv", resolved, engine="spark")
     with pytest.raises(SchemaError, match="not polars"):
-        prepare(ROWS, loaded, 1.0, engine="spark")
+        prepare_release(ROWS, resolved, engine="spark")
 
 
 def test_declared_types_are_judged_as_the_polars_engine_judges_them(tmp_path, spark) -> None:
@@ -134,7 +128,7 @@ def test_declared_types_are_judged_as_the_polars_engine_judges_them(tmp_path, sp
         ROWS.with_columns(changed).write_parquet(path)
         for engine in ("polars", "spark"):
             with pytest.raises(SchemaError, match=error):
-                prepare(path, parse_spec(SPEC), 1.0, engine=engine)
+                prepare_release(path, parse_spec(SPEC), engine=engine)
 
 
 def test_spark_errors_never_quote_confidential_values(spark) -> None:
@@ -166,17 +160,19 @@ def test_cli_release_with_engine_spark(parquet: Path, tmp_path: Path, spark) -> 
     assert refused.exit_code == 2 and "unknown engine 'nope'" in refused.stderr
 
 
-@pytest.mark.slow
 def test_spark_connect_from_the_environment(parquet: Path) -> None:
     """$DPRELEASE_SPARK_REMOTE selects Spark Connect ("local" starts a server in-process), and
     the engine runs unchanged on it. A fresh process: one Python process holds one kind of
     session."""
     script = (
-        "import sys; from dprelease.pure_release import release; from dprelease.spec import "
-        "parse_spec; from dprelease.noise import NoiseSource; "
-        "from dprelease.engines.spark import spark_session; "
-        f"t = release(sys.argv[1], parse_spec({SPEC!r}), 1.0, engine='spark', "
-        "noise=NoiseSource.zero_for_tests(), allow_unsafe_noise=True).table; "
+        "import sys; from fractions import Fraction; from dprelease.noise import NoiseSource; "
+        "from dprelease.publish import decide_budget, prepare; "
+        "from dprelease.spec import parse_spec; "
+        "from dprelease.mechanism.engines.spark import spark_session; "
+        f"resolved = parse_spec({SPEC!r}); "
+        "budget = decide_budget(resolved, epsilon=Fraction(1)); "
+        "t = prepare(sys.argv[1], resolved, budget, engine='spark')"
+        ".draw(NoiseSource.zero_for_tests(), allow_unsafe_noise=True).table; "
         "print(type(spark_session()).__module__, t.select('region', 'n').rows())"
     )
     env = {**os.environ, spark_engine.REMOTE_ENV: "local[2]"}
@@ -190,11 +186,11 @@ def test_spark_connect_from_the_environment(parquet: Path) -> None:
 
 def test_salts_never_appear_in_query_plans(parquet: Path, spark, capsys) -> None:
     """Spark shows plans in its UI and event logs: the secret salt must not be a literal there."""
-    loaded = parse_spec(SPEC)
-    plan = prepare(parquet, loaded, 1.0).plan
+    resolved = parse_spec(SPEC)
+    allocation = prepare_release(parquet, resolved).allocation
     salt = new_salt()
-    selected = spark_engine._selected(spark.read.parquet(str(parquet)), loaded, plan)
-    frame = spark_engine._cells(selected, loaded, plan, None, salt)
+    selected = spark_engine._selected(spark.read.parquet(str(parquet)), resolved, allocation)
+    frame = spark_engine._cells(selected, resolved, allocation, None, salt)
     frame.explain("extended")
     plans = capsys.readouterr().out
     assert "xxhash64" in plans

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pgtest import BACKENDS, backend_url
 
 from dprelease.errors import (
     BudgetExhausted,
@@ -19,14 +18,17 @@ from dprelease.errors import (
     CompositionMismatch,
     LedgerError,
     LedgerUnavailable,
-    ReleaseConflict,
     ReservationMismatch,
     SpecChanged,
     UnknownScope,
 )
-from dprelease.ledger import Ledger, Reservation, exact_epsilon, make_release_id
-
-ledger_url = pytest.fixture(params=BACKENDS)(backend_url)
+from dprelease.ledger import (
+    Ledger,
+    ReleaseConflict,
+    Reservation,
+    exact_epsilon,
+    make_release_id,
+)
 
 
 @pytest.fixture

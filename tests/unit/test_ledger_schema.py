@@ -16,7 +16,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from pgtest import BACKENDS, backend_url, fresh_pg_url
+from conftest import FIXTURES
+from pgtest import fresh_pg_url
 from sqlalchemy import create_engine, insert, inspect, select, text
 
 from dprelease.errors import LedgerError, LedgerNotFound, LedgerUnavailable, ReservationMismatch
@@ -24,8 +25,7 @@ from dprelease.ledger import MIGRATIONS, Ledger, resolve_ledger_url
 from dprelease.ledger.migrations import migrate
 from dprelease.ledger.schema import metadata, schema_version
 
-V1_FIXTURE = Path(__file__).parent / "fixtures" / "ledger_v1.sqlite"
-ledger_url = pytest.fixture(params=BACKENDS)(backend_url)
+V1_FIXTURE = FIXTURES / "ledger_v1.sqlite"
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dprelease import publish as publish_module
 from dprelease.errors import (
     BudgetExhausted,
     CompositionMismatch,
@@ -25,55 +24,34 @@ from dprelease.errors import (
 )
 from dprelease.files import atomic_path
 from dprelease.ledger import Ledger
+from dprelease.loss import as_fraction
 from dprelease.noise import NoiseSource
-from dprelease.publish import RELEASE_FILES, Recorded, publish, record_release
-from dprelease.pure_release import prepare
+from dprelease.publish import (
+    RELEASE_FILES,
+    PreparedRelease,
+    Recorded,
+    decide_budget,
+    prepare,
+    publish,
+    record_release,
+)
 from dprelease.spec import load_spec
 
-SPEC = """\
-release:
-  name: visits
-  source: visits
-  privacy_unit: pid
-  max_rows_per_unit: 2
-  period: {column: day, composition: sequential}
-  group_by:
-    - column: region
-      domain: {values: [n, s, e]}
-  statistics:
-    - {name: n, kind: count}
-    - {name: cost, kind: sum, column: cost, lower: 0, upper: 10}
-"""
 
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    pl.DataFrame(
-        {
-            "pid": [1, 2, 3, 3, 4],
-            "region": ["n", "s", "s", "s", "n"],
-            "cost": [1.0, 2.0, 3.0, 4.0, 5.0],
-            "day": pl.Series(
-                ["2024-01-03", "2024-01-09", "2024-02-01", "2024-02-02", "2024-03-05"]
-            ).str.to_date(),
-        }
-    ).write_parquet(tmp_path / "visits.parquet")
-    return tmp_path
+def _prepare(
+    ws: Path, ledger: Ledger, period: str, epsilon: float = 0.25, spec: str = "spec.yaml"
+) -> PreparedRelease:
+    """The workspace's release of `period` at `epsilon`, against the ledger's scope "visits"."""
+    resolved = load_spec(ws / spec)
+    budget = decide_budget(resolved, scope="visits", ledger=ledger, epsilon=as_fraction(epsilon))
+    return prepare(ws / "visits.parquet", resolved, budget, period=period)
 
 
 def _publish(
     ws: Path, ledger: Ledger, period: str, epsilon: float = 0.25, spec: str = "spec.yaml", **kwargs
-):
-    prepared = prepare(ws / "visits.parquet", load_spec(ws / spec), epsilon, period=period)
-    return publish(
-        prepared,
-        ledger=ledger,
-        scope="visits",
-        asset="visits",
-        out_dir=ws / "out" / period,
-        **kwargs,
-    )
+) -> Recorded:
+    prepared = _prepare(ws, ledger, period, epsilon, spec)
+    return publish(prepared, ledger=ledger, asset="visits", out_dir=ws / "out" / period, **kwargs)
 
 
 def _snapshot(ledger: Ledger) -> tuple:
@@ -102,7 +80,7 @@ def test_force_new_is_charged_again_and_recorded(workspace: Path) -> None:
     ledger.ensure_scope("visits", 1)
     _publish(workspace, ledger, "2024-01")
     again = _publish(workspace, ledger, "2024-01", force_new=True)
-    assert again.status == "reserved" and again.manifest["ledger"]["rerelease"] is True
+    assert again.status == "reserved" and again.stored.manifest["ledger"]["rerelease"] is True
     assert ledger.status("visits")[0].spent == Fraction(1, 2)
 
 
@@ -135,21 +113,22 @@ def test_sigkill_between_reserve_and_commit_publishes_nothing_and_resumes(worksp
     Ledger(str(ledger_path)).ensure_scope("visits", 1)
     script = textwrap.dedent(f"""
         import os, signal
+        from fractions import Fraction
         from pathlib import Path
-        import dprelease.pure_release as release_module
         from dprelease.ledger import Ledger
-        from dprelease.publish import publish
+        from dprelease.publish import PreparedRelease, decide_budget, prepare, publish
         from dprelease.spec import load_spec
 
         def die(self, *args, **kwargs):  # the process dies after reserve, before commit
             os.kill(os.getpid(), signal.SIGKILL)
 
-        release_module.PreparedRelease.run = die
+        PreparedRelease.draw = die
         ws = Path({str(workspace)!r})
-        prepared = release_module.prepare(ws / "visits.parquet", load_spec(ws / "spec.yaml"),
-                                          0.25, period="2024-01")
-        publish(prepared, ledger=Ledger({str(ledger_path)!r}), scope="visits", asset="visits",
-                out_dir=ws / "out" / "2024-01")
+        ledger = Ledger({str(ledger_path)!r})
+        resolved = load_spec(ws / "spec.yaml")
+        budget = decide_budget(resolved, scope="visits", ledger=ledger, epsilon=Fraction(1, 4))
+        prepared = prepare(ws / "visits.parquet", resolved, budget, period="2024-01")
+        publish(prepared, ledger=ledger, asset="visits", out_dir=ws / "out" / "2024-01")
     """)
     dead = subprocess.run([sys.executable, "-c", script], capture_output=True)
     assert dead.returncode == -signal.SIGKILL, dead.stderr.decode()
@@ -186,12 +165,13 @@ def test_a_changed_spec_for_a_released_period_is_refused(workspace: Path) -> Non
     ledger.ensure_scope("visits", 1)
     _publish(workspace, ledger, "2024-01")
     published = (workspace / "out/2024-01/release.csv").read_bytes()
-    (workspace / "wider.yaml").write_text(SPEC.replace("upper: 10", "upper: 20"))
+    wider = (workspace / "spec.yaml").read_text().replace("upper: 10", "upper: 20")
+    (workspace / "wider.yaml").write_text(wider)
     with pytest.raises(SpecChanged, match="--force-new"):
         _publish(workspace, ledger, "2024-01", spec="wider.yaml")
     assert (workspace / "out/2024-01/release.csv").read_bytes() == published
     anew = _publish(workspace, ledger, "2024-01", spec="wider.yaml", force_new=True)
-    assert anew.charged and anew.manifest["ledger"]["rerelease"] is True
+    assert anew.charged and anew.stored.manifest["ledger"]["rerelease"] is True
 
 
 def test_a_sequential_spec_cannot_draw_on_a_parallel_scope(workspace: Path) -> None:
@@ -234,26 +214,24 @@ def test_a_run_that_loses_the_commit_race_returns_the_winners_release(workspace:
     """Two runs resumed one reservation; the other committed first: ours publishes theirs."""
     ledger = Ledger(str(workspace / "ledger.sqlite"))
     ledger.ensure_scope("visits", 1)
-    prepared = prepare(
-        workspace / "visits.parquet", load_spec(workspace / "spec.yaml"), 0.25, period="2024-01"
-    )
+    prepared = _prepare(workspace, ledger, "2024-01")
     crashed = ledger.reserve(
-        "visits/2024-01", "visits", "2024-01", 0.25, spec_hash=prepared.spec_hash
+        "visits/2024-01", "visits", "2024-01", 0.25, spec_hash=prepared.resolved.hash
     )
 
     def other_run_commits_first(stage: str) -> None:
         if stage == "recording in the ledger":
             other = ledger.reserve(
-                "visits/2024-01", "visits", "2024-01", 0.25, spec_hash=prepared.spec_hash
+                "visits/2024-01", "visits", "2024-01", 0.25, spec_hash=prepared.resolved.hash
             )
             ledger.commit(other, b"the other run's table", {"by": "other"})
 
     recorded = record_release(
-        prepared, ledger=ledger, scope="visits", asset="visits", on_stage=other_run_commits_first
+        prepared, ledger=ledger, asset="visits", on_stage=other_run_commits_first
     )
     assert isinstance(recorded, Recorded) and recorded.status == "resumed"
     assert recorded.stored.charge_id == crashed.charge_id
-    assert (recorded.stored.table_parquet, recorded.manifest) == (
+    assert (recorded.stored.table_parquet, recorded.stored.manifest) == (
         b"the other run's table",
         {"by": "other"},
     )
@@ -272,7 +250,7 @@ def test_a_failing_file_write_leaves_no_temp_file_and_the_old_files(
     def disk_full(_stored: object) -> bytes:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setitem(publish_module.RELEASE_FILES, "release.csv", disk_full)
+    monkeypatch.setitem(RELEASE_FILES, "release.csv", disk_full)
     with pytest.raises(OSError, match="No space"):
         _publish(workspace, ledger, "2024-01")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
