@@ -145,3 +145,56 @@ def test_a_tiny_statable_epsilon_is_refused_by_the_sampler_in_one_line(ws: Path)
     still be formatted (it was an OverflowError in the message of the sampler's own refusal)."""
     result = cli("plan", "--spec", str(ws / "spec.yaml"), "--epsilon", "1e-307")
     one_line_error(result, "release.statistics[0]", "raise ε")
+
+
+# -- a directory as the ledger ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["ledger", "status"],
+        ["ledger", "history"],
+        ["ledger", "export"],
+        ["ledger", "set-cap", "visits", "1"],
+        ["ledger", "void", "visits/2024-01", "--reason", "r"],
+        ["ledger", "upgrade"],
+    ],
+)
+def test_every_ledger_command_refuses_a_directory_as_the_ledger(
+    tmp_path: Path, command: list[str]
+) -> None:
+    one_line_error(cli(*command, "--ledger", str(tmp_path)), str(tmp_path), "is a directory")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("cap", [[], ["--cap", "1"]])
+def test_release_refuses_a_directory_as_the_ledger(ws: Path, cap: list[str]) -> None:
+    directory = ws / "ledgers"
+    directory.mkdir()
+    result = cli("release", *_release_args(ws, directory), "--epsilon", "0.5", *cap)
+    one_line_error(result, str(directory), "is a directory")
+    assert os.listdir(directory) == [] and not (ws / "pub").exists()
+
+
+@pytest.mark.parametrize("mode", ["create", "existing", "read"])
+def test_the_ledger_constructor_refuses_a_directory(tmp_path: Path, mode: str) -> None:
+    for url in (str(tmp_path), f"sqlite:///{tmp_path}"):
+        with pytest.raises(LedgerError, match=f"{tmp_path} is a directory") as info:
+            Ledger(url, mode=mode)  # type: ignore[arg-type]
+        assert not isinstance(info.value, LedgerNotFound)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_ledger_below_a_file_is_one_line(ws: Path) -> None:
+    below_a_file = ws / "spec.yaml" / "ledger.sqlite"
+    result = cli("release", *_release_args(ws, below_a_file), "--epsilon", "0.5", "--cap", "1")
+    one_line_error(result, f"cannot create a ledger at {below_a_file}")
+    assert not (ws / "pub").exists()
+
+
+def test_a_fifo_as_the_ledger_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "ledger.sqlite"
+    os.mkfifo(fifo)
+    with pytest.raises(LedgerError, match="is not a regular file"):
+        Ledger(str(fifo))
