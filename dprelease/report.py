@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
+from dprelease.files import atomic_path
 from dprelease.profile import BudgetChoice
 
 PROFILE_PNG = "profile.png"
@@ -75,7 +76,8 @@ def _finish(axes: Axes, ylabel: str, title: str, path: Path) -> Path:
     axes.set_title(title)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="upper right", fontsize=8)
-    cast(Figure, axes.figure).savefig(path, dpi=120)  # _new_axes made it on a Figure
+    with atomic_path(path) as temporary:  # whole or not at all; never into a device or FIFO
+        cast(Figure, axes.figure).savefig(temporary, dpi=120, format="png")  # made on a Figure
     return path
 
 

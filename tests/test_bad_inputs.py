@@ -198,3 +198,82 @@ def test_a_fifo_as_the_ledger_is_refused_without_blocking(tmp_path: Path) -> Non
     os.mkfifo(fifo)
     with pytest.raises(LedgerError, match="is not a regular file"):
         Ledger(str(fifo))
+
+
+# -- export and plot targets ---------------------------------------------------------------------
+
+
+def test_export_to_dev_full_is_one_line(ledger_path: Path) -> None:
+    """/dev/full is a device: writing to it fails, and replacing it by a rename would destroy it
+    (as root)."""
+    before = os.stat("/dev/full")
+    result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", "/dev/full")
+    one_line_error(result, "--output", "/dev/full", "not a regular file")
+    after = os.stat("/dev/full")
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+
+
+def test_export_to_a_fifo_is_refused_and_the_fifo_kept(ledger_path: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "export.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a writer would not block on main
+    try:
+        result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(fifo))
+        one_line_error(result, "--output", str(fifo), "not a regular file")
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+        assert os.read(reader, 1) == b""  # nothing was written into it
+    finally:
+        os.close(reader)
+
+
+def test_export_to_standard_output_by_name_is_refused(ledger_path: Path, tmp_path: Path) -> None:
+    """/dev/stdout resolves to whatever stdout is (a shell's `> file`): renaming over that file
+    would swap it under the shell. Without -o the export goes to stdout."""
+    link = tmp_path / "out.json"
+    link.symlink_to("/dev/stdout")
+    for target in ("/dev/stdout", "/dev/fd/1", str(link)):
+        result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", target)
+        one_line_error(result, "--output", target, "names an open file descriptor")
+    assert link.is_symlink()
+
+
+def test_export_into_a_directory_or_below_a_file_is_one_line(
+    ledger_path: Path, tmp_path: Path
+) -> None:
+    one_line_error(
+        cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(tmp_path)),
+        "--output",
+        "is a directory",
+    )
+    below_a_file = ledger_path / "export.json"
+    result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(below_a_file))
+    one_line_error(result, "--output", str(below_a_file))
+
+
+def test_export_replaces_a_file_whole_and_keeps_its_permissions(
+    ledger_path: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "export.json"
+    target.write_text("old")
+    target.chmod(0o600)
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(link))
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink()  # written through the link, not replaced by a file
+    assert json.loads(target.read_text())["scopes"][0]["name"] == "visits"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_epsilon_plot_refuses_a_fifo_in_the_plot_directory(tmp_path: Path) -> None:
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    os.mkfifo(plots / "profile.png")
+    reader = os.open(plots / "profile.png", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        result = cli("epsilon", "--config", str(PRIVACY), "--plot", str(plots), "--json")
+        one_line_error(result, "--plot", str(plots / "profile.png"), "not a regular file")
+        assert stat.S_ISFIFO(os.stat(plots / "profile.png").st_mode)
+    finally:
+        os.close(reader)

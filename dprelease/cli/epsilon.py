@@ -14,8 +14,11 @@ from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors
 from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError
+from dprelease.files import replaceable_target
 from dprelease.profile import BudgetChoice
 from dprelease.report import (
+    EPSILON_PNG,
+    PROFILE_PNG,
     adversary_table,
     budget_summary,
     companion_text,
@@ -48,9 +51,12 @@ def _print_tables(choice: BudgetChoice) -> None:
 
 
 def _plot_directory(plot: Path) -> Path:
-    """Fail before anything is written if the plot directory cannot be one."""
+    """Fail before anything is written if the plot directory cannot be one, or holds a figure's
+    name as something other than a regular file (a FIFO would block, a device be replaced)."""
     if plot.exists() and not plot.is_dir():
         raise ConfigError("--plot", f"{plot} exists and is not a directory; give a directory")
+    for name in (PROFILE_PNG, EPSILON_PNG):
+        replaceable_target(plot / name, "--plot")
     return plot
 
 

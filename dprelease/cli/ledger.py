@@ -14,6 +14,8 @@ from rich.table import Table
 
 from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors, parse_epsilon
+from dprelease.errors import ConfigError
+from dprelease.files import atomic_path, replaceable_target
 from dprelease.ledger import Ledger, LedgerEvent, ScopeStatus
 
 ledger_app = typer.Typer(
@@ -172,14 +174,23 @@ def export(
     ] = None,
 ) -> None:
     """Dump scopes, charges, releases (manifests, table sha256) and events as JSON."""
+    if output is not None:
+        replaceable_target(output, "--output")  # refused before the ledger is even opened
     with Ledger(ledger_url, mode="read") as ledger:
         dump = ledger.export(scope, include_tables=tables)
     text = json.dumps(dump, indent=2, sort_keys=True)
     if output is None:
         typer.echo(text)
-    else:
-        output.write_text(text + "\n")
-        typer.echo(f"wrote {output}", err=True)
+        return
+    try:
+        with atomic_path(output, "--output") as temporary:
+            temporary.write_text(text + "\n")
+    except OSError as exc:  # a full disk, a directory that cannot be made: the old file is kept
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            "--output", f"cannot write {output}: {reason}; nothing was written"
+        ) from None
+    typer.echo(f"wrote {output}", err=True)
 
 
 @ledger_app.command("set-cap")
