@@ -68,3 +68,9 @@ def decimal_text(value: Fraction | int, digits: int = 6) -> str:
     mantissa, _, exponent = f"{rounded:.{digits - 1}e}".partition("e")
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent):+03d}"
 
+
+def typed_text(value: Fraction) -> str:
+    """`value` as a user types it, exactly: the decimal when it is exact (0.25), else the
+    fraction (1/3); for a message that tells what to type (`--epsilon 1/3`)."""
+    decimal = decimal_text(value)
+    return decimal if Fraction(decimal) == value else str(value)

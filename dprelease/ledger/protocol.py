@@ -224,11 +224,15 @@ def _charge(
         )
     spent = spending(conn, {scope: scope_row.composition})[scope].spent(period)
     parallel = scope_row.composition == "parallel"
-    if spent + eps > cap:
-        label = f"{scope}, period {period}" if parallel else scope
-        exc = BudgetExhausted(label, float(spent), float(cap), float(eps))
-        exc.scope = scope
-        raise exc  # the transaction rolls back: nothing written
+    if spent + eps > cap:  # the transaction rolls back: nothing written
+        raise BudgetExhausted(
+            scope,
+            spent,
+            cap,
+            eps,
+            composition=scope_row.composition,
+            period=period if parallel else None,
+        )
     row = conn.execute(
         insert(charges)
         .values(
