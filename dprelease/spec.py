@@ -31,12 +31,13 @@ from pydantic import (
     model_validator,
 )
 
+from dprelease._readable_errors import ReadableErrors
 from dprelease.errors import SpecError
 from dprelease.profile import Neighbours
 from dprelease.yaml_files import Location, error_at_path, read_sections
 
 
-class _Strict(BaseModel):
+class _Strict(ReadableErrors):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -277,3 +277,46 @@ def test_epsilon_plot_refuses_a_fifo_in_the_plot_directory(tmp_path: Path) -> No
         assert stat.S_ISFIFO(os.stat(plots / "profile.png").st_mode)
     finally:
         os.close(reader)
+
+
+# -- pydantic's messages --------------------------------------------------------------------------
+
+
+def test_a_spec_built_in_python_reports_its_problems_without_pydantic_links() -> None:
+    with pytest.raises(ValidationError) as info:
+        dp.ReleaseSpec(name="x", source="s", privacy_unit="p", statistics=[{"name": "n"}])
+    text = str(info.value)
+    assert "errors.pydantic.dev" not in text and "For further information" not in text
+    assert "statistics.0" in text and "Unable to extract tag using discriminator 'kind'" in text
+    for build in (lambda: dp.ReleaseSpec.model_validate({"name": "x"}), lambda: dp.Manifest()):
+        with pytest.raises(ValidationError) as info:
+            build()
+        assert "Field required" in str(info.value) and "pydantic.dev" not in str(info.value)
+
+
+def test_a_validators_own_error_type_keeps_its_words_without_links() -> None:
+    from pydantic import BaseModel, field_validator
+    from pydantic_core import PydanticCustomError
+
+    from dprelease._readable_errors import ReadableErrors
+
+    class Model(ReadableErrors):
+        inner: list[int]
+
+        @field_validator("inner")
+        @classmethod
+        def _refuse(cls, value: list[int]) -> list[int]:
+            raise PydanticCustomError("not_today", "no {what} today", {"what": "lists"})
+
+    class Outer(BaseModel):  # a plain model around it: pydantic's own text, links included
+        model: Model
+
+    with pytest.raises(ValidationError) as info:
+        Model(inner=[1])
+    assert str(info.value).splitlines()[1:] == [
+        "inner",
+        "  no lists today [type=not_today, input_value=[1], input_type=list]",
+    ]
+    assert info.value.errors()[0]["ctx"] == {"what": "lists"}
+    with pytest.raises(ValidationError, match="errors.pydantic.dev"):
+        Outer(model={"inner": "x"})
