@@ -21,7 +21,7 @@ _PYDANTIC_ERROR_TYPES = frozenset(get_args(ErrorType))
 _LINK = "For further information visit"
 
 
-class _ValidationErrorWithoutLinks(ValidationError):
+class ReadableValidationError(ValidationError):
     """A ValidationError printed without pydantic's documentation links."""
 
     def __str__(self) -> str:
@@ -48,7 +48,7 @@ def _details(error: Any) -> InitErrorDetails:
 
 def without_links(exc: ValidationError) -> ValidationError:
     """The same problems, printed without pydantic's links."""
-    return _ValidationErrorWithoutLinks.from_exception_data(
+    return ReadableValidationError.from_exception_data(
         exc.title, [_details(error) for error in exc.errors(include_url=False)]
     )
 
