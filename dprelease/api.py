@@ -16,15 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from dprelease.budget import PrivacyProfiles, load_privacy_profiles
-from dprelease.errors import ConfigError
+from dprelease.errors import ConfigError, SpecError
 from dprelease.ledger import Ledger
-from dprelease.loss import Amount, as_fraction
+from dprelease.loss import Amount, exact_positive
 from dprelease.mechanism import DataSource
 from dprelease.publish import Budget, decide_budget, prepare, record_release
 from dprelease.spec import ReleaseSpec, ResolvedSpec, load_spec, resolve
@@ -96,6 +97,14 @@ def _opened(ledger: Ledger | str | None) -> Iterator[Ledger | None]:
         yield opened
 
 
+def _exact(value: Amount, field: str) -> Fraction:
+    """An ε or cap given in Python as an exact rational; SpecError naming the keyword."""
+    try:
+        return exact_positive(value)
+    except ValueError as exc:
+        raise SpecError(field, f"ε {exc}") from None
+
+
 def _budget(
     resolved: ResolvedSpec,
     ledger: Ledger | None,
@@ -112,8 +121,8 @@ def _budget(
         scope=scope,
         privacy=_privacy(privacy),
         ledger=ledger,
-        epsilon=None if epsilon is None else as_fraction(epsilon),
-        cap=None if cap is None else as_fraction(cap, "cap"),
+        epsilon=None if epsilon is None else _exact(epsilon, "epsilon"),
+        cap=None if cap is None else _exact(cap, "cap"),
         require_loss=require_loss,
     )
 

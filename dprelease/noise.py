@@ -32,6 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from dprelease.errors import NoiseError, UnsafeNoiseSourceError
+from dprelease.loss import decimal_text
 
 __all__ = [
     "NoiseSource",
@@ -174,9 +175,9 @@ def exact_scale(scale: float | int | Fraction) -> Fraction:
             raise NoiseError(f"scale must be a positive finite number, got {as_float!r}")
         exact = Fraction(as_float)
     if exact <= 0:
-        raise NoiseError(f"scale must be positive, got {float(exact)!r}")
-    if exact > _MAX_SCALE:
-        raise NoiseError(f"scale must be at most 2**48 (~2.8e14), got {float(exact)!r}")
+        raise NoiseError(f"scale must be positive, got {decimal_text(exact)}")
+    if exact > _MAX_SCALE:  # (Δ/ε can be beyond any double: formatted without float())
+        raise NoiseError(f"scale must be at most 2**48 (~2.8e14), got {decimal_text(exact)}")
     max_den = max(1, min(_MAX_DENOMINATOR, _MAX_NUMERATOR // math.ceil(exact)))
     return _round_up(exact, max_den)
 

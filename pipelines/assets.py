@@ -24,8 +24,9 @@ import polars as pl
 from pydantic import Field
 
 from dprelease.budget import budget_markdown, markdown_table, write_plots
-from dprelease.errors import DPReleaseError, LedgerNotFound, UnknownScope
+from dprelease.errors import BudgetExhausted, DPReleaseError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Ledger, ScopeStatus
+from dprelease.loss import typed_text
 from dprelease.operator import LOGGER_NAME
 from dprelease.publish import (
     Recorded,
@@ -118,8 +119,23 @@ def in_dagster_words(text: str) -> str:
 
 def refusal(exc: DPReleaseError) -> str:
     """A typed, data-free refusal in words for the run's error."""
+    if isinstance(exc, BudgetExhausted):
+        exc = exc.with_action(_budget_action(exc))
     hint = PRODUCTION_HINTS.get(type(exc))
     return in_dagster_words(str(exc)) + (f". {hint}" if hint else "")
+
+
+def _budget_action(exc: BudgetExhausted) -> str:
+    """What an operator can do about a refused budget in the pipeline, where a release's ε is
+    its spec's `publish.share` of the scope's cap (no ε is typed): a smaller share while some
+    budget remains, or a higher cap on purpose."""
+    set_cap = f"`dprelease ledger set-cap {exc.scope} CAP --reason TEXT`"
+    smaller = (
+        f"lower the spec's publish.share to at most {typed_text(exc.remaining / exc.cap)}, or "
+        if exc.remaining
+        else ""
+    )
+    return f"To go on, {smaller}raise the scope's cap on purpose: {set_cap}."
 
 
 def confidential_source(table: str) -> dg.AssetSpec:

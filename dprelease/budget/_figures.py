@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from dprelease.budget._choice import BudgetChoice
 from dprelease.budget._profiles import epsilon_for_bound
+from dprelease.files import atomic_path
 
 if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: start-up stays fast
     from matplotlib.axes import Axes
@@ -81,7 +82,8 @@ def _finish(axes: Axes, ylabel: str, title: str, path: Path) -> Path:
     axes.legend(loc="upper right", fontsize=8)
     from matplotlib.figure import Figure
 
-    cast(Figure, axes.figure).savefig(path, dpi=120)  # _new_axes made it on a Figure
+    with atomic_path(path) as temporary:  # whole or not at all; never into a device or FIFO
+        cast(Figure, axes.figure).savefig(temporary, dpi=120, format="png")  # made on a Figure
     return path
 
 

@@ -111,6 +111,7 @@ class Ledger:
         self.created = found == 0
         self.upgraded_from = found
         self.schema_version = found if mode == "read" else LATEST
+        self._db.warn_if_readable_by_others()
 
     def close(self) -> None:
         self._db.close()

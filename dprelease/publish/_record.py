@@ -39,7 +39,11 @@ from dprelease.statement import LedgerRecord, LegacyManifest, Manifest, parse_ma
 #: What the ledger did for a release, in words for people (keys: `Reservation.status`).
 STATUS_TEXT: dict[ReservationStatus, str] = {
     "reserved": "released and charged",
-    "resumed": "finished an interrupted release (charged once)",
+    # The ledger knows only that an open reservation existed: its run may have died or may
+    # still be drawing. Either way one charge covers both and the first commit is the release.
+    "resumed": "took over an open reservation of this release made by another run, which may "
+    "have died or may still be running (charged once; the first run to commit stores the "
+    "release, and both publish it)",
     "committed": "already released: stored copy returned, nothing charged",
 }
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from dprelease.errors import SpecError
+from dprelease.files import ReadableErrors
 
 #: Names a spec gives (release, statistics): ASCII letters, digits and '_', not starting with a
 #: digit. Internal measurement names contain ':' (see `mechanism`), which this pattern forbids, so
@@ -18,7 +19,7 @@ RENAMED = {"target_ci95": "target_moe95", "ci95_columns": "moe95_columns"}
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-class Strict(BaseModel):
+class Strict(ReadableErrors):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dprelease.change import ProtectedChange
+from dprelease.files import ReadableErrors
 
 MANIFEST_FORMAT: Final = "dprelease-manifest/2"
 
@@ -26,7 +27,7 @@ MANIFEST_FORMAT: Final = "dprelease-manifest/2"
 ExactRational = Annotated[str, Field(pattern=r"^\d+(/\d+)?$", examples=["1/12"])]
 
 
-class _Model(BaseModel):
+class _Model(ReadableErrors):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

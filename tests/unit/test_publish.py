@@ -24,7 +24,6 @@ from dprelease.errors import (
 )
 from dprelease.files import atomic_path
 from dprelease.ledger import Ledger
-from dprelease.loss import as_fraction
 from dprelease.noise import NoiseSource
 from dprelease.publish import (
     RELEASE_FILES,
@@ -43,7 +42,7 @@ def _prepare(
 ) -> PreparedRelease:
     """The workspace's release of `period` at `epsilon`, against the ledger's scope "visits"."""
     resolved = load_spec(ws / spec)
-    budget = decide_budget(resolved, scope="visits", ledger=ledger, epsilon=as_fraction(epsilon))
+    budget = decide_budget(resolved, scope="visits", ledger=ledger, epsilon=Fraction(str(epsilon)))
     return prepare(ws / "visits.parquet", resolved, budget, period=period)
 
 

@@ -13,9 +13,9 @@ import pytest
 from conftest import allocation_of, draw_release, make_spec, prepare_release
 from conftest import exact_table as exact
 
+import dprelease as dp
 from dprelease.change import ProtectedChange
 from dprelease.errors import DataError, SchemaError, SpecError, UnsafeNoiseSourceError
-from dprelease.loss import as_fraction
 from dprelease.noise import NoiseSource, variance
 from dprelease.publish import decide_budget, prepare
 from dprelease.spec import ResolvedSpec, parse_spec
@@ -290,9 +290,9 @@ def test_schema_errors_name_the_column_before_any_row_is_read() -> None:
         SchemaError, match=r"^release\.group_by\[0\]\.column: column 'region'.*domain"
     ):
         prepare_release(df.with_columns(pl.lit(1).alias("region")), spec_of(), 1.0)
-    for bad in (0, -1.0, float("nan"), float("inf")):  # as every face reads a user's ε
+    for bad in (0, -1.0, float("nan"), float("inf")):  # as the Python face reads a user's ε
         with pytest.raises(SpecError, match="epsilon"):
-            as_fraction(bad)
+            dp.release(df, spec_of().spec, epsilon=bad)
     for bad_loss in (Fraction(0), Fraction(-1)):  # and prepare refuses one that is not > 0
         with pytest.raises(SpecError, match="epsilon"):
             prepare(df, spec_of(), decide_budget(spec_of(), epsilon=bad_loss))
