@@ -28,6 +28,7 @@ from fractions import Fraction
 import numpy as np
 
 from dprelease.errors import NoiseError
+from dprelease.loss import decimal_text
 from dprelease.mechanism.noise._bernoulli import _bern_exp_split
 from dprelease.mechanism.noise._laplace import (
     _acceptance,
@@ -74,9 +75,9 @@ def exact_sigma2(sigma2: float | int | Fraction) -> Fraction:
             raise NoiseError(f"sigma2 must be a positive finite number, got {as_float!r}")
         exact = Fraction(as_float)
     if exact <= 0:
-        raise NoiseError(f"sigma2 must be positive, got {float(exact)!r}")
-    if exact > _MAX_SIGMA2:
-        raise NoiseError(f"sigma2 must be at most 2**48 (~2.8e14), got {float(exact)!r}")
+        raise NoiseError(f"sigma2 must be positive, got {decimal_text(exact)}")
+    if exact > _MAX_SIGMA2:  # (it can be beyond any double: formatted without float())
+        raise NoiseError(f"sigma2 must be at most 2**48 (~2.8e14), got {decimal_text(exact)}")
     t = _t_of(exact)
     # σ² ∈ ((t − 1)², t²] and σ²/t < t rounds up to at most t, so the result has the same t.
     return t * _round_up(exact / t, max(1, _SPAN // t))

@@ -17,6 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from dprelease.errors import NoiseError
+from dprelease.loss import decimal_text
 from dprelease.mechanism.noise._bernoulli import _alg1, _geometric_e1
 from dprelease.mechanism.noise._source import (
     NoiseSource,
@@ -54,9 +55,9 @@ def exact_scale(scale: float | int | Fraction) -> Fraction:
             raise NoiseError(f"scale must be a positive finite number, got {as_float!r}")
         exact = Fraction(as_float)
     if exact <= 0:
-        raise NoiseError(f"scale must be positive, got {float(exact)!r}")
-    if exact > _MAX_SCALE:
-        raise NoiseError(f"scale must be at most 2**48 (~2.8e14), got {float(exact)!r}")
+        raise NoiseError(f"scale must be positive, got {decimal_text(exact)}")
+    if exact > _MAX_SCALE:  # (it can be beyond any double: formatted without float())
+        raise NoiseError(f"scale must be at most 2**48 (~2.8e14), got {decimal_text(exact)}")
     max_den = max(1, min(_MAX_DENOMINATOR, _MAX_NUMERATOR // math.ceil(exact)))
     return _round_up(exact, max_den)
 
