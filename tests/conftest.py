@@ -26,7 +26,7 @@ from pgtest import BACKENDS, backend_url
 from dprelease.change import ProtectedChange, choose_change
 from dprelease.loss import PrivacyLoss
 from dprelease.mechanism import Allocation, DataSource, allocate
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.publish import PreparedRelease, Release, decide_budget, prepare
 from dprelease.spec import ResolvedSpec, parse_spec
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from dprelease.change import ProtectedChange
 from dprelease.errors import NoiseError, SpecError
 from dprelease.loss import PrivacyLoss, split_by_weights
-from dprelease.noise import ci95_halfwidth, exact_scale, variance
+from dprelease.mechanism.noise import exact_scale, laplace_moe95, laplace_variance
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
@@ -63,11 +63,11 @@ class _Noise:
     @property
     def moe95(self) -> float:
         """95% margin of error: the half-width h·g of the exact discrete Laplace interval."""
-        return float(ci95_halfwidth(self.scale_units) * self.granularity)
+        return float(laplace_moe95(self.scale_units) * self.granularity)
 
     @property
     def variance(self) -> float:
-        return variance(self.scale_units) * float(self.granularity) ** 2
+        return laplace_variance(self.scale_units) * float(self.granularity) ** 2
 
 
 @dataclass(frozen=True, kw_only=True)

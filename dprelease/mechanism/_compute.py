@@ -17,7 +17,7 @@ from dprelease.mechanism._accounting import Allocation
 from dprelease.mechanism._margins import MarginAccuracy, Outcome, release_levels
 from dprelease.mechanism._postprocess import columns, from_noisy
 from dprelease.mechanism.engines import DataSource, InputSummary, get_engine, new_salt
-from dprelease.noise import NoiseSource, discrete_laplace
+from dprelease.mechanism.noise import NoiseSource, discrete_laplace
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
 

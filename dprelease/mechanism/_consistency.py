@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
 from scipy.sparse.linalg import splu  # type: ignore[import-untyped]
 
-from dprelease.noise import exact_scale, variance
+from dprelease.mechanism.noise import exact_scale, laplace_variance
 from dprelease.spec import Levels
 
 # Dense right-hand sides are solved in column blocks of at most this many entries (K × block),
@@ -61,7 +61,7 @@ class NoiseLaw:
     @property
     def variance(self) -> float:
         """Var(granularity · Z) in value units²."""
-        return variance(self.scale) * float(self.granularity) ** 2
+        return laplace_variance(self.scale) * float(self.granularity) ** 2
 
 
 # --------------------------------------------------------------------------- the linear solve

@@ -28,7 +28,7 @@ from dprelease.errors import INTERRUPTS
 from dprelease.mechanism._accounting import Allocation, Measurement
 from dprelease.mechanism._postprocess import Measured, noise_decimals
 from dprelease.mechanism.engines import ExactAggregates
-from dprelease.noise import NoiseSource, discrete_laplace
+from dprelease.mechanism.noise import NoiseSource, discrete_laplace
 from dprelease.spec import Levels, PostProcessing, ResolvedSpec, StatisticKind, SumStatistic
 
 if TYPE_CHECKING:  # the solvers (scipy, Clarabel, HiGHS) load only for a release with margins

@@ -25,7 +25,7 @@ from dprelease.mechanism import (
     margin_accuracy,
     summarize_input,
 )
-from dprelease.noise import NoiseSource, default_noise_source, require_private
+from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.period import Period
 from dprelease.publish._budget import Budget
 from dprelease.spec import ResolvedSpec, period_of

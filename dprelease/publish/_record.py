@@ -31,7 +31,7 @@ from dprelease.ledger import (
     StoredRelease,
     make_release_id,
 )
-from dprelease.noise import NoiseSource, default_noise_source, require_private
+from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.publish._files import write_release_files
 from dprelease.publish._prepared import PreparedRelease
 from dprelease.statement import LedgerRecord, LegacyManifest, Manifest, parse_manifest

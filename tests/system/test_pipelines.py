@@ -20,7 +20,7 @@ import pytest
 
 from dprelease.errors import ConfigError, SpecError
 from dprelease.ledger import Ledger, make_release_id
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.publish import PreparedRelease, Recorded, decide_budget, prepare, record_release
 from pipelines.assets import BUDGET_KEY
 from pipelines.definitions import build_definitions

@@ -165,7 +165,8 @@ def test_spark_connect_from_the_environment(parquet: Path) -> None:
     the engine runs unchanged on it. A fresh process: one Python process holds one kind of
     session."""
     script = (
-        "import sys; from fractions import Fraction; from dprelease.noise import NoiseSource; "
+        "import sys; from fractions import Fraction; "
+        "from dprelease.mechanism.noise import NoiseSource; "
         "from dprelease.publish import decide_budget, prepare; "
         "from dprelease.spec import parse_spec; "
         "from dprelease.mechanism.engines.spark import spark_session; "

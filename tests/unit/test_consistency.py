@@ -28,7 +28,12 @@ from dprelease.mechanism._consistency import (
 )
 from dprelease.mechanism._moe import moe95
 from dprelease.mechanism._rounding import round_additive, rounded_moe95
-from dprelease.noise import NoiseSource, ci95_halfwidth, discrete_laplace, variance
+from dprelease.mechanism.noise import (
+    NoiseSource,
+    discrete_laplace,
+    laplace_moe95,
+    laplace_variance,
+)
 from dprelease.spec import Levels, level_grid
 
 # Clinics per region of the synthetic hierarchy the issue describes (8 regions, 2–6 clinics).
@@ -259,11 +264,11 @@ def test_unbiased() -> None:
 )
 def test_moe_of_a_single_draw_is_the_exact_quantile(scale, granularity) -> None:
     """Without margins the error is granularity·Z: the MoE is the exact integer quantile
-    (ci95_halfwidth), at most 1.7% of max(sd, granularity) above it."""
+    (laplace_moe95), at most 1.7% of max(sd, granularity) above it."""
     levels = Levels.build(hierarchy(), [])
     law = NoiseLaw(Fraction(scale), Fraction(granularity))
     h = moe95(levels, [law])[0]
-    exact = ci95_halfwidth(law.scale) * float(law.granularity)
+    exact = laplace_moe95(law.scale) * float(law.granularity)
     assert np.all(h >= exact)
     assert np.all(h <= exact + 0.017 * max(np.sqrt(law.variance), float(law.granularity)))
 
@@ -467,7 +472,7 @@ def test_split_epsilon_is_exact() -> None:
     shares = split_by_weights(Fraction(7, 10), [Fraction(1), Fraction(2), Fraction(1, 2)])
     assert sum(shares) == Fraction(7, 10)
     assert shares == [Fraction(1, 5), Fraction(2, 5), Fraction(1, 10)]
-    assert variance(1 / shares[0]) > variance(1 / shares[1])
+    assert laplace_variance(1 / shares[0]) > laplace_variance(1 / shares[1])
 
 
 @pytest.mark.parametrize(

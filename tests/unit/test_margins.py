@@ -24,7 +24,7 @@ import dprelease as dp
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.mechanism import _consistency, _margins, _rounding
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.spec import LEVEL_COLUMN, parse_spec
 from dprelease.statement import Manifest
 from dprelease.statement._manifest import CountEntry, LevelMeasurementEntry, MeanEntry, SumEntry

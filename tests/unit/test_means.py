@@ -11,7 +11,7 @@ import pytest
 from conftest import allocation_of, draw_release, make_spec
 
 from dprelease.errors import SpecError
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.spec import ResolvedSpec
 
 COUNT = {"name": "n", "kind": "count"}

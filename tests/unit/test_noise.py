@@ -14,25 +14,27 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dprelease import noise
 from dprelease.errors import NoiseError, UnsafeNoiseSourceError
-from dprelease.noise import (
+from dprelease.mechanism.noise import (
     NoiseSource,
+    _bernoulli,
+    _laplace,
+    _source,
     bernoulli_exp,
-    ci95_halfwidth,
     default_noise_source,
     discrete_laplace,
     exact_scale,
+    laplace_moe95,
+    laplace_variance,
     require_private,
-    variance,
 )
 
 
-def seeded_stream(seed: int) -> noise._BitStream:
+def seeded_stream(seed: int) -> _source._BitStream:
     """A bit stream for the private helpers, read from a seeded source."""
     open_stream = NoiseSource.seeded_for_tests(seed)._open_stream
     assert open_stream is not None
-    return noise._BitStream(open_stream(), 1 << 20)
+    return _source._BitStream(open_stream())
 
 
 def exact_pmf(scale: Fraction, zmax: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +90,7 @@ def test_mean_and_variance(scale: float) -> None:
     draws = discrete_laplace(scale, n, NoiseSource.seeded_for_tests(13)).astype(np.float64)
     b = exact_scale(scale)
     z, pmf = exact_pmf(b, int(80 * float(b)) + 80)
-    var = variance(scale)
+    var = laplace_variance(scale)
     fourth = float((pmf * z.astype(np.float64) ** 4).sum())
     assert abs(draws.mean()) < 5 * math.sqrt(var / n)
     assert abs(draws.var() - var) < 5 * math.sqrt((fourth - var**2) / n)
@@ -98,17 +100,18 @@ def test_mean_and_variance(scale: float) -> None:
 def test_helpers_match_direct_sums_of_the_pmf(scale: float) -> None:
     b = exact_scale(scale)
     z, pmf = exact_pmf(b, int(80 * float(b)) + 80)
-    assert variance(scale) == pytest.approx(float((pmf * z.astype(np.float64) ** 2).sum()), 1e-9)
+    second_moment = float((pmf * z.astype(np.float64) ** 2).sum())
+    assert laplace_variance(scale) == pytest.approx(second_moment, 1e-9)
     mass = np.cumsum(pmf[z >= 0] * np.where(z[z >= 0] == 0, 1, 2))  # P(|Z| ≤ h), h = 0, 1, ...
-    assert ci95_halfwidth(scale) == int(np.argmax(mass >= 0.95))
+    assert laplace_moe95(scale) == int(np.argmax(mass >= 0.95))
 
 
 def test_helpers_at_extreme_scales() -> None:
-    assert ci95_halfwidth(0.01) == 0
-    assert variance(0.01) < 1e-40
+    assert laplace_moe95(0.01) == 0
+    assert laplace_variance(0.01) < 1e-40
     # b = 1e9: P(|Z| > h) ≈ exp(−(h+1)/b), so h ≈ b·ln 20.
-    assert ci95_halfwidth(1e9) == pytest.approx(1e9 * math.log(20), rel=1e-6)
-    assert variance(1e9) == pytest.approx(2e18, rel=1e-6)
+    assert laplace_moe95(1e9) == pytest.approx(1e9 * math.log(20), rel=1e-6)
+    assert laplace_variance(1e9) == pytest.approx(2e18, rel=1e-6)
 
 
 @pytest.mark.parametrize("gamma", [Fraction(0), Fraction(1, 3), Fraction(1), Fraction(5, 2), 7])
@@ -122,17 +125,20 @@ def test_bernoulli_exp(gamma: Fraction) -> None:
 
 
 def test_e1_table_is_algorithm_1_at_gamma_1() -> None:
-    # Success iff an odd number z of leading zero digits: z = 1 (720/2 − 720/6 = 240 values)
-    # or z = 3 (720/24 − 720/120 = 24); r = 0 is left to Algorithm 1 from k = 7.
-    counts = np.bincount(noise._E1_TABLE, minlength=3)
-    assert counts.tolist() == [720 - 264 - 1, 264, 1]
+    # Bytes ≥ 240 are rejected (16 codes 3). r = byte mod 120 (each r from two bytes) succeeds iff
+    # it has an odd number z of leading zero digits: z = 1 (120/2 − 120/6 = 40 values) or z = 3
+    # (120/24 − 120/120 = 4); r = 0 is left to Algorithm 1 from k = 6 (code 2).
+    counts = np.bincount(_bernoulli._E1_TABLE, minlength=4)
+    assert counts.tolist() == [240 - 88 - 2, 88, 2, 16]
+    # P(K = 3) + P(K = 5) = (1/2! − 1/3!) + (1/4! − 1/5!): the settled part of e^{−1}.
+    assert Fraction(44, 120) == Fraction(1, 2) - Fraction(1, 6) + Fraction(1, 24) - Fraction(1, 120)
 
 
 @pytest.mark.parametrize("m", [3, 200, 720, 3000, 40_000, 2**40 + 3])  # 8/16/32/64-bit words
 def test_uniform_below_is_uniform(m: int) -> None:
     """χ² over 10 equal-width bins of [0, m); false-alarm rate 1e-4."""
     stream = seeded_stream(15)
-    draws = noise._uniform_below(stream, m, 100_000).astype(np.int64)
+    draws = _source._uniform_below(stream, m, 100_000).astype(np.int64)
     assert draws.min() >= 0 and draws.max() < m
     bins = 10 if m > 10 else m
     edges = [m * i // bins for i in range(bins + 1)]
@@ -149,8 +155,8 @@ def test_uniform_below_is_uniform(m: int) -> None:
 
 @pytest.fixture
 def short_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(noise, "_MARGIN", 0.0)
-    monkeypatch.setattr(noise, "_PAD", 16)
+    monkeypatch.setattr(_source, "_MARGIN", 0.0)
+    monkeypatch.setattr(_source, "_PAD", 16)
 
 
 def geometric_chi2_pvalue(v: np.ndarray) -> float:
@@ -175,10 +181,10 @@ def test_open_run_is_carried_into_the_next_pass(monkeypatch: pytest.MonkeyPatch)
         passes.append(n)
         return np.array(script[start : start + n], dtype=bool)
 
-    monkeypatch.setattr(noise, "_bern_exp1", scripted)
-    monkeypatch.setattr(noise, "_MARGIN", 0.0)
-    monkeypatch.setattr(noise, "_PAD", 2)
-    v = noise._geometric_e1(None, 3)  # type: ignore[arg-type]
+    monkeypatch.setattr(_bernoulli, "_bern_exp1", scripted)
+    monkeypatch.setattr(_source, "_MARGIN", 0.0)
+    monkeypatch.setattr(_source, "_PAD", 2)
+    v = _bernoulli._geometric_e1(None, 3)  # type: ignore[arg-type]
     assert v.tolist() == [7, 0, 3]
     assert passes == [2] * 7  # read exactly up to the third failure, two draws at a time
 
@@ -187,7 +193,7 @@ def test_open_run_is_carried_into_the_next_pass(monkeypatch: pytest.MonkeyPatch)
 def test_geometric_is_exact_with_short_passes() -> None:
     """False-alarm rate 1e-4 (fail when p < 1e-4)."""
     stream = seeded_stream(31)
-    v = noise._geometric_e1(stream, 200_000)
+    v = _bernoulli._geometric_e1(stream, 200_000)
     assert v.min() >= 0
     assert geometric_chi2_pvalue(v) > 1e-4
 
@@ -203,16 +209,16 @@ def test_chi_square_matches_exact_pmf_with_short_passes(scale: float) -> None:
 def test_a_pass_with_no_accepted_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     """One candidate per pass, so many passes accept no U and ask for zero geometric draws.
     At the real pass sizes it is rare (below 1e-27 per pass) but possible, and must not fail."""
-    monkeypatch.setattr(noise, "_MARGIN", 0.0)
-    monkeypatch.setattr(noise, "_PAD", 1)
+    monkeypatch.setattr(_source, "_MARGIN", 0.0)
+    monkeypatch.setattr(_source, "_PAD", 1)
     sizes: list[int] = []
-    real = noise._geometric_e1
+    real = _laplace._geometric_e1
 
-    def spy(stream: noise._BitStream, n: int) -> np.ndarray:
+    def spy(stream: _source._BitStream, n: int) -> np.ndarray:
         sizes.append(n)
         return real(stream, n)
 
-    monkeypatch.setattr(noise, "_geometric_e1", spy)
+    monkeypatch.setattr(_laplace, "_geometric_e1", spy)
     draws = discrete_laplace(1000, 200, NoiseSource.seeded_for_tests(33))
     assert 0 in sizes
     assert draws.shape == (200,) and np.unique(draws).size > 100
@@ -244,7 +250,7 @@ def test_round_up_is_the_best_upper_approximation() -> None:
         x = Fraction(int(rng.integers(1, 10**9)), int(rng.integers(1, 10**9)))
         max_den = int(rng.integers(1, 60))
         best = min(Fraction(math.ceil(x * q), q) for q in range(1, max_den + 1))
-        assert noise._round_up(x, max_den) == best
+        assert _laplace._round_up(x, max_den) == best
 
 
 @pytest.mark.parametrize(
@@ -294,7 +300,7 @@ def test_ten_million_draws_stay_memory_bounded() -> None:
         tracemalloc.stop()
     assert draws.shape == (10**7,)
     assert peak < draws.nbytes + 150 * 2**20  # the output itself plus bounded working memory
-    assert abs(draws.mean()) < 5 * math.sqrt(variance(30) / 10**7)
+    assert abs(draws.mean()) < 5 * math.sqrt(laplace_variance(30) / 10**7)
 
 
 # --------------------------------------------------------------------------- sources
@@ -305,13 +311,13 @@ def test_default_source_is_the_os_csprng(monkeypatch: pytest.MonkeyPatch) -> Non
     assert source.bit_source == "os.urandom" and not source.is_seeded
     require_private(source)
     requested: list[int] = []
-    real_urandom = noise.os.urandom
+    real_urandom = _source.os.urandom
 
     def spy(nbytes: int) -> bytes:
         requested.append(nbytes)
         return real_urandom(nbytes)
 
-    monkeypatch.setattr(noise.os, "urandom", spy)
+    monkeypatch.setattr(_source.os, "urandom", spy)
     discrete_laplace(3, 1000)
     assert requested, "the default path must read os.urandom"
 
@@ -329,11 +335,11 @@ def test_seeded_sources_are_reproducible_and_refused_on_release_paths() -> None:
 
 
 def test_seeded_draws_are_reproducible_across_parallel_chunks() -> None:
-    size = 3 * noise._CHUNK + 5  # several chunks, sampled on worker threads
+    size = 3 * _source._CHUNK + 5  # several chunks, sampled on worker threads
     first = discrete_laplace(7, size, NoiseSource.seeded_for_tests(6))
     second = discrete_laplace(7, size, NoiseSource.seeded_for_tests(6))
     assert np.array_equal(first, second)
-    chunks = first[: 3 * noise._CHUNK].reshape(3, -1)
+    chunks = first[: 3 * _source._CHUNK].reshape(3, -1)
     assert not np.array_equal(chunks[0], chunks[1])  # each chunk has its own stream
 
 

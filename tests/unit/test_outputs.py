@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from dprelease.cli import app
 from dprelease.mechanism import noise_decimals
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.publish import Release
 from dprelease.spec import ResolvedSpec
 

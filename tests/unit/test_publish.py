@@ -24,7 +24,7 @@ from dprelease.errors import (
 )
 from dprelease.files import atomic_path
 from dprelease.ledger import Ledger
-from dprelease.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.publish import (
     RELEASE_FILES,
     PreparedRelease,

@@ -16,7 +16,7 @@ from conftest import exact_table as exact
 import dprelease as dp
 from dprelease.change import ProtectedChange
 from dprelease.errors import DataError, SchemaError, SpecError, UnsafeNoiseSourceError
-from dprelease.noise import NoiseSource, variance
+from dprelease.mechanism.noise import NoiseSource, laplace_variance
 from dprelease.publish import decide_budget, prepare
 from dprelease.spec import ResolvedSpec, parse_spec
 
@@ -389,7 +389,7 @@ def test_noisy_cells_are_unbiased_with_the_manifest_variance() -> None:
         pooled = float(np.mean(deviations**2))
         assert abs(pooled / expected_var - 1) < 6 * math.sqrt(5 / deviations.size), name
     assert stats["n"].variance == pytest.approx(
-        variance(Fraction(stats["n"].noise_scale_units_exact))
+        laplace_variance(Fraction(stats["n"].noise_scale_units_exact))
     )
 
 
