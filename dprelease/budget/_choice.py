@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
@@ -23,8 +23,10 @@ from dprelease.budget._profiles import (
     epsilon_min,
     odds_factor,
 )
+from dprelease.budget._zcdp import delta_problem, log_odds_bound, rho_for_log_bound
 from dprelease.change import ProtectedChange
 from dprelease.errors import ConfigError, ProfileError
+from dprelease.loss import Measure
 
 GROUP_SIZES = (1, 2, 3, 4, 5)
 
@@ -93,16 +95,33 @@ class AdversaryRow:
     p10: float
     bound: float
     epsilon: float
-    max_posterior_odds_ratio: float
+    max_posterior_odds_ratio: float  # under zCDP: with probability ≥ 1 − δ
+    rho: float | None = None  # under zCDP: the largest ρ B(P10) allows
 
 
 @dataclass(frozen=True)
 class GroupPrivacyRow:
-    """A household of k people is protected at kε (Dwork & Roth, Thm 2.2)."""
+    """A household of k people is protected at kε (Dwork & Roth, Thm 2.2); under zCDP at k²ρ
+    (Bun & Steinke 2016), its odds factor then holding with probability ≥ 1 − δ."""
 
     k: int
     epsilon: float
     odds_factor: float
+    rho: float | None = None
+
+
+@dataclass(frozen=True)
+class Zcdp:
+    """A zCDP budget: δ (the probability that the odds statement may fail), ρ_max from the
+    profile, and the ρ used (ρ_max, rounded down if the profile asks)."""
+
+    delta: float
+    rho_max: float
+    rho: float
+
+    def odds_factor(self, rho: float, change: ProtectedChange) -> float:
+        """The factor on the posterior odds ratio that ρ keeps with probability ≥ 1 − δ."""
+        return math.exp(log_odds_bound(rho, self.delta, change))
 
 
 def adversary_rows(
@@ -110,13 +129,20 @@ def adversary_rows(
     adversaries: Sequence[Adversary],
     epsilon: float,
     neighbours: ProtectedChange = ProtectedChange.ADD_REMOVE,
+    zcdp: Zcdp | None = None,
 ) -> list[AdversaryRow]:
-    """Per adversary: B(P10) (the strictest profile's), ε_P10, and the odds ratio ε allows."""
+    """Per adversary: B(P10) (the strictest profile's), ε_P10, and the odds ratio ε allows;
+    under zCDP also ρ_P10 and the odds ratio ρ allows with probability ≥ 1 − δ."""
     listed = as_profile_list(profiles)
     rows = []
     for adversary in adversaries:
         p10 = adversary.p10
         bound = min(float(profile.bound(p10)) for profile in listed)
+        factor = odds_factor(neighbours, epsilon)
+        rho = None
+        if zcdp is not None:
+            factor = zcdp.odds_factor(zcdp.rho, neighbours)
+            rho = rho_for_log_bound(math.log(bound), zcdp.delta, neighbours)
         rows.append(
             AdversaryRow(
                 name=adversary.name,
@@ -125,7 +151,8 @@ def adversary_rows(
                 p10=p10,
                 bound=bound,
                 epsilon=float(epsilon_for_bound(neighbours, bound)),
-                max_posterior_odds_ratio=odds_factor(neighbours, epsilon) * p10,
+                max_posterior_odds_ratio=factor * p10,
+                rho=rho,
             )
         )
     return rows
@@ -135,9 +162,21 @@ def group_privacy(
     epsilon: float,
     neighbours: ProtectedChange = ProtectedChange.ADD_REMOVE,
     sizes: Sequence[int] = GROUP_SIZES,
+    zcdp: Zcdp | None = None,
 ) -> list[GroupPrivacyRow]:
-    """kε and its odds factor for groups of k people who may all be in the data."""
-    return [GroupPrivacyRow(k, k * epsilon, odds_factor(neighbours, k * epsilon)) for k in sizes]
+    """kε and its odds factor for groups of k people who may all be in the data; under zCDP
+    k²ρ and the odds factor it keeps with probability ≥ 1 − δ (`epsilon` is then that
+    factor's log: the group's ε_δ)."""
+    if zcdp is None:
+        return [
+            GroupPrivacyRow(k, k * epsilon, odds_factor(neighbours, k * epsilon)) for k in sizes
+        ]
+    rows = []
+    for k in sizes:
+        rho = k * k * zcdp.rho
+        bound = log_odds_bound(rho, zcdp.delta, neighbours)
+        rows.append(GroupPrivacyRow(k, bound, math.exp(bound), rho))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -156,6 +195,12 @@ class BudgetChoice:
     group_privacy: tuple[GroupPrivacyRow, ...]
     profiles: tuple[OddsRiskProfile, ...]
     prior_risk_epsilon: float | None = None
+    zcdp: Zcdp | None = None  # a zCDP budget (then `rounding` applies to ρ, not ε)
+
+    @property
+    def measure(self) -> Measure:
+        """How this budget composes: ε (pure) or ρ (zCDP)."""
+        return Measure.PURE if self.zcdp is None else Measure.ZCDP
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON types only; the CLI's `--json` output and release manifests use it."""
@@ -172,6 +217,10 @@ class BudgetChoice:
             "group_privacy": [vars(row).copy() for row in self.group_privacy],
             "profiles": [profile.describe() for profile in self.profiles],
             "prior_risk_epsilon": self.prior_risk_epsilon,
+            "measure": self.measure.value,
+            "delta": None if self.zcdp is None else self.zcdp.delta,
+            "rho_max": None if self.zcdp is None else self.zcdp.rho_max,
+            "rho": None if self.zcdp is None else self.zcdp.rho,
         }
 
 
@@ -182,13 +231,23 @@ def choose_budget_for(
     adversaries: Sequence[Adversary] = (),
     rounding: float | str | Decimal | None = None,
     prior_risk_epsilon: float | None = None,
+    measure: Measure = Measure.PURE,
+    delta: float | None = None,
 ) -> BudgetChoice:
     """ε_min over all profiles, rounded down if asked, with the tables that explain it.
 
     `prior_risk_epsilon` (the companion posterior-to-prior selector), when configured, must hold
     too: `epsilon` is then the smaller of the two before rounding, and `epsilon_min` stays the
     odds profile's own minimum so both are visible.
+
+    Under `measure` zCDP (with `delta`), the budget is ρ_max, the largest ρ whose odds statement
+    holds with probability ≥ 1 − δ for every P10 (`budget._zcdp`), rounded down if asked; the
+    companion selector is stated for pure ε-DP only, so it is refused there.
     """
+    if measure is Measure.ZCDP:
+        return _zcdp_choice(profiles, neighbours, adversaries, rounding, prior_risk_epsilon, delta)
+    if delta is not None:
+        raise ConfigError("delta", "δ belongs to measure: zcdp; a pure ε budget has no δ")
     listed = as_profile_list(profiles)
     lowest = epsilon_min(listed, neighbours)
     if lowest.epsilon <= 0:
@@ -227,6 +286,48 @@ def choose_budget_for(
     )
 
 
+def _zcdp_choice(
+    profiles: Profiles,
+    neighbours: ProtectedChange,
+    adversaries: Sequence[Adversary],
+    rounding: float | str | Decimal | None,
+    prior_risk_epsilon: float | None,
+    delta: float | None,
+) -> BudgetChoice:
+    if delta is None:
+        raise ConfigError("delta", "measure: zcdp needs delta, the probability that the odds "
+                          "statement may fail (e.g. 1e-9)")  # fmt: skip
+    if (problem := delta_problem(delta)) is not None:
+        raise ConfigError("delta", problem)
+    if prior_risk_epsilon is not None:
+        raise ConfigError(
+            "prior_risk",
+            "the posterior-to-prior selector is stated for pure ε-DP; leave it out of a zcdp "
+            "profile (or use measure: pure)",
+        )
+    pure = choose_budget_for(profiles, neighbours=neighbours, adversaries=adversaries)
+    rho_max = rho_for_log_bound(math.log(pure.bound_at_argmin), delta, neighbours)
+    rho, rounding_text = rho_max, None
+    if rounding is not None:
+        rho = round_down(rho_max, rounding)
+        rounding_text = str(as_decimal(rounding))
+        if rho <= 0:
+            raise ConfigError(
+                "rounding",
+                f"rounding down ρ = {rho_max:.6g} to a multiple of {rounding_text} gives 0; use "
+                "a smaller step or leave rounding out",
+            )
+    zcdp = Zcdp(delta, rho_max, rho)
+    listed = as_profile_list(profiles)
+    return replace(
+        pure,
+        rounding=rounding_text,
+        adversaries=tuple(adversary_rows(listed, adversaries, pure.epsilon, neighbours, zcdp)),
+        group_privacy=tuple(group_privacy(pure.epsilon, neighbours, zcdp=zcdp)),
+        zcdp=zcdp,
+    )
+
+
 #: A profile's ε is a float computed through logarithms (and square roots for the companion
 #: selector); 2^-40 ≈ 9.1e-13 is far above that computation's error, so a value at least this far
 #: below the float lies below the true ε.
@@ -242,16 +343,24 @@ def cap_from_profile(choice: BudgetChoice) -> Fraction:
     prints as can exceed it too. The cap is the largest multiple of the profile's rounding step
     (else of 10^-12) at least `PROFILE_EPSILON_MARGIN` below the float, so 0.30 with
     `rounding: 0.05` stays exactly 3/10 and ½·ln 2 becomes 0.346573590279.
+
+    Under zCDP the cap is ρ, rounded down the same way from ρ_max (or the rounded ρ).
     """
+    if choice.zcdp is not None:
+        return _cap(choice.zcdp.rho_max, choice.rounding, "ρ")
     binding = choice.epsilon_min
     if choice.prior_risk_epsilon is not None:
         binding = min(binding, choice.prior_risk_epsilon)
-    step = CAP_RESOLUTION if choice.rounding is None else Fraction(as_decimal(choice.rounding))
-    cap = math.floor((Fraction(binding) - PROFILE_EPSILON_MARGIN) / step) * step
+    return _cap(binding, choice.rounding, "ε")
+
+
+def _cap(value: float, rounding: str | None, symbol: str) -> Fraction:
+    step = CAP_RESOLUTION if rounding is None else Fraction(as_decimal(rounding))
+    cap = math.floor((Fraction(value) - PROFILE_EPSILON_MARGIN) / step) * step
     if cap <= 0:
         raise ConfigError(
-            "rounding" if choice.rounding is not None else "profile",
-            f"ε = {binding:.3g} from the profile rounds down to a cap of 0 at a resolution of "
-            f"{float(step):g}; use a smaller rounding step or a profile that allows more",
+            "rounding" if rounding is not None else "profile",
+            f"{symbol} = {value:.3g} from the profile rounds down to a cap of 0 at a resolution "
+            f"of {float(step):g}; use a smaller rounding step or a profile that allows more",
         )
     return cap

@@ -7,8 +7,9 @@
       #                                 # the release uses the smallest ε over all of them
       adversaries:
         - {name: prevalence, q: 0.5, q0: 0.00125}
-      rounding: 0.05                    # optional: round ε_min down to this grid
+      rounding: 0.05                    # optional: round ε_min (zcdp: ρ_max) down to this grid
       prior_risk: {kind: constant, r: 3}  # optional companion selector: ε ≤ its ε too
+      measure: pure                     # or zcdp, with delta: 1e-9 (docs/privacy.md)
     scopes:                             # optional: a budget scope with its own profile
       hospital_patients:                # (a whole section like `privacy:`, not merged with it)
         profile: {kind: constant, bound: 20}
@@ -47,6 +48,7 @@ from dprelease.budget._profiles import (
 )
 from dprelease.change import ProtectedChange
 from dprelease.errors import ConfigError
+from dprelease.loss import Measure
 from dprelease.files import Location, error_at_path, join_path, read_sections
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -151,6 +153,14 @@ class PrivacyConfig(BaseModel):
     adversaries: list[AdversarySection] = Field(default_factory=list)
     rounding: Annotated[FiniteFloat, Field(gt=0)] | None = None
     prior_risk: PriorRiskSection | None = None
+    measure: Measure = Field(
+        default=Measure.PURE,
+        description="pure: ε-DP, Laplace noise, the odds statement always holds; zcdp: ρ-zCDP, "
+        "Gaussian noise (many statistics cost less), the statement holds with probability ≥ 1 − δ",
+    )
+    delta: float | None = Field(
+        default=None, description="zcdp: the probability that the odds statement may fail"
+    )
     _origin: str = PrivateAttr(default="privacy")
 
     @model_validator(mode="after")
@@ -227,6 +237,8 @@ def choose_budget(config: PrivacyConfig) -> BudgetChoice:
             adversaries=[section.build() for section in config.adversaries],
             rounding=config.rounding,
             prior_risk_epsilon=companion,
+            measure=config.measure,
+            delta=config.delta,
         )
     except ConfigError as exc:
         raise type(exc)(join_path(config._origin, exc.path), exc.message) from None
