@@ -110,6 +110,11 @@ class Measure(StrEnum):
     def symbol(self) -> str:
         return "ε" if self is Measure.PURE else "ρ"
 
+    @property
+    def native_mechanism(self) -> Mechanism:
+        """The noise whose guarantee is stated in this measure: Laplace for ε, Gaussian for ρ."""
+        return Mechanism.LAPLACE if self is Measure.PURE else Mechanism.GAUSSIAN
+
 
 class Mechanism(StrEnum):
     """The noise a release adds: exact discrete Laplace (ε-DP) or discrete Gaussian (ρ-zCDP)."""

@@ -242,7 +242,7 @@ def _measure(
         measure, delta = existing.measure, existing.delta
     elif profile is not None:
         measure, delta = profile, profile_delta
-    elif rho is not None or mechanism is Mechanism.GAUSSIAN:
+    elif rho is not None or (mechanism is Mechanism.GAUSSIAN and epsilon is None):
         measure, delta = Measure.ZCDP, None
     else:
         measure, delta = Measure.PURE, None
