@@ -204,7 +204,7 @@ def run(
 def variance_ratio(scenario: Scenario, epsilon: Fraction) -> np.ndarray:
     """Mean over each level's rows of Var(c)/Var(a): exact, noise-free."""
     levels = Levels.build(scenario.keys, [["region"], []])
-    laws = [NoiseLaw(scenario.delta / share) for share in split_epsilon(epsilon, 3)]
+    laws = [NoiseLaw.laplace(scenario.delta / share) for share in split_epsilon(epsilon, 3)]
     ours = level_variances(levels, laws)
     return np.array([np.mean(ours[k] / laws[k].variance) for k in range(3)])
 
@@ -221,7 +221,7 @@ def timed(fn: Callable[[], object], repeats: int = 1) -> float:
 def timings(scenario: Scenario, epsilon: Fraction, directory: Path) -> list[tuple[str, float]]:
     """The steps at 10⁴ cells (module level), and a whole release through the release path."""
     grid = scenario.keys
-    laws = [NoiseLaw(1 / share) for share in split_epsilon(epsilon, 3)]
+    laws = [NoiseLaw.laplace(1 / share) for share in split_epsilon(epsilon, 3)]
     levels = Levels.build(grid, [["region"], []])
     truth = np.bincount(scenario.data["clinic"].to_numpy(), minlength=grid.height).astype(float)
     source = NoiseSource.seeded_for_tests(1)

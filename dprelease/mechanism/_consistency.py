@@ -26,6 +26,7 @@ import math
 import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from fractions import Fraction
 
 import clarabel  # type: ignore[import-untyped]  # ships no type information
@@ -33,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
 from scipy.sparse.linalg import splu  # type: ignore[import-untyped]
 
+from dprelease.mechanism._discrete_gaussian import discrete_gaussian
 from dprelease.noise import exact_scale, variance
 from dprelease.spec import Levels
 
@@ -41,27 +43,90 @@ from dprelease.spec import Levels
 _BLOCK_ENTRIES = 1 << 22
 
 
-@dataclass(frozen=True)
-class NoiseLaw:
-    """The noise added to one level: exact discrete Laplace at `scale` units of `granularity`.
+class NoiseKind(StrEnum):
+    """The integer noise distributions a level can carry (both exact, both from CKS 2020)."""
 
-    Pass the scale the sampler used (`exact_scale` is applied) and the statistic's granularity
-    (1 for counts); the noise in value space is granularity · Z, Z integer.
+    GAUSSIAN = "gaussian"  # P(Z = z) ∝ exp(−z²/(2σ²)), ρ-zCDP
+    LAPLACE = "laplace"  # P(Z = z) ∝ exp(−|z|/b), pure ε-DP
+
+
+@dataclass(frozen=True, order=True)
+class NoiseLaw:
+    """The noise added to one level: granularity · Z, Z integer of an exact law.
+
+    Build one with `NoiseLaw.laplace(scale, granularity)` (discrete Laplace at `scale`: pass the
+    scale the sampler used, `exact_scale` is applied) or `NoiseLaw.gaussian(sigma2, granularity)`
+    (discrete Gaussian with variance parameter σ², the sampler's exact rational). `granularity`
+    is the statistic's (1 for counts). Laws are values: equal parameters are equal (and hash
+    alike), and they sort by kind, parameter, granularity.
     """
 
-    scale: Fraction
+    kind: NoiseKind
+    parameter: Fraction  # the Laplace scale b, or the Gaussian σ²
     granularity: Fraction = Fraction(1)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "scale", exact_scale(self.scale))
-        if not isinstance(self.granularity, numbers.Real) or not self.granularity > 0:
-            raise ValueError(f"granularity must be a positive number, got {self.granularity!r}")
-        object.__setattr__(self, "granularity", Fraction(self.granularity))
+        if not isinstance(self.kind, NoiseKind):
+            raise ValueError(f"kind must be a NoiseKind, got {self.kind!r}")
+        if self.kind is NoiseKind.LAPLACE:
+            parameter = exact_scale(self.parameter)
+        else:
+            parameter = _exact_positive("σ²", self.parameter)
+        object.__setattr__(self, "parameter", parameter)
+        object.__setattr__(self, "granularity", _exact_positive("granularity", self.granularity))
+
+    @classmethod
+    def laplace(cls, scale: float | Fraction, granularity: float | Fraction = 1) -> NoiseLaw:
+        """Discrete Laplace noise at `scale` (as `exact_scale` makes it) in units of granularity."""
+        granularity = _exact_positive("granularity", granularity)
+        return cls(NoiseKind.LAPLACE, exact_scale(scale), granularity)
+
+    @classmethod
+    def gaussian(cls, sigma2: float | Fraction, granularity: float | Fraction = 1) -> NoiseLaw:
+        """Discrete Gaussian noise with variance parameter σ² in units of granularity."""
+        return cls(
+            NoiseKind.GAUSSIAN,
+            _exact_positive("σ²", sigma2),
+            _exact_positive("granularity", granularity),
+        )
+
+    @property
+    def scale(self) -> Fraction:
+        """The discrete Laplace scale b (a Gaussian law has σ² instead)."""
+        if self.kind is not NoiseKind.LAPLACE:
+            raise TypeError("a discrete Gaussian law has sigma2, not a scale")
+        return self.parameter
+
+    @property
+    def sigma2(self) -> Fraction:
+        """The discrete Gaussian's σ² (a Laplace law has a scale instead)."""
+        if self.kind is not NoiseKind.GAUSSIAN:
+            raise TypeError("a discrete Laplace law has a scale, not sigma2")
+        return self.parameter
 
     @property
     def variance(self) -> float:
-        """Var(granularity · Z) in value units²."""
-        return variance(self.scale) * float(self.granularity) ** 2
+        """Var(granularity · Z) in value units²: for the discrete Gaussian the exact variance
+        of Z (slightly below σ², see `_discrete_gaussian`), not σ²."""
+        if self.kind is NoiseKind.LAPLACE:
+            var_z = variance(self.parameter)
+        else:
+            var_z = discrete_gaussian(self.parameter).variance
+        return var_z * float(self.granularity) ** 2
+
+
+def _exact_positive(name: str, value: object) -> Fraction:
+    """`value` as an exact rational (a float is one: a binary fraction), refused unless it is a
+    positive finite number."""
+    if isinstance(value, numbers.Rational) and not isinstance(value, bool):
+        exact = Fraction(int(value.numerator), int(value.denominator))
+    elif isinstance(value, float) and math.isfinite(value):
+        exact = Fraction(value)
+    else:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    if exact <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return exact
 
 
 # --------------------------------------------------------------------------- the linear solve

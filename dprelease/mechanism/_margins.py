@@ -94,7 +94,7 @@ class MarginAccuracy:
 def _laws(m: Measurement) -> tuple[NoiseLaw, ...]:
     from dprelease.mechanism._consistency import NoiseLaw
 
-    return tuple(NoiseLaw(level.scale_units, m.granularity) for level in m.levels)
+    return tuple(NoiseLaw.laplace(level.scale_units, m.granularity) for level in m.levels)
 
 
 def nonnegative(m: Measurement, post: PostProcessing) -> bool:
