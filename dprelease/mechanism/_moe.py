@@ -24,6 +24,7 @@ from dprelease.mechanism._consistency import (
     column_blocks,
 )
 from dprelease.mechanism._discrete_gaussian import DiscreteGaussian, discrete_gaussian
+from dprelease.noise import ci95_halfwidth
 from dprelease.spec import Levels
 
 # Margin-of-error numerics (see `moe95`).
@@ -185,6 +186,16 @@ def _pattern(
     return key, pairs[main], merged[main], normal_var
 
 
+def _lattice_quantile95(law: NoiseLaw) -> float:
+    """granularity × the smallest integer h with P(|Z| ≤ h) ≥ 0.95: the exact margin of error of
+    one draw."""
+    if law.kind is NoiseKind.LAPLACE:
+        units = ci95_halfwidth(law.scale)
+    else:
+        units = discrete_gaussian(law.sigma2).abs_quantile95()
+    return units * float(law.granularity)
+
+
 def moe95(levels: Levels, noise: Sequence[NoiseLaw]) -> tuple[np.ndarray, ...]:
     """95% margin of error of every released value of `consistent`, per level (value units).
 
@@ -217,6 +228,9 @@ def moe95(levels: Levels, noise: Sequence[NoiseLaw]) -> tuple[np.ndarray, ...]:
     2.0e-9, P(|E| ≤ h) ≥ 0.95, and h is at most about 8τ (1.6% of max(sd(E), max κ)) above the
     exact quantile.
 
+    A single level (no margins) releases granularity·Z itself: its margin of error is the exact
+    one, granularity × the smallest integer h with P(|Z| ≤ h) ≥ 0.95, as without margins.
+
     Cost: one inversion per distinct pattern (one per distinct region size, say, for a
     hierarchy; for crossed margins on a joint domain up to one per signature), after
     O(signatures × (signatures + margin rows)) work to build the patterns.
@@ -235,8 +249,7 @@ def moe95(levels: Levels, noise: Sequence[NoiseLaw]) -> tuple[np.ndarray, ...]:
     laws = _Laws(distinct)
     gran = np.array([float(law.granularity) for law in noise])
     if len(levels.sizes) == 1:
-        h = _abs_quantile95(laws, law_id[:1], gran[:1], np.array([1]), 0.0)
-        return (np.full(levels.n_cells, h),)
+        return (np.full(levels.n_cells, _lattice_quantile95(noise[0])),)
     wb = Woodbury(levels, variances)
     signatures, inverse, counts = cell_signatures(levels)
     d = signatures.shape[0]
