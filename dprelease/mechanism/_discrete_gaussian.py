@@ -65,6 +65,11 @@ class DiscreteGaussian:
             self._k = np.arange(1, _DUAL_TERMS + 1, dtype=float)
             self._a = np.exp(-2 * math.pi**2 * sigma2 * self._k**2)  # a_k
             self._log_t0 = math.log1p(2 * float(self._a.sum()))
+            # images k ≥ 2 of the characteristic function are below e^{−2π²σ²k(k−1)}
+            self._images = 1 + sum(
+                2 * math.pi**2 * sigma2 * k * (k - 1) < _NEGLIGIBLE
+                for k in range(2, _DUAL_TERMS + 1)
+            )
 
     @property
     def variance(self) -> float:
@@ -96,9 +101,14 @@ class DiscreteGaussian:
             return np.log1p(-4 * inner / math.exp(self._log_theta))
         # r ∈ [−π, π] with r ≡ s (mod 2π); the images r − 2πk, k ≠ 0, relative to r's own term:
         # e^{−σ²((r−2πk)² − r²)/2} = e^{−2πσ²k(πk − r)} ≤ 1 (equal to 1 only at k = ±1, r = ±π).
+        # Those below e^{−45} on all of s are left out: images k ≥ 2 once σ² ≥ 45/(4π²), and
+        # every image (and the reduction) where |s| stays below π − 45/(2πσ²).
+        reach = float(np.max(np.abs(s), initial=0.0))
+        if 2 * np.pi * self.sigma2 * (np.pi - min(reach, np.pi)) >= _NEGLIGIBLE:
+            return -0.5 * self.sigma2 * s**2 - self._log_t0
         r = s - 2 * np.pi * np.rint(s / (2 * np.pi))
         images = np.zeros_like(r)
-        for k in range(1, _DUAL_TERMS + 1):
+        for k in range(1, self._images + 1):
             images += np.exp(-2 * np.pi * self.sigma2 * k * (np.pi * k - r))
             images += np.exp(-2 * np.pi * self.sigma2 * k * (np.pi * k + r))
         return -0.5 * self.sigma2 * r**2 + np.log1p(images) - self._log_t0
