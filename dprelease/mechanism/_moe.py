@@ -9,7 +9,7 @@ margins of error are stated before any budget is spent, in the manifest and in `
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
@@ -94,15 +94,23 @@ class _Laws:
             return self._gaussian(law).log_cf(s)
         return _log_cf(float(self.scale[law]), s)
 
-    def log_mgf(self, law: np.ndarray, kappa: np.ndarray, counts: np.ndarray, lam: float) -> float:
-        """Σ_g counts_g · log E e^{λκ_g Z_g} over the terms g: finite below `lambda_max`."""
+    def log_mgf(
+        self, law: np.ndarray, kappa: np.ndarray, counts: np.ndarray
+    ) -> Callable[[float], float]:
+        """λ ↦ Σ_g counts_g · log E e^{λκ_g Z_g} over the terms g: finite below `lambda_max`."""
         laplace = ~self.gaussian[law]
-        total = float(
-            np.sum(counts[laplace] * _log_mgf(self.scale[law[laplace]], lam * kappa[laplace]))
-        )
-        for g in np.unique(law[~laplace]):
-            mine = law == g
-            total += float(np.sum(counts[mine] * self._gaussian(int(g)).log_mgf(lam * kappa[mine])))
+        scale, lap_kappa, lap_counts = self.scale[law[laplace]], kappa[laplace], counts[laplace]
+        gaussian = [
+            (self._gaussian(int(g)), kappa[law == g], counts[law == g])
+            for g in np.unique(law[~laplace])
+        ]
+
+        def total(lam: float) -> float:
+            value = float(np.sum(lap_counts * _log_mgf(scale, lam * lap_kappa)))
+            for dg, k, n in gaussian:
+                value += float(np.sum(n * dg.log_mgf(lam * k)))
+            return value
+
         return total
 
     def lambda_max(self, law: np.ndarray, kappa: np.ndarray) -> float:
@@ -131,9 +139,10 @@ def _abs_quantile95(
         # λ²V/2 − λa + log(2/_TAIL), V ≈ var (subgaussian), least at λ = √(2 log(2/_TAIL)/V)
         lam_max = 10.0 * math.sqrt(2.0 * math.log(2.0 / _TAIL) / (var + tau**2))
 
+    log_mgf = laws.log_mgf(law, kappa, counts)
+
     def tail_point(lam: float) -> float:
-        log_m = laws.log_mgf(law, kappa, counts, lam)
-        return (log_m + 0.5 * lam**2 * smooth + math.log(2.0 / _TAIL)) / lam
+        return (log_mgf(lam) + 0.5 * lam**2 * smooth + math.log(2.0 / _TAIL)) / lam
 
     best = minimize_scalar(  # λ as a fraction of lam_max: the search's tolerance is relative
         lambda f: tail_point(f * lam_max), bounds=(1e-6, 0.999), method="bounded"
