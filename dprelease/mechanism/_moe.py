@@ -70,17 +70,17 @@ class _Laws:
     def __init__(self, laws: Sequence[NoiseLaw]) -> None:
         self.gaussian = np.array([law.kind is NoiseKind.GAUSSIAN for law in laws])
         laplace = ~self.gaussian
-        self.scale = np.array([float(law.parameter) for law in laws])  # b (Laplace only)
+        self.parameter = np.array([float(law.parameter) for law in laws])  # b, or σ²
         self.dg: list[DiscreteGaussian | None] = [
             discrete_gaussian(law.parameter) if law.kind is NoiseKind.GAUSSIAN else None
             for law in laws
         ]
         gaussians = [dg for dg in self.dg if dg is not None]
         self.var_z = np.empty(len(laws))
-        self.var_z[laplace] = _var_z(self.scale[laplace])
+        self.var_z[laplace] = _var_z(self.parameter[laplace])
         self.var_z[self.gaussian] = [dg.variance for dg in gaussians]
         self.k4_z = np.empty(len(laws))
-        self.k4_z[laplace] = _k4_z(self.scale[laplace])
+        self.k4_z[laplace] = _k4_z(self.parameter[laplace])
         self.k4_z[self.gaussian] = [dg.fourth_cumulant for dg in gaussians]
 
     def _gaussian(self, law: int) -> DiscreteGaussian:
@@ -92,14 +92,14 @@ class _Laws:
         """log E e^{isZ} of law `law` (real: every law is symmetric)."""
         if self.gaussian[law]:
             return self._gaussian(law).log_cf(s)
-        return _log_cf(float(self.scale[law]), s)
+        return _log_cf(float(self.parameter[law]), s)
 
     def log_mgf(
         self, law: np.ndarray, kappa: np.ndarray, counts: np.ndarray
     ) -> Callable[[float], float]:
         """λ ↦ Σ_g counts_g · log E e^{λκ_g Z_g} over the terms g: finite below `lambda_max`."""
         laplace = ~self.gaussian[law]
-        scale, lap_kappa, lap_counts = self.scale[law[laplace]], kappa[laplace], counts[laplace]
+        scale, lap_kappa, lap_counts = self.parameter[law[laplace]], kappa[laplace], counts[laplace]
         gaussian = [
             (self._gaussian(int(g)), kappa[law == g], counts[law == g])
             for g in np.unique(law[~laplace])
@@ -119,7 +119,12 @@ class _Laws:
         laplace = ~self.gaussian[law]
         if not laplace.any():
             return math.inf
-        return 1.0 / float(np.max(kappa[laplace] * self.scale[law[laplace]]))
+        return 1.0 / float(np.max(kappa[laplace] * self.parameter[law[laplace]]))
+
+    def variance_proxy(self, law: np.ndarray, kappa: np.ndarray, counts: np.ndarray) -> float:
+        """Σ_g counts_g κ_g² σ_g² over discrete Gaussian terms: E e^{uZ} ≤ e^{u²σ²/2} (CKS 2020),
+        so their sum is subgaussian with this variance proxy."""
+        return float(np.sum(counts * kappa**2 * self.parameter[law]))
 
 
 def _abs_quantile95(
@@ -135,19 +140,21 @@ def _abs_quantile95(
     x_hi = 1.01 * math.sqrt((var + tau**2) / (1.0 - target))  # Chebyshev: F(x_hi) ≥ target
     # Chernoff: P(|E + τN| ≥ a) ≤ 2 exp(−λa + Σ log M(λκ) + λ²·smooth/2) ≤ _TAIL, best λ.
     lam_max = laws.lambda_max(law, kappa)
-    if math.isinf(lam_max):  # normal and discrete Gaussian terms only: the exponent is at most
-        # λ²V/2 − λa + log(2/_TAIL), V ≈ var (subgaussian), least at λ = √(2 log(2/_TAIL)/V)
-        lam_max = 10.0 * math.sqrt(2.0 * math.log(2.0 / _TAIL) / (var + tau**2))
+    if math.isinf(lam_max):  # discrete Gaussian and normal terms only: subgaussian with variance
+        # proxy V, so P(|E + τN| ≥ a) ≤ 2 exp(−a²/(2V)), which is _TAIL at a = √(2V log(2/_TAIL))
+        proxy = laws.variance_proxy(law, kappa, counts) + smooth
+        tail = math.sqrt(2.0 * proxy * math.log(2.0 / _TAIL))
+    else:
+        log_mgf = laws.log_mgf(law, kappa, counts)
 
-    log_mgf = laws.log_mgf(law, kappa, counts)
+        def tail_point(lam: float) -> float:
+            return (log_mgf(lam) + 0.5 * lam**2 * smooth + math.log(2.0 / _TAIL)) / lam
 
-    def tail_point(lam: float) -> float:
-        return (log_mgf(lam) + 0.5 * lam**2 * smooth + math.log(2.0 / _TAIL)) / lam
-
-    best = minimize_scalar(  # λ as a fraction of lam_max: the search's tolerance is relative
-        lambda f: tail_point(f * lam_max), bounds=(1e-6, 0.999), method="bounded"
-    )
-    period = max(float(best.fun) + x_hi, 2.0 * x_hi)
+        best = minimize_scalar(  # λ as a fraction of lam_max: the search's tolerance is relative
+            lambda f: tail_point(f * lam_max), bounds=(1e-6, 0.999), method="bounded"
+        )
+        tail = float(best.fun)
+    period = max(tail + x_hi, 2.0 * x_hi)
     dt = 2.0 * math.pi / period
     # |ψ(t)| ≤ e^{−smooth·t²/2} (every other factor is a characteristic function): the samples
     # stop where that is below e^{−_DAMP²/2}, sooner than τ alone allows when terms were folded.
@@ -245,21 +252,20 @@ def moe95(levels: Levels, noise: Sequence[NoiseLaw]) -> tuple[np.ndarray, ...]:
     its characteristic function's period, where the images are at most e^{−π²σ²} of it.
     Identical patterns are computed once.
 
-    The characteristic function of E is the product of closed-form ones (`_discrete_gaussian`
-    for the Gaussian's). E has atoms, so it is smoothed: E' = E + τN(0,1),
-    τ = 2e-3·max(sd(E), max κ). P(|E'| ≤ x) is read off the characteristic function by the
-    trapezoid rule, which by Poisson summation is exact for the distribution folded with period
-    P. P is chosen by a Chernoff bound so the folded-back mass is below 1e-16: the exponent
-    Σ_g n_g log E e^{λκ_g Z_g} + λ²s²/2 − λa (s² = τ² + the folded variance) is finite for
-    λ < 1/max(κ_g b_g) over the discrete Laplace terms, which bound λ; a discrete Gaussian's
-    moment generating function is finite for every λ (and at most e^{λ²κ²σ²/2}), so with
-    Gaussian and normal terms only, λ is searched up to ten times the normal optimum
-    √(2 log(2e16)/Var E). The samples stop where |ψ(t)| ≤ e^{−s²t²/2} is below 3e-18. The mass
-    is computed on a whole grid of x at once by one FFT of the samples (t_j·x_m = 2πjm/M), and
-    the first grid point that reaches 0.95 + 2.0e-9 + 1e-16 + 2e-5 + 1e-12 is refined by
-    bisection to x within τ/8 above the crossing; h = x + 6τ. As |E' − E| ≤ 6τ except with
-    probability 2.0e-9, P(|E| ≤ h) ≥ 0.95 (the Chebyshev point, which always passes, bounds
-    the search).
+    The characteristic function of E is the product of closed-form ones (`_discrete_gaussian` for
+    the Gaussian's). E has atoms, so it is smoothed: E' = E + τN(0,1), τ = 2e-3·max(sd(E), max κ).
+    P(|E'| ≤ x) is read off the characteristic function by the trapezoid rule, which by Poisson
+    summation is exact for the distribution folded with period P. P is chosen by a Chernoff bound so
+    the folded-back mass is below 1e-16: the exponent Σ_g n_g log E e^{λκ_g Z_g} + λ²s²/2 − λa (s² =
+    τ² + the folded variance) is finite for λ < 1/max(κ_g b_g) over the discrete Laplace terms,
+    which bound λ (and E e^{uZ} of a discrete Gaussian is finite for every u, from
+    `_discrete_gaussian`); with discrete Gaussian and normal terms only, E' is subgaussian (E e^{uZ}
+    ≤ e^{u²σ²/2}) with variance proxy V = Σ_g n_g κ_g²σ_g² + s², and a = √(2V log(2e16)) in closed
+    form. The samples stop where |ψ(t)| ≤ e^{−s²t²/2} is below 3e-18. The mass is computed on a
+    whole grid of x at once by one FFT of the samples (t_j·x_m = 2πjm/M), and the first grid point
+    that reaches 0.95 + 2.0e-9 + 1e-16 + 2e-5 + 1e-12 is refined by bisection to x within τ/8 above
+    the crossing; h = x + 6τ. As |E' − E| ≤ 6τ except with probability 2.0e-9, P(|E| ≤ h) ≥ 0.95
+    (the Chebyshev point, which always passes, bounds the search).
 
     How far above the exact quantile q: h − q ≤ 6τ + τ/8 + (q' − q), q' the quantile of E'
     (plus ~0.1τ for the 2e-5). For an error whose law is smooth on the scale of τ (any mix of
