@@ -1,9 +1,10 @@
 """Consistent tables over a key grid and its margins: the numerical core.
 
 A release with margins measures every *level* — the finest cells of the public key grid and each
-declared margin (a subset of the key columns; ``[]`` is the grand total) — with its own discrete
-Laplace noise. Everything here is post-processing of those noisy values with public parameters
-(key grid, margins, noise laws): it costs no privacy budget and never sees confidential data.
+declared margin (a subset of the key columns; ``[]`` is the grand total) — with its own integer
+noise, discrete Laplace or discrete Gaussian (`NoiseLaw`). Everything here is post-processing of
+those noisy values with public parameters (key grid, margins, noise laws): it costs no privacy
+budget and never sees confidential data.
 
 Estimator. The noisy cells are y₀ = x + e₀ (C cells) and margin ℓ is yℓ = Aℓ x + eℓ, where Aℓ
 sums cells into the margin's rows and eℓ is iid noise of variance σℓ². The weighted least-squares

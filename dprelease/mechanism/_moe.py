@@ -48,6 +48,13 @@ def _var_z(scales: np.ndarray) -> np.ndarray:
     return 2.0 * np.exp(-1.0 / scales) / np.expm1(-1.0 / scales) ** 2
 
 
+def _k4_z(scales: np.ndarray) -> np.ndarray:
+    """Fourth cumulant of discrete Laplace Z (a difference of two geometrics):
+    2q(1 + 4q + q²)/(1 − q)⁴."""
+    q = np.exp(-1.0 / scales)
+    return 2.0 * q * (1.0 + 4.0 * q + q**2) / np.expm1(-1.0 / scales) ** 4
+
+
 def _log_cf(scale: float, s: np.ndarray) -> np.ndarray:
     """log of the discrete Laplace characteristic function at s: (1−q)²/(1 − 2q cos s + q²),
     q = e^{−1/b}, written as −log1p(4q sin²(s/2)/(1−q)²) (positive, stable for huge b)."""
@@ -122,8 +129,8 @@ class _Laws:
         return 1.0 / float(np.max(kappa[laplace] * self.parameter[law[laplace]]))
 
     def variance_proxy(self, law: np.ndarray, kappa: np.ndarray, counts: np.ndarray) -> float:
-        """Σ_g counts_g κ_g² σ_g² over discrete Gaussian terms: E e^{uZ} ≤ e^{u²σ²/2} (CKS 2020),
-        so their sum is subgaussian with this variance proxy."""
+        """Σ_g counts_g κ_g² σ_g² when every term is a discrete Gaussian: E e^{uZ} ≤ e^{u²σ²/2}
+        (CKS 2020), so their sum is subgaussian with this variance proxy."""
         return float(np.sum(counts * kappa**2 * self.parameter[law]))
 
 
@@ -184,13 +191,6 @@ def _abs_quantile95(
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if mass(mid) >= target else (mid, hi)
     return hi + _SMOOTH_Z * tau
-
-
-def _k4_z(scales: np.ndarray) -> np.ndarray:
-    """Fourth cumulant of discrete Laplace Z (a difference of two geometrics):
-    2q(1 + 4q + q²)/(1 − q)⁴."""
-    q = np.exp(-1.0 / scales)
-    return 2.0 * q * (1.0 + 4.0 * q + q**2) / np.expm1(-1.0 / scales) ** 4
 
 
 def _pattern(
