@@ -316,9 +316,10 @@ def test_mixed_law_moe_against_the_exact_distribution(cells: NoiseLaw, total: No
 def test_gaussian_and_mixed_moe_cover_95_percent(laws: list[NoiseLaw]) -> None:
     """A 120-cell hierarchy (terms merged and folded into a normal): of 2e5 simulated errors
     (`consistent`'s coefficients × seeded draws) a share in [0.95 − 4 se, 0.9535] lies within
-    the MoE of a cell, a region and the total (se = 4.9e-4). The true coverages are 0.9509 to
-    0.9516 (2e6 simulated errors, se 1.5e-4): the MoE errs up by design, by at most 1.6% of the
-    scale. False alarm: about 3 × P(N > 3.6) ≈ 5e-4 per law set."""
+    the MoE of a cell, a region and the total (se = 4.9e-4). The true coverages are 0.9508 to
+    0.9516 (2e6 simulated errors, se 1.5e-4): the MoE errs up by design, by about 1.25% of the
+    scale. False alarm: at most 3 × P(N > 3.3) ≈ 1.5e-3 per law set (the upper bound; the lower
+    one is more than 5 se away)."""
     levels = Levels.build(hierarchy([10] * 12), [["region"], []])
     coefficients = error_coefficients(levels, laws)
     n = 200_000
