@@ -241,18 +241,20 @@ def moe95(levels: Levels, noise: Sequence[NoiseLaw]) -> tuple[np.ndarray, ...]:
     Identical patterns are computed once.
 
     The characteristic function of E is the product of closed-form ones (`noise._gaussian_law` for
-    the Gaussian's). E has atoms, so it is smoothed: E' = E + τN(0,1), τ = 2e-3·max(sd(E), max κ).
-    P(|E'| ≤ x) is read off the characteristic function by the trapezoid rule, which by Poisson
-    summation is exact for the distribution folded with period P. P is chosen by a Chernoff bound so
-    the folded-back mass is below 1e-16: the exponent Σ_g n_g log E e^{λκ_g Z_g} + λ²s²/2 − λa (s² =
-    τ² + the folded variance) is finite for λ < 1/max(κ_g b_g) over the discrete Laplace terms,
-    which bound λ (E e^{uZ} of a discrete Gaussian is finite for every u: `noise._gaussian_law`);
-    with discrete Gaussian and normal terms only, E' is subgaussian (E e^{uZ} ≤ e^{u²σ²/2}) with
-    variance proxy V = Σ_g n_g κ_g²σ_g² + s², and a = √(2V log(2e16)) in closed form. The samples stop where |ψ(t)| ≤ e^{−s²t²/2} is below 3e-18. The mass is computed on a
-    whole grid of x at once by one FFT of the samples (t_j·x_m = 2πjm/M), and the first grid point
-    that reaches 0.95 + 2.0e-9 + 1e-16 + 2e-5 + 1e-12 is refined by bisection to x within τ/8 above
-    the crossing; h = x + 6τ. As |E' − E| ≤ 6τ except with probability 2.0e-9, P(|E| ≤ h) ≥ 0.95
-    (the Chebyshev point, which always passes, bounds the search).
+    the Gaussian's). E has atoms, so it is smoothed: E' = E + τN(0,1), τ = 2e-3·max(sd(E), max
+    κ). P(|E'| ≤ x) is read off the characteristic function by the trapezoid rule, which by
+    Poisson summation is exact for the distribution folded with period P. P is chosen by a
+    Chernoff bound so the folded-back mass is below 1e-16: the exponent Σ_g n_g log E e^{λκ_g
+    Z_g} + λ²s²/2 − λa (s² = τ² + the folded variance) is finite for λ < 1/max(κ_g b_g) over the
+    discrete Laplace terms, which bound λ (E e^{uZ} of a discrete Gaussian is finite for every
+    u: `noise._gaussian_law`); with discrete Gaussian and normal terms only, E' is subgaussian
+    (E e^{uZ} ≤ e^{u²σ²/2}) with variance proxy V = Σ_g n_g κ_g²σ_g² + s², and a = √(2V
+    log(2e16)) in closed form. The samples stop where |ψ(t)| ≤ e^{−s²t²/2} is below 3e-18. The
+    mass is computed on a whole grid of x at once by one FFT of the samples (t_j·x_m = 2πjm/M),
+    and the first grid point that reaches 0.95 + 2.0e-9 + 1e-16 + 2e-5 + 1e-12 is refined by
+    bisection to x within τ/8 above the crossing; h = x + 6τ. As |E' − E| ≤ 6τ except with
+    probability 2.0e-9, P(|E| ≤ h) ≥ 0.95 (the Chebyshev point, which always passes, bounds the
+    search).
 
     How far above the exact quantile q: h − q ≤ 6τ + τ/8 + (q' − q), q' the quantile of E'
     (plus ~0.1τ for the 2e-5). For an error whose law is smooth on the scale of τ (any mix of
