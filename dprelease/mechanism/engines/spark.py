@@ -432,7 +432,7 @@ class SparkEngine:
         """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(data, self._session)
-            validate_schema(polars_schema(frame.schema), loaded, frozenset())
+            validate_schema(polars_schema(frame.schema), loaded)
             selected = _selected(frame, loaded, plan)
             _cells(selected, loaded, plan, month, salt=0).schema  # noqa: B018 - analysis only
             _summary_frame(selected, loaded, month).schema  # noqa: B018
