@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,6 +82,28 @@ def error_at_path(
     return error(path, message + (f" (and {more} more problem(s))" if more else ""))
 
 
+def irregular(path: Path) -> str | None:
+    """What `path` is when it exists but is not a regular file ("a directory", "a FIFO (named
+    pipe)", …; symbolic links followed); None for a regular file or nothing at all.
+
+    Every file dprelease reads is checked with this before it is opened: opening a FIFO blocks
+    until something writes to it, and a device may never end, so either would hang a release
+    instead of refusing it."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # missing (or unreadable): opening it says so
+    kinds = [
+        (stat.S_ISREG, None),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ]
+    return next((kind for test, kind in kinds if test(mode)), "not a file")
+
+
 def read_sections(
     path: Path, sections: Sequence[str], error: type[ConfigError], what: str
 ) -> dict[str, Any]:
@@ -88,6 +111,8 @@ def read_sections(
 
     `what` names the kind of file in messages ("spec file", "privacy config").
     """
+    if (kind := irregular(path)) is not None:
+        raise error("", f"cannot read {what} {str(path)!r}: it is {kind}, not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

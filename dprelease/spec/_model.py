@@ -125,9 +125,9 @@ class ReleaseSpec(Strict):
 
     def to_yaml(self) -> str:
         """The spec as YAML (`release:` section), as `from_yaml` and the pipeline read it."""
-        return yaml.safe_dump(
-            {"release": self.model_dump(mode="json", exclude_none=True)}, sort_keys=False
-        )
+        data = self.model_dump(mode="json", exclude_none=True)
+        _drop_unset_options(data)
+        return yaml.safe_dump({"release": data}, sort_keys=False)
 
     @field_validator("margins")
     @classmethod
@@ -316,9 +316,18 @@ class ReleaseSpec(Strict):
         for later in ("margins", "level_weights"):
             if data[later] is None:
                 del data[later]
+        _drop_unset_options(data)
         data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]
         data["postprocess"] = _canonical(data["postprocess"])
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _drop_unset_options(data: dict[str, Any]) -> None:
+    """Leave out of a dumped spec the options that are off unless set (a keys file's
+    `outside_spec_dir`): a spec that does not use one reads and hashes as before it existed."""
+    for group in data["group_by"]:
+        if group["domain"].get("outside_spec_dir") is False:
+            del group["domain"]["outside_spec_dir"]
 
 
 _FIRST_NAMES = {new: old for old, new in RENAMED.items()}

@@ -8,13 +8,17 @@ tests/system/test_outsider_inputs.py.
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import polars as pl
 import pytest
-from conftest import exact_table, make_spec, prepare_release
+import yaml
+from conftest import ROOT, exact_table, make_spec, prepare_release
 
-from dprelease.errors import SchemaError
+from dprelease.errors import SchemaError, SpecError
+from dprelease.spec import ResolvedSpec, load_spec
 
 # --- a pandas frame's dtypes are its declared schema ------------------------------------------
 
@@ -131,3 +135,109 @@ def test_pandas_columns_typed_as_declared_release_what_polars_releases() -> None
     from_pandas = exact_table(frame, spec, period="2024-01")
     assert from_pandas.equals(exact_table(pl.from_pandas(frame), spec, period="2024-01"))
     assert from_pandas.get_column("n").sum() == 2
+
+
+# --- public keys files are read like confidential input ---------------------------------------
+
+SECRET = "confidential-value-42"
+
+
+def keyed(folder: Path, domain: dict[str, Any]) -> ResolvedSpec:
+    """A spec whose one group-by column takes `domain`, read from `folder/spec.yaml`."""
+    spec = {**PARTY_SPEC, "group_by": [{"column": "clinic", "domain": domain}]}
+    (folder / "spec.yaml").write_text(yaml.safe_dump({"release": spec}))
+    return load_spec(folder / "spec.yaml")
+
+
+def refused_keys_file(folder: Path, file: str, *words: str) -> str:
+    with pytest.raises(SpecError) as refused:
+        keyed(folder, {"file": file})
+    message = str(refused.value)
+    assert message.startswith("release.group_by[0].domain.file: ")
+    assert "\n" not in message and len(message) < 400, message
+    assert SECRET not in message and "clinic-" not in message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", ["is empty"]),
+        (b"clinic\n" + SECRET.encode("utf-16"), ["not UTF-8"]),
+        (f'clinic\n"{SECRET}\nclinic-b"x,y\n"clinic-c\n'.encode(), ["not a well-formed CSV"]),
+        (b"clinic\n" + "".join(f"{i}\n" for i in range(149)).encode() + SECRET.encode(), []),
+    ],
+    ids=["empty", "utf-16", "bad quoting", "late text"],
+)
+def test_a_bad_keys_file_is_one_line_naming_path_and_file_never_its_content(
+    tmp_path: Path, content: bytes, words: list[str]
+) -> None:
+    (tmp_path / "keys.csv").write_bytes(content)
+    if not words:  # a readable file: its keys are typed from all of its rows, text here
+        keys = keyed(tmp_path, {"file": "keys.csv"}).domains[0].get_column("clinic")
+        assert keys.dtype == pl.String and keys.len() == 150 and keys.n_unique() == 150
+        return
+    refused_keys_file(tmp_path, "keys.csv", str(tmp_path / "keys.csv"), *words)
+
+
+def test_a_keys_file_that_is_not_parquet_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "keys.parquet").write_text(f"clinic\n{SECRET}\n")
+    refused_keys_file(tmp_path, "keys.parquet", "not a readable parquet file")
+
+
+def test_a_duplicate_key_is_refused_without_quoting_it(tmp_path: Path) -> None:
+    (tmp_path / "keys.csv").write_text(f"clinic\n{SECRET}\nclinic-b\n{SECRET}\n")
+    refused_keys_file(tmp_path, "keys.csv", "lists a key more than once")
+
+
+@pytest.mark.parametrize("outside", ["../keys.csv", "../../../../etc/passwd", "ABSOLUTE"])
+def test_a_keys_file_outside_the_spec_directory_is_refused(tmp_path: Path, outside: str) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    pl.DataFrame({"clinic": ["a", "b"]}).write_csv(tmp_path / "keys.csv")
+    file = str(tmp_path / "keys.csv") if outside == "ABSOLUTE" else outside
+    refused_keys_file(specs, file, "outside the spec's directory", "outside_spec_dir: true")
+
+
+def test_a_symlink_out_of_the_spec_directory_is_outside_it(tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    pl.DataFrame({"clinic": ["a", "b"]}).write_csv(tmp_path / "keys.csv")
+    (specs / "keys.csv").symlink_to(tmp_path / "keys.csv")
+    refused_keys_file(specs, "keys.csv", "outside the spec's directory")
+
+
+def test_a_keys_file_is_read_relative_to_the_spec_not_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "specs" / "public").mkdir(parents=True)
+    pl.DataFrame({"clinic": ["a", "b"]}).write_csv(tmp_path / "specs" / "public" / "keys.csv")
+    pl.DataFrame({"clinic": ["x"]}).write_csv(tmp_path / "keys.csv")  # a decoy beside the cwd
+    monkeypatch.chdir(tmp_path)
+    resolved = keyed(tmp_path / "specs", {"file": "public/keys.csv"})
+    assert resolved.domains[0].get_column("clinic").to_list() == ["a", "b"]
+
+
+def test_outside_spec_dir_allows_a_keys_file_elsewhere_and_enters_the_hash_only_when_set(
+    tmp_path: Path,
+) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    pl.DataFrame({"clinic": ["a", "b"]}).write_csv(tmp_path / "keys.csv")
+    pl.DataFrame({"clinic": ["a", "b"]}).write_csv(specs / "keys.csv")
+    inside = keyed(specs, {"file": "keys.csv"})
+    allowed = keyed(specs, {"file": str(tmp_path / "keys.csv"), "outside_spec_dir": True})
+    assert allowed.domains[0].equals(inside.domains[0])
+    assert "outside_spec_dir" not in inside.spec.canonical_json()
+    assert '"outside_spec_dir":true' in allowed.spec.canonical_json()
+    unset = keyed(specs, {"file": "keys.csv", "outside_spec_dir": False})
+    assert unset.hash == inside.hash  # false is the default: the same spec
+    assert "outside_spec_dir" not in inside.spec.to_yaml()
+
+
+def test_the_repository_specs_keep_their_hashes() -> None:
+    """Specs released before the option existed are the same specs: their slots stay theirs."""
+    resolved = load_spec(ROOT / "pipelines" / "specs" / "visits_monthly.yaml")
+    assert '"domain":{"column":null,"file":"public/clinics.csv"}' in resolved.spec.canonical_json()
