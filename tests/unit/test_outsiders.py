@@ -8,6 +8,7 @@ tests/system/test_outsider_inputs.py.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,8 @@ def test_the_repository_specs_keep_their_hashes() -> None:
     """Specs released before the option existed are the same specs: their slots stay theirs."""
     resolved = load_spec(ROOT / "pipelines" / "specs" / "visits_monthly.yaml")
     assert '"domain":{"column":null,"file":"public/clinics.csv"}' in resolved.spec.canonical_json()
+
+
+def test_a_keys_file_that_is_a_fifo_is_refused_as_such(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "keys.csv")
+    refused_keys_file(tmp_path, "keys.csv", "is a FIFO (named pipe), not a regular file")

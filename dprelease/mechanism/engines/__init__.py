@@ -27,6 +27,7 @@ from dprelease.errors import (
     SchemaError,
     SpecError,
 )
+from dprelease.files import irregular
 from dprelease.mechanism._accounting import Allocation, Measurement
 from dprelease.period import Period
 from dprelease.spec import CountStatistic, ResolvedSpec
@@ -99,6 +100,15 @@ PANDAS_TYPES = (
 )
 
 
+def refuse_irregular(path: Path) -> None:
+    """InputError for an input path that is neither a regular file nor a directory (a FIFO,
+    a device): reading one could wait forever instead of refusing."""
+    if (kind := irregular(path)) is not None:
+        raise InputError(
+            str(path), f"is {kind}, not a regular file; give a regular file or a directory dataset"
+        )
+
+
 def scan(data: DataSource) -> pl.LazyFrame:
     """Open any supported input as a LazyFrame without reading its rows.
 
@@ -117,6 +127,7 @@ def scan(data: DataSource) -> pl.LazyFrame:
             raise FileNotFoundError(f"input data {str(path)!r} not found")
         if path.is_dir():
             return pl.scan_parquet(dataset_glob(path), hive_partitioning=True)
+        refuse_irregular(path)
         if path.suffix in PARQUET_SUFFIXES:
             return pl.scan_parquet(path)
         if _is_csv(path):

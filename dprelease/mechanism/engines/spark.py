@@ -34,6 +34,7 @@ from dprelease.mechanism.engines import (
     InputSummary,
     columns_read,
     fingerprint,
+    refuse_irregular,
     validate_schema,
     withholding_engine_errors,
 )
@@ -97,6 +98,8 @@ def read(data: DataSource, session: SparkSession | None = None) -> DataFrame:
     local = Path(text)
     if local.suffix in {".csv", ".txt"}:
         raise SchemaError(text, "unsupported input format for the spark engine: use parquet")
+    if "://" not in text and local.exists() and not local.is_dir():
+        refuse_irregular(local)
     spark = session or spark_session()
     if "://" in text or local.exists():
         return spark.read.parquet(text)
