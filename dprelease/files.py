@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import stat
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -132,6 +133,30 @@ def read_sections(
         needed = " and ".join(f"`{section}:`" for section in sections)
         raise error(missing[0], f"{path}: a {what} needs the top-level section(s) {needed}")
     return found
+
+
+def unwritable_directory(path: Path) -> str | None:
+    """Why files cannot be written into the directory `path` (made when missing), in words; None
+    when they can.
+
+    Asked before a release is reserved, so a directory that cannot take the files is refused
+    before the budget is charged instead of after the commit. It tries what writing will do,
+    since permission bits do not tell (root ignores them; a read-only mount ignores root): it
+    creates and removes an empty file in `path`, or, when `path` does not exist yet, in its
+    nearest existing ancestor, where its directories would be made. Nothing stays behind."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "it" if existing == path else f"{existing}"
+        return f"cannot write into {path}: {where} exists and is not a directory"
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".dprelease-probe-", dir=existing)
+    except OSError as exc:
+        return f"cannot write into {path}: {exc.strerror or type(exc).__name__} in {existing}"
+    os.close(handle)
+    os.unlink(probe)
+    return None
 
 
 @contextmanager

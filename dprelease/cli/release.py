@@ -21,6 +21,7 @@ from dprelease.cli._common import (
     parse_epsilon,
 )
 from dprelease.errors import ConfigError, LedgerNotFound
+from dprelease.files import unwritable_directory
 
 if TYPE_CHECKING:
     import polars as pl
@@ -149,8 +150,8 @@ def release(
     from dprelease.publish import Options, decide_budget, prepare, publish
     from dprelease.spec import load_spec
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError("--out", f"{out} exists and is not a directory")
+    if (problem := unwritable_directory(out)) is not None:
+        raise ConfigError("--out", problem)
     resolved = load_spec(spec)
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
     stated_cap = None if cap is None else parse_epsilon(cap, "--cap")

@@ -105,3 +105,111 @@ def test_the_api_refuses_a_fifo_where_files_are_opened(workspace: Path) -> None:
         without_blocking(lambda: dp.release(workspace / "visits.parquet", fifo, epsilon=1), fifo)
     assert WORKSPACE_SPEC.startswith("release:")  # the workspace's spec, unchanged
     assert pl.read_parquet(workspace / "visits.parquet").height == 5
+
+
+# --- an unwritable --out is refused before the budget is touched -------------------------------
+
+
+@pytest.fixture
+def unwritable(tmp_path: Path) -> Path:
+    """A directory this process cannot create files in: read-only by its mode, or for root
+    (whom modes do not stop) a directory of procfs."""
+    if os.geteuid() == 0:
+        if not Path("/proc/self").is_dir():
+            pytest.skip("needs a directory root cannot write into (procfs)")
+        return Path("/proc/self")
+    read_only = tmp_path / "read-only"
+    read_only.mkdir(mode=0o555)
+    return read_only
+
+
+def out_cases(ws: Path, unwritable: Path) -> dict[str, Path]:
+    (ws / "a-file").write_text("not a directory")
+    return {
+        "a file": ws / "a-file",
+        "below a file": ws / "a-file" / "out",
+        "in a read-only directory": unwritable / "out",
+        "below a read-only directory": unwritable / "out" / "2024-01",
+    }
+
+
+def test_an_unwritable_out_is_refused_before_anything_is_reserved(
+    workspace: Path, unwritable: Path
+) -> None:
+    for case, out in out_cases(workspace, unwritable).items():
+        existed = out.exists()
+        result = CliRunner().invoke(app, release_args(workspace, out=str(out)))
+        one_line_refusal(result, workspace, "--out: ", "cannot write")
+        assert out.exists() == existed, case
+    assert (workspace / "a-file").read_text() == "not a directory"
+
+
+def test_a_released_slot_stays_re_servable_after_an_unwritable_out(
+    workspace: Path, unwritable: Path
+) -> None:
+    first = CliRunner().invoke(app, release_args(workspace))
+    assert first.exit_code == 0, first.output
+    published = (workspace / "out" / "release.csv").read_bytes()
+    refused = CliRunner().invoke(app, release_args(workspace, out=str(unwritable / "out")))
+    assert refused.exit_code == 2 and "--out: " in refused.stderr, refused.output
+    again = CliRunner().invoke(app, release_args(workspace, out=str(workspace / "again")))
+    assert again.exit_code == 0, again.output
+    assert "already released" in again.stdout
+    assert (workspace / "again" / "release.csv").read_bytes() == published
+    with dp.Ledger(str(workspace / "ledger.sqlite")) as book:
+        assert book.status("visits")[0].spent == 1  # charged once, by the first run
+
+
+def test_publish_checks_its_out_dir_before_reserving(workspace: Path, unwritable: Path) -> None:
+    """The library's one-step path (`dprelease.publish.publish`) checks too, for every caller."""
+    from conftest import prepare_release
+
+    from dprelease.errors import ConfigError
+    from dprelease.publish import publish
+    from dprelease.spec import load_spec
+
+    prepared = prepare_release(
+        workspace / "visits.parquet", load_spec(workspace / "spec.yaml"), 1, period="2024-01"
+    )
+    with dp.Ledger(str(workspace / "ledger.sqlite"), mode="create") as book:
+        book.ensure_scope("visits", 1, "sequential")
+        with pytest.raises(ConfigError, match="^out_dir: cannot write"):
+            publish(prepared, ledger=book, out_dir=unwritable / "out")
+        assert book.status("visits")[0].spent == 0
+
+
+def test_dagster_refuses_an_unwritable_public_directory_before_the_ledger(
+    tmp_path: Path, unwritable: Path
+) -> None:
+    import dagster as dg
+
+    from pipelines.definitions import build_definitions
+    from pipelines.demo_data import generate_visits
+    from pipelines.release_specs import SPECS_DIR
+    from pipelines.resources import ConfidentialStore, LedgerResource, PrivacyPolicy, PublicStore
+
+    (tmp_path / "confidential").mkdir()
+    generate_visits(n_patients=200).write_parquet(tmp_path / "confidential" / "visits.parquet")
+    defs = build_definitions(
+        resources={
+            "confidential": ConfidentialStore(directory=str(tmp_path / "confidential")),
+            "public": PublicStore(directory=str(unwritable / "public")),
+            "ledger": LedgerResource(url=str(tmp_path / "ledger.sqlite")),
+            "policy": PrivacyPolicy(config_path=str(SPECS_DIR.parent / "privacy.yaml")),
+        }
+    )
+    result = dg.materialize(
+        [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)],
+        instance=dg.DagsterInstance.ephemeral(),
+        resources=dict(defs.resources),
+        selection=["visits_by_clinic"],
+        partition_key="2024-01",
+        raise_on_error=False,
+    )
+    assert not result.success
+    message = result.get_step_failure_events()[0].event_specific_data.error.message
+    assert "cannot write" in message and str(unwritable) in message
+    assert (
+        not (tmp_path / "ledger.sqlite").exists()
+        or dp.Ledger(str(tmp_path / "ledger.sqlite")).status() == []
+    )
