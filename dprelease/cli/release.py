@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 PREVIEW_ROWS = 12
 #: Margin columns (`_ci95`: releases stored before they were renamed, and `_moe95`) and a mean's
-#: flag column (its null cells show as –): left to the files.
-HIDDEN_SUFFIXES = ("_ci95", "_moe95", "_undefined")
+#: flag columns (undefined, uninformative): left to the files.
+HIDDEN_SUFFIXES = ("_ci95", "_moe95", "_undefined", "_uninformative")
 
 
 def _eps(value: Fraction) -> str:

@@ -24,6 +24,7 @@ from dprelease.spec._statistics import (
     LEVEL_COLUMN,
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
+    UNINFORMATIVE_SUFFIX,
     CountStatistic,
     MeanReuse,
     MeanStatistic,
@@ -156,7 +157,8 @@ class ReleaseSpec(Strict):
             raise ValueError(
                 f"output column names {clash} would repeat: statistic names, group-by columns "
                 f"and the generated '<statistic>{MOE95_SUFFIX}' (and a mean's "
-                f"'<statistic>{UNDEFINED_SUFFIX}', and with margins '{LEVEL_COLUMN}') columns "
+                f"'<statistic>{UNDEFINED_SUFFIX}' and '<statistic>{UNINFORMATIVE_SUFFIX}', and "
+                f"with margins '{LEVEL_COLUMN}') columns "
                 "must all differ; rename the statistic"
             )
         self._check_split()

@@ -9,16 +9,28 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
 import yaml
-from conftest import ROOT, exact_table, make_spec, prepare_release
+from conftest import (
+    ROOT,
+    allocation_of,
+    draw_release,
+    exact_table,
+    make_spec,
+    prepare_release,
+)
 
 from dprelease.errors import SchemaError, SpecError
+from dprelease.mechanism._postprocess import Measured, columns
+from dprelease.noise import NoiseSource, discrete_laplace
 from dprelease.spec import ResolvedSpec, load_spec
 
 # --- a pandas frame's dtypes are its declared schema ------------------------------------------
@@ -247,3 +259,157 @@ def test_the_repository_specs_keep_their_hashes() -> None:
 def test_a_keys_file_that_is_a_fifo_is_refused_as_such(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "keys.csv")
     refused_keys_file(tmp_path, "keys.csv", "is a FIFO (named pipe), not a regular file")
+
+
+# --- a mean never states more than its bounds allow ---------------------------------------------
+
+AGE_SPEC = {
+    "name": "t",
+    "source": "t",
+    "privacy_unit": "pid",
+    "max_rows_per_unit": 1,
+    "group_by": [{"column": "region", "domain": {"values": ["n", "s", "e", "w"]}}],
+    "statistics": [
+        {"name": "n", "kind": "count"},
+        {"name": "mean_age", "kind": "mean", "column": "age", "lower": 18, "upper": 99},
+    ],
+}
+
+
+def ages(rows_per_region: dict[str, int], age: float = 99.0) -> pl.DataFrame:
+    regions = [region for region, rows in rows_per_region.items() for _ in range(rows)]
+    return pl.DataFrame({"pid": range(len(regions)), "region": regions, "age": age})
+
+
+def mean_rows(table: pl.DataFrame, name: str = "mean_age") -> list[tuple[Any, ...]]:
+    return table.select(name, f"{name}_moe95", f"{name}_uninformative").rows()
+
+
+def test_a_mean_at_its_bound_is_not_rounded_past_it() -> None:
+    """`mean_age = 100.0` for bounds [18, 99] was published: 99 rounded to the hundreds of a
+    margin of ±5600. Rounding stays within the bounds, and the margin within their width."""
+    table = exact_table(ages({"n": 1, "s": 1, "e": 1, "w": 1}), make_spec(AGE_SPEC), 0.05)
+    for mean, moe, uninformative in mean_rows(table):
+        assert 18 <= mean <= 99 and mean == 99  # zero noise: the exact mean, at the bound
+        assert moe == 81 and uninformative is True  # 99 − 18: the whole range
+
+
+def uncovered(mean: float, moe: float, lower: float, upper: float) -> bool:
+    """Whether the interval mean ± moe leaves part of [lower, upper] out (in decimals, as the
+    numbers are printed: 0.28 − 0.18 is 0.1)."""
+    mean_, moe_, lower_, upper_ = (Decimal(repr(x)) for x in (mean, moe, lower, upper))
+    return mean_ - moe_ > lower_ or mean_ + moe_ < upper_
+
+
+BOUNDS = [
+    (18, 99, None),
+    (0.1, 0.3, None),
+    (-5, 5, None),
+    (-1e6, -2.5, None),
+    (18, 99, 0),
+    (0.15, 0.35, 1),  # 0.35 rounds to 0.4: kept at 0.3
+    (0.12, 0.18, 1),  # no tenth inside: kept at the bound, and never informative
+]
+
+
+def published_means(lower: float, upper: float, decimals: int | None) -> pl.DataFrame:
+    """A mean's released columns over 20,000 cells of every size, from 1 to 10^5 rows (noisy
+    counts and sums as the mechanism draws them, in one batch: post-processing is the same
+    function per cell), true means anywhere in [lower, upper]."""
+    spec = make_spec(
+        AGE_SPEC,
+        statistics=[
+            {"name": "n", "kind": "count"},
+            {"name": "m", "kind": "mean", "column": "age", "lower": lower, "upper": upper},
+        ],
+        postprocess={"decimals": decimals},
+    )
+    allocation = allocation_of(spec, Fraction(1, 2))
+    mean = allocation.statistics[1]
+    assert mean.count is not None
+    cells = 20_000
+    rng = np.random.default_rng(2024)
+    rows = np.rint(10 ** rng.uniform(0, 5, cells))
+    truth = rng.uniform(lower, upper, cells)
+    noise = NoiseSource.seeded_for_tests(7)
+    units = {m.name: discrete_laplace(m.scale_units, cells, noise) for m in allocation.measurements}
+    noisy_count = pl.Series(rows.astype(np.int64) + units[mean.count.name])
+    total = rows * truth + units[mean.measurement.name] * float(mean.measurement.granularity)
+    measured = {
+        mean.count.name: Measured(noisy_count, np.full(cells, mean.count.moe95)),
+        mean.measurement.name: Measured(
+            pl.Series(total), np.full(cells, mean.measurement.moe95), np.zeros(cells)
+        ),
+    }
+    return pl.DataFrame(columns(mean, measured, spec.spec.postprocess))
+
+
+@pytest.mark.parametrize(("lower", "upper", "decimals"), BOUNDS)
+def test_every_published_mean_and_margin_stay_inside_what_the_bounds_allow(
+    lower: float, upper: float, decimals: int | None
+) -> None:
+    """The mean within [lower, upper]; its margin never above the width plus one rounding
+    step; flagged uninformative exactly where mean ± margin covers the bounds (null where the
+    mean is undefined)."""
+    width = upper - lower
+    step = width / 10 if decimals is None else 10.0**-decimals  # the rounding's, at most
+    flags = []
+    for mean, moe, undefined, uninformative in published_means(lower, upper, decimals).rows():
+        if undefined:
+            assert mean is None and moe is None and uninformative is None
+            continue
+        assert lower <= mean <= upper
+        assert 0 <= moe <= (width + step) * (1 + 1e-9)
+        assert uninformative == (not uncovered(mean, moe, lower, upper))
+        flags.append(uninformative)
+    if (
+        decimals is not None
+        and Decimal(repr(step)) > (Decimal(repr(upper)) - Decimal(repr(lower))) / 2
+    ):
+        # no place inside: nothing to inform
+        assert set(flags) == {True}
+    else:
+        assert set(flags) == {True, False}  # both kinds of cell were seen
+
+
+@pytest.mark.parametrize("with_margins", [False, True])
+def test_the_release_path_publishes_means_inside_their_bounds(with_margins: bool) -> None:
+    """Through prepare and draw, with and without margins (whose means divide consistent
+    estimates): the same guarantees on the released table."""
+    spec = make_spec(AGE_SPEC, **({"margins": [[]]} if with_margins else {}))
+    data = ages({"n": 1, "s": 30, "e": 3000, "w": 0})
+    for seed in range(3):
+        table = draw_release(data, spec, 0.5, noise=NoiseSource.seeded_for_tests(seed)).table
+        for mean, moe, uninformative in mean_rows(table):
+            if mean is not None:
+                assert 18 <= mean <= 99 and moe <= 81 + 10
+                assert uninformative == (not uncovered(mean, moe, 18, 99))
+
+
+def test_an_informative_mean_is_published_as_before() -> None:
+    """Where the margin is well inside the range, nothing changes: rounding to the second
+    significant digit of the margin, the margin rounded up."""
+    table = exact_table(ages({"n": 5000, "s": 5000, "e": 5000, "w": 5000}, age=40.0),
+                        make_spec(AGE_SPEC), 4.0)  # fmt: skip
+    for mean, moe, uninformative in mean_rows(table):
+        assert mean == 40.0 and 0 < moe < 1 and uninformative is False
+
+
+def test_the_manifest_says_what_an_uninformative_mean_is() -> None:
+    release = draw_release(ages({"n": 1, "s": 1, "e": 1, "w": 1}), make_spec(AGE_SPEC), 0.05)
+    entry = release.manifest.statistics[1]
+    assert entry.kind == "mean"
+    assert "mean_age_uninformative" in entry.uninformative
+    assert "[18.0, 99.0]" in entry.uninformative and "whole range" in entry.uninformative
+    assert "mean_age_uninformative" in release.table.columns
+
+
+def test_uninformative_is_a_reserved_output_column() -> None:
+    with pytest.raises(SpecError, match="would repeat"):
+        make_spec(
+            AGE_SPEC,
+            statistics=[
+                {"name": "m", "kind": "mean", "column": "age", "lower": 0, "upper": 1},
+                {"name": "m_uninformative", "kind": "count"},
+            ],
+        )
