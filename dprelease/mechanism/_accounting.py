@@ -180,6 +180,12 @@ def _count_sensitivity(
     return reach, f"count: {reason} → Δ = {reach}"
 
 
+def _in_units_of_column(units: int, granularity: Fraction) -> str:
+    """An amount of integer units in the column's own units, as people read it: 18432 units
+    of 2^-10 is "18"; a bound the granularity does not divide shows where it was moved to."""
+    return f"{float(units * granularity):.10g}"
+
+
 def _sum_sensitivity(
     spec: ReleaseSpec,
     neighbours: ProtectedChange,
@@ -188,21 +194,28 @@ def _sum_sensitivity(
     granularity: Fraction,
     grouped: bool,
 ) -> tuple[int, str]:
-    g = f"{float(granularity):g}"
+    """Δ of a sum in integer units of `granularity`, and its derivation in the column's units
+    (the units are the engine's; a reader checks the bounds and Δ in the column's)."""
+
+    def shown(units: int) -> str:
+        return _in_units_of_column(units, granularity)
+
+    bounds = f"[{shown(lower_u)}, {shown(upper_u)}]"
+    steps = f"in steps of the granularity {float(granularity):.10g}"
     if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
         rows = spec.rows_per_unit
         span = max(upper_u, 0) - min(lower_u, 0)
         delta = rows * span
         return delta, (
-            f"sum: one unit's ≤ {rows} row(s) replaced, each in [{lower_u}, {upper_u}] "
-            f"units of {g} → Δ = {rows} × {span} = {delta} units"
+            f"sum: one unit's ≤ {rows} row(s) replaced, each in {bounds} ({steps}) → "
+            f"Δ = {rows} × {shown(span)} = {shown(delta)}"
         )
     reach, reason = _l1_reach(spec, neighbours, grouped)
     largest = max(abs(lower_u), abs(upper_u))
     delta = reach * largest
     return delta, (
-        f"sum: {reason}; each clamped to [{lower_u}, {upper_u}] units of {g} → "
-        f"Δ = {reach} × {largest} = {delta} units"
+        f"sum: {reason}; each clamped to {bounds} ({steps}) → "
+        f"Δ = {reach} × {shown(largest)} = {shown(delta)}"
     )
 
 

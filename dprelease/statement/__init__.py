@@ -27,6 +27,7 @@ from dprelease.statement._manifest import (
 from dprelease.statement._planner import (
     PLAN_FORMAT,
     LevelAccuracy,
+    MeasurementAccuracy,
     ReleasePlan,
     StatisticAccuracy,
     accuracy_of,
@@ -42,6 +43,7 @@ __all__ = [
     "LedgerRecord",
     "LegacyManifest",
     "LevelAccuracy",
+    "MeasurementAccuracy",
     "Manifest",
     "NoiseSourceEntry",
     "NotRecorded",

@@ -213,3 +213,67 @@ def test_dagster_refuses_an_unwritable_public_directory_before_the_ledger(
         not (tmp_path / "ledger.sqlite").exists()
         or dp.Ledger(str(tmp_path / "ledger.sqlite")).status() == []
     )
+
+
+# --- dprelease plan: every row is one noise, so Δ / ε = scale on it -----------------------------
+
+MARGINS_SPEC = """\
+release:
+  name: m
+  source: m
+  privacy_unit: pid
+  max_rows_per_unit: 2
+  group_by:
+    - {column: region, domain: {values: [n, s]}}
+    - {column: sex, domain: {values: [f, m]}}
+  {margins}
+  statistics:
+    - {name: n, kind: count}
+    - {name: cost, kind: sum, column: cost, lower: 18, upper: 99}
+    - {name: mean_age, kind: mean, column: age, lower: 18, upper: 99}
+    - {name: mean_stay, kind: mean, column: stay, lower: 0, upper: 30}
+"""
+NUMBER = r"[0-9.e+-]+"
+
+
+def noise_rows(output: str) -> list[tuple[float, float, float]]:
+    """(ε, Δ, scale) of every table row that states all three."""
+    import re
+
+    rows = []
+    for line in output.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        numbers = [cell for cell in cells if re.fullmatch(NUMBER, cell)]
+        if len(numbers) >= 4:  # ε, Δ, scale and ±95%
+            rows.append(tuple(float(x) for x in numbers[:3]))
+    return rows
+
+
+@pytest.mark.parametrize("margins", ["margins: [[region], []]", ""], ids=["margins", "cells"])
+def test_plan_shows_on_each_row_the_epsilon_its_scale_comes_from(
+    tmp_path: Path, margins: str
+) -> None:
+    """With margins the statistic's total ε sat beside one level's scale; a mean measuring its
+    own sum and count showed its whole ε beside the sum's scale. Every row now is one noise."""
+    (tmp_path / "spec.yaml").write_text(MARGINS_SPEC.replace("{margins}", margins))
+    args = ["plan", "--spec", str(tmp_path / "spec.yaml"), "--epsilon", "1"]
+    result = CliRunner(env={"COLUMNS": "160"}).invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = noise_rows(result.stdout)
+    levels = 3 if margins else 1
+    assert len(rows) == levels * 4  # n, cost, mean_stay's own sum and count, at every level
+    for epsilon, delta, scale in rows:
+        assert scale == pytest.approx(delta / epsilon, rel=2e-3), result.stdout
+    if margins:
+        assert "0.08333" in result.stdout  # ε/4 per statistic, /3 per level: 1/12
+        assert "all levels" in result.stdout
+
+
+def test_plan_states_sum_derivations_in_the_columns_units(tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text(MARGINS_SPEC.replace("{margins}", ""))
+    args = ["plan", "--spec", str(tmp_path / "spec.yaml"), "--epsilon", "1"]
+    result = CliRunner(env={"COLUMNS": "300"}).invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "each clamped to [18, 99]" in text and "Δ = 2 × 99 = 198" in text
+    assert "units of" not in text and "18432" not in text

@@ -28,6 +28,7 @@ from conftest import (
     prepare_release,
 )
 
+from dprelease.change import ProtectedChange
 from dprelease.errors import SchemaError, SpecError
 from dprelease.mechanism._postprocess import Measured, columns
 from dprelease.noise import NoiseSource, discrete_laplace
@@ -413,3 +414,26 @@ def test_uninformative_is_a_reserved_output_column() -> None:
                 {"name": "m_uninformative", "kind": "count"},
             ],
         )
+
+
+# --- derivations in the column's units ----------------------------------------------------------
+
+
+def test_a_sums_derivation_is_in_the_columns_units_in_manifest_and_plan() -> None:
+    """`[18432, 101376] units of 0.000976562` was the manifest's and the plan's derivation of a
+    sum over [18, 99]; they say `[18, 99]` and Δ = 2 × 99 = 198 now, for Δ in the column's units."""
+    spec = make_spec(AGE_SPEC, max_rows_per_unit=2)
+    release = draw_release(ages({"n": 3}), spec, 1)
+    mean = release.manifest.statistics[1]
+    assert mean.kind == "mean"
+    derivation = mean.measurements[0].derivation
+    assert "each clamped to [18, 99]" in derivation and derivation.endswith("Δ = 2 × 99 = 198")
+    assert "units of" not in derivation
+    assert mean.measurements[0].sensitivity == 198
+    substitute = make_spec(
+        AGE_SPEC,
+        group_by=[],
+        statistics=[{"name": "s", "kind": "sum", "column": "age", "lower": -0.5, "upper": 2.25}],
+    )
+    entry = allocation_of(substitute, 1, ProtectedChange.SUBSTITUTE).measurements[0]
+    assert "in [-0.5, 2.25]" in entry.derivation and entry.derivation.endswith("= 2.75")
