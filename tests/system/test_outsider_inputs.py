@@ -277,3 +277,76 @@ def test_plan_states_sum_derivations_in_the_columns_units(tmp_path: Path) -> Non
     text = " ".join(result.stdout.split())
     assert "each clamped to [18, 99]" in text and "Δ = 2 × 99 = 198" in text
     assert "units of" not in text and "18432" not in text
+
+
+# --- one month, one spelling: the same people are never released twice under another ------------
+
+ALIASES = ["2024-01\n", "２０２４-01", "2024-01 ", "2024-1", "٢٠٢٤-01"]  # newline, full-width, …
+
+
+@pytest.fixture
+def parallel(workspace: Path) -> Path:
+    """The workspace's spec with months composed in parallel: each month may spend the cap,
+    so a second spelling of January would be a second, independent release of January."""
+    spec = workspace / "spec.yaml"
+    spec.write_text(
+        spec.read_text().replace("every: month}", "every: month, composition: parallel}")
+    )
+    assert "composition: parallel" in spec.read_text()
+    return workspace
+
+
+def january_only(ws: Path) -> None:
+    """The ledger holds January once, charged 1 against the parallel cap of 1."""
+    with dp.Ledger(str(ws / "ledger.sqlite")) as book:
+        (status,) = book.status("visits")
+    assert status.composition == "parallel" and status.cap == 1
+    assert status.periods == {"2024-01": 1} and status.releases == 1
+    assert status.open_reservations == 0
+
+
+def test_another_spelling_of_a_month_is_refused_by_the_cli(parallel: Path) -> None:
+    first = CliRunner().invoke(app, release_args(parallel, out=str(parallel / "out" / "first")))
+    assert first.exit_code == 0, first.output
+    for index, alias in enumerate(ALIASES):
+        out = parallel / "out" / f"alias{index}"
+        result = CliRunner().invoke(app, release_args(parallel, period=alias, out=str(out)))
+        assert result.exit_code == 2, (alias, result.output)
+        assert result.stderr.startswith("error: --period: ") or "period" in result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert "is not a month of the form YYYY-MM" in result.stderr
+        assert not out.exists()
+        january_only(parallel)
+    again = CliRunner().invoke(app, release_args(parallel, out=str(parallel / "out" / "again")))
+    assert again.exit_code == 0 and "already released" in again.stdout, again.output
+    january_only(parallel)
+    assert (parallel / "out" / "again" / "release.csv").read_bytes() == (
+        parallel / "out" / "first" / "release.csv"
+    ).read_bytes()
+
+
+def test_another_spelling_of_a_month_is_refused_by_the_api(parallel: Path) -> None:
+    with dp.Ledger(str(parallel / "ledger.sqlite"), mode="create") as book:
+        first = dp.release(
+            parallel / "visits.parquet", parallel / "spec.yaml", ledger=book, cap=1,
+            period="2024-01",
+        )  # fmt: skip
+        assert first.charged and first.release_id == "visits/2024-01"
+        for alias in ALIASES:
+            with pytest.raises(dp.DPReleaseError, match="not a month of the form YYYY-MM"):
+                dp.release(parallel / "visits.parquet", parallel / "spec.yaml", ledger=book,
+                           cap=1, period=alias)  # fmt: skip
+    january_only(parallel)
+
+
+def test_the_parallel_scope_charges_january_once_and_february_on_its_own(parallel: Path) -> None:
+    """Per-period spending is keyed by the canonical month: January is charged once, whatever
+    was tried, and February (other people, parallel) has its own cap."""
+    for period in ["2024-01", *ALIASES, "2024-01", "2024-02"]:
+        out = parallel / "out" / str(abs(hash(period)))
+        CliRunner().invoke(app, release_args(parallel, period=period, out=str(out)))
+    with dp.Ledger(str(parallel / "ledger.sqlite")) as book:
+        (status,) = book.status("visits")
+        history = [event.release_id for event in book.history("visits") if event.release_id]
+    assert status.periods == {"2024-01": 1, "2024-02": 1} and status.releases == 2
+    assert set(history) <= {"visits/2024-01", "visits/2024-02"}
