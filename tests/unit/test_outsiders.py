@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +29,7 @@ from conftest import (
     prepare_release,
 )
 
+from dprelease.budget import PrivacyConfig, cap_from_profile, choose_budget, load_privacy_profiles
 from dprelease.change import ProtectedChange
 from dprelease.errors import SchemaError, SpecError
 from dprelease.mechanism._postprocess import Measured, columns
@@ -437,3 +439,39 @@ def test_a_sums_derivation_is_in_the_columns_units_in_manifest_and_plan() -> Non
     )
     entry = allocation_of(substitute, 1, ProtectedChange.SUBSTITUTE).measurements[0]
     assert "in [-0.5, 2.25]" in entry.derivation and entry.derivation.endswith("= 2.75")
+
+
+# --- the documents a new user reads ---------------------------------------------------------------
+
+
+def yaml_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", markdown, flags=re.DOTALL)
+
+
+def test_docs_privacy_documents_every_field_of_the_privacy_yaml(tmp_path: Path) -> None:
+    """Every field and kind the loader accepts is documented, and the documented example loads
+    and gives the ε the text states."""
+    text = (ROOT / "docs" / "privacy.md").read_text()
+    for field in PrivacyConfig.model_fields:
+        assert f"**`{field}`**" in text, field
+    for kind in ("piecewise_linear", "step", "constant", "max_fixed_q", "max_fixed_p"):
+        assert f"kind: {kind}" in text, kind
+    assert "`scopes:`" in text and "http" not in text
+    (example,) = yaml_blocks(text)
+    (tmp_path / "privacy.yaml").write_text(example)
+    profiles = load_privacy_profiles(tmp_path / "privacy.yaml")
+    assert cap_from_profile(choose_budget(profiles.for_scope("a_new_scope"))) == Fraction(3, 10)
+    assert cap_from_profile(choose_budget(profiles.for_scope("hospital_patients"))) == 4
+
+
+def test_the_readme_says_where_a_new_release_reads_and_what_it_may_spend() -> None:
+    readme = (ROOT / "README.md").read_text()
+    adding = readme.split("**Adding a release**")[1].split("## ")[0]
+    assert "`<confidential dir>/<source>.parquet`" in adding
+    assert "parquet dataset directory" in adding and "CSV" in adding
+    assert "default profile unless `scopes:` names it" in " ".join(adding.split())
+    assert "[docs/privacy.md](docs/privacy.md)" in adding
+    bad_input = " ".join(readme.split("Bad input exits with code 2")[1].split("## ")[0].split())
+    for refusal in ("not a regular file", "`--out` where no file can be written",
+                    "outside the spec's directory", "pandas frame", "`２０２４-01`"):  # fmt: skip
+        assert refusal in bad_input, refusal
