@@ -325,10 +325,10 @@ def statistic_entry(
         "the sum's and the count's margins",
         undefined=f"null where the noisy count is ≤ 0 (no mean is defined there); "
         f"{stat.name}{UNDEFINED_SUFFIX} is true in those cells",
-        uninformative=f"the truth lies in [{stat.lower}, {stat.upper}], so the mean is rounded "
-        "within it and its margin of error is at most the distance to the farther bound (a "
-        "sure bound); where the margin reaches that far the mean ± margin covers the whole "
-        "range and says nothing beyond the bounds: "
+        uninformative=f"the truth lies in [{stat.lower:.15g}, {stat.upper:.15g}], so the mean "
+        "is rounded within it and its margin of error is at most the distance to the farther "
+        "bound (a sure bound); where the margin reaches that far the mean ± margin covers the "
+        "whole range and says nothing beyond the bounds: "
         f"{stat.name}{UNINFORMATIVE_SUFFIX} is true in those cells (null where undefined)",
         measurements=[
             MeasurementEntry(

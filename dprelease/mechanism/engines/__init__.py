@@ -4,7 +4,7 @@ What every engine shares lives here: opening the input and checking its *declare
 against the spec (before anything is charged), the aggregates an engine hands back, and choosing
 an engine by name. The semantics every engine implements identically (typing, filters,
 contribution bounds, discretization) are listed in PRIVACY.md; an engine knows nothing of noise
-or ledgers, and its output leaves the process only through `dprelease.pure_release`.
+or ledgers, and its output leaves the process only through `dprelease.publish`.
 """
 
 from __future__ import annotations
