@@ -38,6 +38,13 @@ from dprelease.spec import (
 )
 
 _INT64 = (-(2**63), 2**63 - 1)
+#: A decimal computed in floats (a bound, a published value, a difference of them) within this
+#: relative distance of a multiple of its rounding place stands for that multiple: their binary
+#: noise (0.3 − 0.1 is 0.19999999999999998) is some 1e-16, as in the controlled rounding.
+_SNAP = 1e-9
+#: 10^k for every place a float can have, looked up per cell (a power per cell costs more than
+#: the rounding); exact for the places that occur (k ≤ 22).
+_POWERS_OF_TEN = 10.0 ** np.arange(309)
 #: The default rounding, as the manifest states it.
 ROUNDING_RULE = (
     "counts are integers; sums and means are rounded to the decimal place of the second "
@@ -70,21 +77,14 @@ def _round(
     (an optimizer's multiplication by 0.1 would not)."""
     to_int = np.ceil if up else np.floor if down else np.rint
     known = np.isfinite(places)
-    power = 10.0 ** np.abs(np.where(known, places, 0))  # exact for the places that occur
+    power = _POWERS_OF_TEN[np.abs(np.where(known, places, 0)).astype(np.int64).clip(0, 308)]
     scaled = np.where(places >= 0, values * power, values / power)
-    if decimal:
-        scaled = _twelve_digits(scaled)
+    if decimal:  # within 1e-9 (relative) of a multiple of the place: that multiple
+        nearest = np.rint(scaled)
+        snap = np.abs(scaled - nearest) <= _SNAP * np.maximum(1.0, np.abs(scaled))
+        scaled = np.where(snap, nearest, scaled)
     rounded = np.where(places >= 0, to_int(scaled) / power, to_int(scaled) * power)
     return np.where(known, rounded, values)
-
-
-def _twelve_digits(values: np.ndarray) -> np.ndarray:
-    """`values` to 12 significant digits, which takes the binary noise off a computed decimal
-    (0.3 − 0.1 is 0.19999999999999998) and nothing else."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        digits = np.clip(11 - np.floor(np.log10(np.abs(values))), -300, 300)
-    power = 10.0 ** np.where(np.isfinite(digits), digits, 0)
-    return np.rint(values * power) / power
 
 
 def _places(post: PostProcessing, moe95: np.ndarray) -> np.ndarray:
@@ -156,16 +156,22 @@ def columns(
 def _within(values: np.ndarray, places: np.ndarray, lower: float, upper: float) -> np.ndarray:
     """`values` (in [lower, upper]) rounded to `places` and kept inside the bounds: a value
     rounded past a bound goes to the nearest multiple of the place inside it (99 rounded to
-    the tens of [18, 99] is 90, not 100), or to the bound itself where none fits."""
+    the tens of [18, 99] is 90, not 100), or to the bound itself where none fits.
+
+    The multiples nearest inside the bounds are worked out once per place that occurs (a few),
+    not per cell."""
     rounded = _round(values, places)
-    inner_lower = _round(np.full(values.shape, float(lower)), places, up=True, decimal=True)
-    inner_upper = _round(np.full(values.shape, float(upper)), places, down=True, decimal=True)
+    known = np.isfinite(places)
+    if not known.any():  # no place (zero margins): every digit kept, already within the bounds
+        return rounded
+    first = int(places[known].min())
+    each = np.arange(first, int(places[known].max()) + 1, dtype=float)
+    inner_lower = _round(np.full(each.shape, lower), each, up=True, decimal=True)
+    inner_upper = _round(np.full(each.shape, upper), each, down=True, decimal=True)
     fits = inner_lower <= inner_upper
-    return np.where(
-        fits,
-        np.clip(rounded, np.minimum(inner_lower, upper), np.maximum(inner_upper, lower)),
-        np.clip(rounded, lower, upper),
-    )
+    low, high = np.where(fits, inner_lower, lower), np.where(fits, inner_upper, upper)
+    at = np.where(known, places - first, 0).astype(np.int64)
+    return np.where(known, np.clip(rounded, low[at], high[at]), rounded)
 
 
 def _mean(
