@@ -350,3 +350,28 @@ def test_the_parallel_scope_charges_january_once_and_february_on_its_own(paralle
         history = [event.release_id for event in book.history("visits") if event.release_id]
     assert status.periods == {"2024-01": 1, "2024-02": 1} and status.releases == 2
     assert set(history) <= {"visits/2024-01", "visits/2024-02"}
+
+
+# --- keys files through the command line ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "words"),
+    [
+        ("keys.csv", b"", "is empty"),
+        ("keys.csv", "region\nnörth\n".encode("latin-1"), "is not UTF-8"),
+        ("keys.csv", b'region\n"n\ns"x,y\n"e\n', "is not a well-formed CSV file"),
+        ("../../../../etc/passwd", None, "outside the spec's directory"),
+    ],
+    ids=["empty", "latin-1", "bad quoting", "outside"],
+)
+def test_a_bad_keys_file_is_one_line_before_anything_is_reserved(
+    workspace: Path, file: str, content: bytes | None, words: str
+) -> None:
+    if content is not None:
+        (workspace / file).write_bytes(content)
+    spec = workspace / "spec.yaml"
+    spec.write_text(spec.read_text().replace("{values: [n, s, e]}", f"{{file: {file!r}}}"))
+    result = CliRunner().invoke(app, release_args(workspace))
+    one_line_refusal(result, workspace, "release.group_by[0].domain.file: ", words)
+    assert "Traceback" not in result.output and "nörth" not in result.output
