@@ -16,6 +16,7 @@ from typing import Any, Literal
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
+from dprelease.mechanism._l1 import count_sensitivity, l1_reach, rows_reach, sum_sensitivity
 from dprelease.mechanism._l2 import contribution, l2_derivation, l2_squared
 from dprelease.mechanism._law import LevelNoise, level_noise
 from dprelease.spec import (
@@ -105,71 +106,6 @@ class Allocation:
     total: PrivacyLoss
     split: Literal["weights", "accuracy targets"]
     mechanism: Mechanism = Mechanism.LAPLACE
-
-
-def _l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
-    """Rows one unit can move in L1 over a level's rows, and why. Substitution = one removal
-    plus one addition; on a grouped level the added rows may sit in other groups (×2), on an
-    ungrouped one (the whole release, or a grand total) they replace rows of the same cell.
-
-    R is exactly what the engine enforces last (`max_rows_per_unit`, which the spec keeps at or
-    below max_groups_per_unit × max_rows_per_group), so nothing else is assumed.
-    """
-    rows = spec.rows_per_unit
-    if spec.privacy_unit is None:
-        reason = "each row is a privacy unit: one unit is 1 row"
-    elif spec.max_rows_per_unit is None:
-        reason = (
-            f"one unit keeps at most {rows} row(s) (max_rows_per_unit defaults to "
-            f"{spec.max_groups_per_unit} group(s) × {spec.max_rows_per_group} row(s) per group)"
-        )
-    else:
-        reason = f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
-    if neighbours is ProtectedChange.SUBSTITUTE and grouped:
-        return (
-            2 * rows,
-            reason + "; substitution removes those rows and adds as many (possibly "
-            "in other groups): ×2",
-        )
-    return rows, reason
-
-
-def rows_reach(spec: ReleaseSpec, neighbours: ProtectedChange) -> int:
-    """Rows one privacy unit can move in L1 over the cells (see `_l1_reach`)."""
-    return _l1_reach(spec, neighbours, bool(spec.group_by))[0]
-
-
-def _count_sensitivity(
-    spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool
-) -> tuple[int, str]:
-    reach, reason = _l1_reach(spec, neighbours, grouped)
-    return reach, f"count: {reason} → Δ = {reach}"
-
-
-def _sum_sensitivity(
-    spec: ReleaseSpec,
-    neighbours: ProtectedChange,
-    lower_u: int,
-    upper_u: int,
-    granularity: Fraction,
-    grouped: bool,
-) -> tuple[int, str]:
-    g = f"{float(granularity):g}"
-    if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
-        rows = spec.rows_per_unit
-        span = max(upper_u, 0) - min(lower_u, 0)
-        delta = rows * span
-        return delta, (
-            f"sum: one unit's ≤ {rows} row(s) replaced, each in [{lower_u}, {upper_u}] "
-            f"units of {g} → Δ = {rows} × {span} = {delta} units"
-        )
-    reach, reason = _l1_reach(spec, neighbours, grouped)
-    largest = max(abs(lower_u), abs(upper_u))
-    delta = reach * largest
-    return delta, (
-        f"sum: {reason}; each clamped to [{lower_u}, {upper_u}] units of {g} → "
-        f"Δ = {reach} × {largest} = {delta} units"
-    )
 
 
 def auto_granularity(sensitivity: Fraction, epsilon: Fraction) -> Fraction:
@@ -283,7 +219,7 @@ def _count(
         neighbours,
         path,
         Fraction(1),
-        lambda grouped: _count_sensitivity(spec, neighbours, grouped),
+        lambda grouped: count_sensitivity(spec, neighbours, grouped),
     )
     m = Measurement(name=name, kind=StatisticKind.COUNT, margins=margins, **cells)
     return _checked(m, path)
@@ -301,7 +237,7 @@ def granularity_references(
     ε²/2 is the level's ρ, which is at least σ (Δ2 ≤ Δ1): the noise stays as far above."""
     largest = max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
     return [
-        _l1_reach(resolved.spec, neighbours, grouped)[0] * largest / _epsilon_like(share)
+        l1_reach(resolved.spec, neighbours, grouped)[0] * largest / _epsilon_like(share)
         for grouped, share in _levels(resolved, loss)
     ]
 
@@ -347,7 +283,7 @@ def _sum(
         neighbours,
         path,
         granularity,
-        lambda grouped: _sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity, grouped),
+        lambda grouped: sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity, grouped),
         (lower_u, upper_u),
     )
     m = Measurement(

@@ -202,6 +202,11 @@ class MeanEntry(_Released):
     reuses: list[str] = Field(description="statistics whose noisy values it divides, at no ε")
     margin_of_error: str
     undefined: str
+    uninformative: str | None = Field(
+        default=None,
+        description="where its margin covers its whole [lower, upper] (None: stored by a "
+        "version that did not say)",
+    )
     measurements: list[MeasurementEntry] = Field(description="what it measures itself")
 
 
