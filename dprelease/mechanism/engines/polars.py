@@ -115,8 +115,10 @@ def _units_of(m: Measurement, value: str) -> pl.Expr:
     fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
     number = pl.col(value).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
     units = (number.clip(m.lower, m.upper) / float(m.granularity)).round()
-    units = units.cast(pl.Int64, strict=False).clip(m.lower_units, m.upper_units)
-    return units.cast(_narrowest_int(m.lower_units, m.upper_units))
+    # clamped while still a float (the unit bounds are at most 2^53, so exact as floats), then
+    # cast once: the cast cannot fail, as every value is a whole number within the bounds
+    units = units.clip(float(m.lower_units), float(m.upper_units))
+    return units.cast(_narrowest_int(m.lower_units, m.upper_units), strict=False)
 
 
 def _narrowest_int(low: int, high: int) -> pl.DataType:
@@ -193,7 +195,11 @@ def _row_local(
         )
         if domain.width == 1:
             (column,) = domain.columns
-            lf = lf.filter(pl.col(names[column]).is_in(domain.get_column(column).implode()))
+            key = pl.col(names[column])
+            if isinstance(dtypes[column], pl.Enum):  # its values are the domain: the rest is null
+                lf = lf.filter(key.is_not_null())
+            else:
+                lf = lf.filter(key.is_in(domain.get_column(column).implode()))
         else:
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
     summed = _summed(plan)
