@@ -2,11 +2,11 @@
 
 One direction: select the spec's columns under internal names → type them non-strictly → (the
 private input summary branches off here) → drop rows with a null unit → period filter → drop keys
-outside the public domain → order each row by a salted hash, clamp and discretize → bound each
-unit's contributions → exact group-by → lay the result on the full key grid (missing groups are
-0). The summary and the aggregation are collected together (sharing one read of the input when
-it is not partitioned). Every step is total: no value in the data can make it fail, overflow, or
-change anything but the aggregates.
+outside the public domain → clamp and discretize → bound each unit's contributions (by a salted
+hash of what each row contributes) → exact group-by → lay the result on the full key grid
+(missing groups are 0). The summary and the aggregation are collected together (sharing one
+read of the input when it is not partitioned). Every step is total: no value in the data can
+make it fail, overflow, or change anything but the aggregates.
 
 Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
 once, which would hold the whole input in memory; but units are independent, so an input of more
@@ -173,11 +173,12 @@ def _in_period(month: Period | None) -> pl.Expr:
 
 
 def _row_local(
-    selected: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None, salt: int
+    selected: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None
 ) -> pl.LazyFrame:
     """Every step before the bounding, row by row (so it streams): the in-domain rows of the
     period with a unit, keys encoded (`_encoded_dtypes`), the integer units of each sum and,
-    with a unit, only the unit, the row's salted order, the keys and the units."""
+    with a unit, only the keys, the unit and the units: all the bounding and the aggregation
+    read, and all a partition holds."""
     spec = loaded.spec
     keys = _keys(loaded)
     dtypes = _encoded_dtypes(loaded)
@@ -209,10 +210,7 @@ def _row_local(
     ]
     if spec.privacy_unit is None:
         return lf.with_columns(sums)
-    # the order of a row is a hash of everything it holds, so a unit's order depends on its own
-    # rows only; rows identical in every column read are interchangeable
-    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
-    return lf.select(*keys.values(), _UNIT, _ORDER, *sums)
+    return lf.select(*keys.values(), _UNIT, *sums)
 
 
 def _bounded(lf: pl.LazyFrame, loaded: ResolvedSpec, salt: int) -> pl.LazyFrame:
@@ -223,6 +221,9 @@ def _bounded(lf: pl.LazyFrame, loaded: ResolvedSpec, salt: int) -> pl.LazyFrame:
     if spec.privacy_unit is None:
         return lf
     keys = list(_keys(loaded).values())
+    # a row's order is a salted hash of all it contributes (its unit, keys and integer units), so
+    # a unit's order depends on its own rows only, and rows that tie contribute alike
+    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
     if spec.max_groups_per_unit is not None:
         group_order = pl.struct(_UNIT, *keys).hash(seed=salt).rank("dense").over(_UNIT)
         lf = lf.filter(group_order <= spec.max_groups_per_unit)
@@ -325,7 +326,7 @@ class PolarsEngine:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation"):
             selected = _selected(scan(data), text_columns(data), loaded, plan)
-            row_local = _row_local(selected, loaded, plan, month, salt=0)
+            row_local = _row_local(selected, loaded, plan, month)
             _aggregated(_bounded(row_local, loaded, salt=0), loaded, plan).collect_schema()
             _summary_plan(selected, loaded, month).collect_schema()
 
@@ -376,7 +377,7 @@ class PolarsEngine:
         before any filter)."""
         lf = scan(data)
         selected = _selected(lf, text_columns(data), loaded, plan)
-        row_local = _row_local(selected, loaded, plan, month, salt)
+        row_local = _row_local(selected, loaded, plan, month)
         summary = _summary_plan(selected, loaded, month)
         if loaded.spec.privacy_unit is not None:
             rows = lf.select(pl.len()).collect(engine="streaming").item()
