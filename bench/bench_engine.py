@@ -306,7 +306,8 @@ def _rows_of(path: str) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
-#: Every variant a child can run; the parent's labels below name them in the report.
+#: Every variant a child can run, by the name the report gives it (OpenDP's two runs in its own
+#: environment are labelled "OpenDP" and `OPENDP_FLOOR`).
 VARIANTS: dict[str, Callable[[str], tuple[float, dict]]] = {
     "floor": run_floor,
     "floor_sorted": run_floor_sorted,
@@ -458,7 +459,7 @@ def main() -> int:
             ("opendp", "OpenDP", args.bench_python),
         ]
 
-    measured, ratios = [], []
+    measured, ratios, done = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench_engine_") as tmp:
         data_dir = args.data or Path(tmp)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -478,8 +479,8 @@ def main() -> int:
                 path.unlink()
             measured += _measured_rows(size, runs)
             ratios += _ratio_rows(size, runs)
+            done += [r for label_runs in runs.values() for r in label_runs if "error" not in r]
 
-    done = [r for label_runs in runs.values() for r in label_runs if "error" not in r]
     versions = sorted({r["polars"] for r in done})
     opendp = next((r["opendp"] for r in done if "opendp" in r), None)
     header = [
