@@ -1,34 +1,48 @@
-"""End-to-end release cost: dprelease against a plain polars floor and OpenDP's polars API.
+"""End-to-end release cost: dprelease against plain polars floors and OpenDP's polars API.
 
 One query on one synthetic parquet file per size: count, sum(income, 0, 200000) and
 sum(visits, 0, 20) by region × age_band (50 × 10 public keys), at most 4 rows per person
 (kept at random), ε = 1. Variants:
 
-* floor: plain polars, lazy scan → random row rank over person_id ≤ 4 → clamp → group-by,
-  `collect(engine="streaming")`, no noise, no key grid;
-* dprelease: `release(path, spec, 1.0)` with the production (OS CSPRNG) noise source, i.e.
-  validation, planning, the aggregation (partitioned by person above 2·10^6 rows, see
-  dprelease/engines/polars.py), noise for the full grid and the manifest;
+* floor: plain polars, lazy scan → a random row rank per person (`int_range().shuffle()
+  .over(person_id)`) ≤ 4 → clamp → group-by, `collect(engine="streaming")`; no noise, no key
+  grid, every row in memory;
+* floor_sorted: the same keeping each person's first 4 rows after a sort by person
+  (`sort(person_id).group_by(person_id).head(4)`), and floor_first: each person's first 4 rows
+  in file order (`int_range().over(person_id) < 4`). Neither is random, so neither is the same
+  query (the release keeps a random choice of rows); they are the cheapest plain truncations;
+* dprelease: `prepare` and `draw` at ε = 1, as `dp.release` runs them, with the production
+  (OS CSPRNG) noise source, i.e. validation, planning, the aggregation (partitioned by person
+  above 2·10^6 rows, see dprelease/mechanism/engines/polars.py), noise for the full grid and
+  the manifest;
+* engine: the polars engine's `aggregate` alone (exact aggregates and the input summary, no
+  planning, key grid or noise), partitioned as in a release or every `--rows-per-partition`
+  rows; engine_whole: the same never partitioned, all rows in memory (what partitioning costs
+  in time and saves in memory); summary: the input summary's own scan (`summarize`), which
+  every `aggregate` runs beside the aggregation;
 * OpenDP: `Context.compositor` over `pl.scan_parquet`, identifier `person_id`,
   `truncate_per_group(4)`, public keys, `dp.len` and `dp.sum`, run in `.venv-bench` (OpenDP
-  pins its own polars) — timed end to end and for the final `collect` alone;
-* floor under OpenDP's polars version, so the polars version itself can be told apart;
-* for reference, the floor keeping each person's *first* 4 rows in file order: no randomness, not
-  the same query (the issue requires a random choice of rows).
+  pins its own polars) — timed end to end and for the final `collect` alone — and the floor
+  under OpenDP's polars version, so the polars version itself can be told apart.
 
 Every measurement is a fresh child process: time is measured inside it (imports excluded),
-peak memory is the child's RSS high-water mark (VmHWM). The variants take turns, `--repeats`
-rounds; best time of each (other processes may share the machine), largest peak RSS, and the
-load average seen, since a loaded machine slows every variant.
+peak memory is the child's RSS high-water mark (VmHWM), and its growth per input row beyond the
+RSS after the imports. The variants take turns, `--repeats` rounds; the report gives medians
+and ranges, ratios taken within each round against each floor, and the load average, since a
+loaded machine slows every variant.
 
     bash bench/setup.sh                                   # once: .venv-bench with OpenDP
     .venv/bin/python bench/bench_engine.py                # 1M and 10M rows, ~5 minutes
-    .venv/bin/python bench/bench_engine.py --sizes 1000000 --variants floor dprelease
+    .venv/bin/python bench/bench_engine.py --sizes 1000000 --variants floor_sorted dprelease
     # the README's table: 10^7 and 10^8 rows (the data need 1.7 GB of disk; --data keeps them)
     .venv/bin/python bench/bench_engine.py --sizes 10000000 100000000 \
-        --variants floor dprelease --data /tmp/bench_data
+        --variants floor floor_sorted floor_first dprelease --data /tmp/bench_data
+    # peak memory of a partitioned aggregation: 12·10^6 rows in 40 partitions, against holding
+    # every row (engine_whole); the growth column is bytes per input row
+    .venv/bin/python bench/bench_engine.py --sizes 12000000 --variants engine engine_whole \
+        --rows-per-partition 300000
 
-Prints a markdown table and writes it to bench/results/engine.md. The benchmark data come from
+Prints markdown tables and writes them to bench/results/engine.md. The benchmark data come from
 a seeded numpy generator (they are synthetic test data, not noise).
 """
 
@@ -39,9 +53,12 @@ import importlib
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +73,6 @@ INCOME = (0, 200_000)
 VISITS = (0, 20)
 EPSILON = 1.0
 CHUNK = 4_000_000
-FIRST_ROWS = "floor, first rows in file order (not random)"
 
 
 # --------------------------------------------------------------------------- data
@@ -109,15 +125,14 @@ def _chunk(person: Any, rng: Any) -> Any:
 # Each runs inside a fresh child process and returns (seconds, extra facts for the report).
 
 
-def run_floor(path: str, random_rows: bool = True) -> tuple[float, dict]:
+def _floor(path: str, truncated: Callable[[Any], Any]) -> tuple[float, dict]:
+    """A plain polars floor: lazy scan → `truncated` keeps at most 4 rows per person → clamp →
+    group-by, `collect(engine="streaming")`; no noise, no key grid, no input summary."""
     import polars as pl
 
-    position = pl.int_range(pl.len())
-    position = position.shuffle() if random_rows else position
     start = time.perf_counter()
     out = (
-        pl.scan_parquet(path)
-        .filter(position.over("person_id") < MAX_ROWS)
+        truncated(pl.scan_parquet(path))
         .group_by("region", "age_band")
         .agg(
             pl.len().alias("n"),
@@ -130,9 +145,27 @@ def run_floor(path: str, random_rows: bool = True) -> tuple[float, dict]:
     return seconds, {"cells": out.height, "total": int(out["n"].sum()), "polars": pl.__version__}
 
 
+def run_floor(path: str) -> tuple[float, dict]:
+    """Random rows per person, as the release keeps them: a shuffled row number per person."""
+    import polars as pl
+
+    random_rank = pl.int_range(pl.len()).shuffle().over("person_id")
+    return _floor(path, lambda lf: lf.filter(random_rank < MAX_ROWS))
+
+
+def run_floor_sorted(path: str) -> tuple[float, dict]:
+    """Not random: each person's first rows after a sort by person, the plain sort-based query."""
+    return _floor(
+        path,
+        lambda lf: lf.sort("person_id").group_by("person_id", maintain_order=True).head(MAX_ROWS),
+    )
+
+
 def run_floor_first(path: str) -> tuple[float, dict]:
-    """Not the same query: keeps each person's first rows in file order (no randomness)."""
-    return run_floor(path, random_rows=False)
+    """Not random: each person's first rows in file order (a row number per person, no sort)."""
+    import polars as pl
+
+    return _floor(path, lambda lf: lf.filter(pl.int_range(pl.len()).over("person_id") < MAX_ROWS))
 
 
 def bench_spec() -> dict:
@@ -163,9 +196,9 @@ def run_dprelease(path: str) -> tuple[float, dict]:
 
     start = time.perf_counter()
     resolved = parse_spec(bench_spec())
-    prepared = prepare(path, resolved, decide_budget(resolved, epsilon=EPSILON))
+    prepared = prepare(path, resolved, decide_budget(resolved, epsilon=Fraction(EPSILON)))
     planned = time.perf_counter()
-    result = prepared.draw()  # production noise source, as `release(path, loaded, 1.0)` does
+    result = prepared.draw()  # production noise source, as `dp.release` does
     seconds = time.perf_counter() - start
     return seconds, {
         "cells": result.table.height,
@@ -173,6 +206,52 @@ def run_dprelease(path: str) -> tuple[float, dict]:
         "prepare_s": planned - start,
         "polars": pl.__version__,
     }
+
+
+def _engine_inputs(path: str) -> tuple[Any, Any]:
+    """The resolved spec and allocation of the benchmark query (the timed variants start after)."""
+    from dprelease.publish import decide_budget, prepare
+    from dprelease.spec import parse_spec
+
+    resolved = parse_spec(bench_spec())
+    budget = decide_budget(resolved, epsilon=Fraction(EPSILON))
+    return resolved, prepare(path, resolved, budget).allocation
+
+
+def run_engine(path: str, rows_per_partition: int | None = None) -> tuple[float, dict]:
+    """The polars engine alone: exact aggregates and the input summary (no planning, key grid
+    or noise), partitioned above `rows_per_partition` input rows (default: the engine's)."""
+    import polars as pl
+
+    from dprelease.mechanism.engines import new_salt
+    from dprelease.mechanism.engines.polars import ROWS_PER_PARTITION, PolarsEngine
+
+    resolved, allocation = _engine_inputs(path)
+    engine = PolarsEngine(rows_per_partition or ROWS_PER_PARTITION)
+    start = time.perf_counter()
+    exact = engine.aggregate(path, resolved, allocation, None, new_salt())
+    seconds = time.perf_counter() - start
+    total = int(exact.values["n"].sum())
+    partitions = -(-_rows_of(path) // engine.rows_per_partition)
+    return seconds, {"total": total, "partitions": partitions, "polars": pl.__version__}
+
+
+def run_engine_whole(path: str) -> tuple[float, dict]:
+    """The engine never partitioning: all units bounded at once, every row in memory."""
+    return run_engine(path, rows_per_partition=_rows_of(path) + 1)
+
+
+def run_summary(path: str) -> tuple[float, dict]:
+    """The input summary's own scan (`PolarsEngine.summarize`), part of every `aggregate`."""
+    import polars as pl
+
+    from dprelease.mechanism.engines.polars import PolarsEngine
+
+    resolved, allocation = _engine_inputs(path)
+    start = time.perf_counter()
+    summary = PolarsEngine().summarize(path, resolved, allocation, None)
+    seconds = time.perf_counter() - start
+    return seconds, {"total": summary.rows, "polars": pl.__version__}
 
 
 def run_opendp(path: str) -> tuple[float, dict]:
@@ -227,26 +306,44 @@ def _rows_of(path: str) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
-VARIANTS = {
+#: Every variant a child can run, by the name the report gives it (OpenDP's two runs in its own
+#: environment are labelled "OpenDP" and `OPENDP_FLOOR`).
+VARIANTS: dict[str, Callable[[str], tuple[float, dict]]] = {
     "floor": run_floor,
+    "floor_sorted": run_floor_sorted,
     "floor_first": run_floor_first,
     "dprelease": run_dprelease,
+    "engine": run_engine,
+    "engine_whole": run_engine_whole,
+    "summary": run_summary,
     "opendp": run_opendp,
 }
+#: The floors, each against which every other variant's ratios are reported.
+FLOORS = ("floor", "floor_sorted", "floor_first")
+DEFAULT_VARIANTS = ["floor", "floor_sorted", "floor_first", "dprelease", "opendp"]
+_DPRELEASE = ["polars", "dprelease.publish", "dprelease.spec", "dprelease.mechanism.engines.polars"]
 IMPORTS = {
     "floor": ["polars"],
+    "floor_sorted": ["polars"],
     "floor_first": ["polars"],
-    "dprelease": ["polars", "dprelease.pure_release", "dprelease.spec"],
+    "dprelease": _DPRELEASE,
+    "engine": _DPRELEASE,
+    "engine_whole": _DPRELEASE,
+    "summary": _DPRELEASE,
     "opendp": ["polars", "opendp.prelude", "pyarrow.parquet"],
 }
+OPENDP_FLOOR = "floor (OpenDP's polars)"
 
 
-def child(variant: str, path: str) -> None:
+def child(variant: str, path: str, rows_per_partition: int | None) -> None:
     for module in IMPORTS[variant]:  # imported before the clock and the RSS baseline
         importlib.import_module(module)
     baseline = _status_kib("VmRSS")
     cpu = time.process_time()
-    seconds, facts = VARIANTS[variant](path)
+    if variant == "engine":
+        seconds, facts = run_engine(path, rows_per_partition)
+    else:
+        seconds, facts = VARIANTS[variant](path)
     cpu = time.process_time() - cpu
     peak = _status_kib("VmHWM")
     print(
@@ -275,11 +372,15 @@ def _status_kib(field: str) -> int:
 # --------------------------------------------------------------------------- parent
 
 
-def measure(python: Path, variant: str, path: Path, out_dir: Path) -> dict:
+def measure(
+    python: Path, variant: str, path: Path, out_dir: Path, rows_per_partition: int | None
+) -> dict:
     """One fresh child: its own timing and peak RSS (KiB), plus its wall time seen from here."""
     out = out_dir / f"{variant}.json"
     err = out_dir / f"{variant}.err"
     argv = [str(python), __file__, "--child", variant, "--path", str(path)]
+    if rows_per_partition:
+        argv += ["--rows-per-partition", str(rows_per_partition)]
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     pid = os.posix_spawn(
         str(python),
@@ -300,27 +401,19 @@ def measure(python: Path, variant: str, path: Path, out_dir: Path) -> dict:
     return {**result, "process_s": wall}
 
 
-def interleaved(plan: list[tuple[str, str, Path]], path: Path, args: Any, out: Path) -> dict:
+def interleaved(
+    plan: list[tuple[str, str, Path]], path: Path, args: Any, out: Path
+) -> dict[str, list[dict]]:
     """`args.repeats` rounds of every variant in turn, so a change in the machine's load hits
-    all of them alike; per variant the best time, the least CPU time, the largest peak RSS and
-    the highest 1-minute load average seen before one of its runs."""
+    all of them alike; every run of each label, with the 1-minute load average before it."""
     runs: dict[str, list[dict]] = {label: [] for _, label, _ in plan}
     for _ in range(args.repeats):
         for variant, label, python in plan:
             load = os.getloadavg()[0]
-            runs[label].append({**measure(python, variant, path, out), "load": load})
+            result = measure(python, variant, path, out, args.rows_per_partition)
+            runs[label].append({**result, "load": load})
             print(f"  {label}: {_brief(runs[label][-1])}", file=sys.stderr, flush=True)
-    results = {}
-    for label, done in runs.items():
-        failed = [r for r in done if "error" in r]
-        best = failed[0] if failed else min(done, key=lambda r: r["seconds"])
-        results[label] = {
-            **best,
-            "cpu_s": min(r.get("cpu_s", 0) for r in done),
-            "peak_kib": max(r.get("peak_kib", 0) for r in done),
-            "load": max(r["load"] for r in done),
-        }
-    return results
+    return runs
 
 
 def main() -> int:
@@ -330,9 +423,14 @@ def main() -> int:
     parser.add_argument(
         "--variants",
         nargs="+",
-        choices=["floor", "floor_first", "dprelease", "opendp"],
-        default=["floor", "floor_first", "dprelease", "opendp"],
+        choices=sorted(VARIANTS),
+        default=DEFAULT_VARIANTS,
         help="opendp also runs the floor under OpenDP's polars",
+    )
+    parser.add_argument(
+        "--rows-per-partition",
+        type=int,
+        help="input rows per partition of the engine variant (default: the engine's own)",
     )
     parser.add_argument(
         "--data",
@@ -345,12 +443,11 @@ def main() -> int:
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.path)
+        child(args.child, args.path, args.rows_per_partition)
         return 0
 
     here = Path(sys.executable)
-    labels = {"floor": "floor", "floor_first": FIRST_ROWS, "dprelease": "dprelease"}
-    plan = [(v, labels[v], here) for v in labels if v in args.variants]
+    plan = [(v, v, here) for v in VARIANTS if v in args.variants and v != "opendp"]
     notes = []
     if "opendp" not in args.variants:
         notes.append("OpenDP not run (--variants).")
@@ -358,11 +455,11 @@ def main() -> int:
         notes.append(f"OpenDP skipped: {args.bench_python} missing (run bash bench/setup.sh).")
     else:
         plan += [
-            ("floor", "floor, OpenDP's polars", args.bench_python),
+            ("floor", OPENDP_FLOOR, args.bench_python),
             ("opendp", "OpenDP", args.bench_python),
         ]
 
-    rows = []
+    measured, ratios, done = [], [], []
     with tempfile.TemporaryDirectory(prefix="bench_engine_") as tmp:
         data_dir = args.data or Path(tmp)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -377,36 +474,48 @@ def main() -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-            results = interleaved(plan, path, args, Path(tmp))
+            runs = interleaved(plan, path, args, Path(tmp))
             if args.data is None:
                 path.unlink()
-            rows += _table_rows(size, results)
+            measured += _measured_rows(size, runs)
+            ratios += _ratio_rows(size, runs)
+            done += [r for label_runs in runs.values() for r in label_runs if "error" not in r]
 
-    versions = {label: r.get("polars") for label, r in results.items() if "polars" in r}
-    opendp = next((r["opendp"] for r in results.values() if "opendp" in r), None)
+    versions = sorted({r["polars"] for r in done})
+    opendp = next((r["opendp"] for r in done if "opendp" in r), None)
     header = [
-        "# Release engine: dprelease vs a plain polars floor vs OpenDP",
+        "# Release engine: dprelease vs plain polars floors vs OpenDP",
         "",
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"{_total_memory_gib():.0f} GiB, Python {platform.python_version()}, polars "
-        f"{versions.get('floor')} (floor, dprelease)"
-        + (f", OpenDP {opendp} with polars {versions.get('OpenDP')}" if opendp else "")
-        + f". Query: count, sum(income, 0, 200000), sum(visits, 0, 20) by region × age_band "
-        f"(500 public cells), ≤ {MAX_ROWS} random rows per person, ε = {EPSILON:g}.",
+        f"{', '.join(versions)}" + (f", OpenDP {opendp}" if opendp else "") + ". Query: count, "
+        "sum(income, 0, 200000), sum(visits, 0, 20) by region × age_band (500 public cells), "
+        f"≤ {MAX_ROWS} random rows per person, ε = {EPSILON:g}.",
         "",
-        f"Time: best of {args.repeats} fresh processes, the variants taking turns, measured "
-        "inside the process (interpreter start and imports excluded); CPU: the least user + "
-        "system time of those runs, which a loaded machine distorts less than the wall time. "
-        "Peak RSS: largest high-water mark of the same processes (includes the interpreter and "
-        "imports; RSS right after imports in brackets). Ratios are against the floor on the "
-        "same polars version. Load: the highest 1-minute load average seen before a run of the "
-        "variant.",
+        "Variants: floor = plain polars keeping random rows per person (a shuffled row number "
+        "per person); floor_sorted = each person's first rows after a sort by person; "
+        "floor_first = each person's first rows in file order (the last two are not random, not "
+        "the same query); dprelease = `prepare` + `draw` (the release without ledger or files); "
+        "engine = the polars engine's exact aggregates and input summary alone; engine_whole = "
+        "the same never partitioned; summary = the input summary's own scan.",
         "",
-        "| rows | variant | time (s) | CPU (s) | peak RSS (MiB) | time / floor | CPU / floor "
-        "| RSS / floor | load | notes |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"{args.repeats} fresh processes per variant, the variants taking turns; median "
+        "[min–max]. Time is measured inside the process (interpreter start and imports "
+        "excluded); CPU is user + system time, which a loaded machine distorts less than the "
+        "wall time. Peak RSS is the process's high-water mark (the interpreter and imports "
+        "included); growth is that peak beyond the RSS right after the imports, per input row. "
+        "Ratios are taken run by run within a round, against each floor on the same polars "
+        "version. Load: the 1-minute load average before the variant's runs.",
+        "",
+        "| rows | variant | time (s) | CPU (s) | peak RSS (MiB) | growth (B/row) | load | notes |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        *measured,
+        "",
+        "| rows | variant | against | time | CPU | peak RSS |",
+        "| ---: | --- | --- | ---: | ---: | ---: |",
+        *ratios,
     ]
-    table = "\n".join(header + rows + [""] + notes) + "\n"
+    table = "\n".join(header + [""] + notes) + "\n"
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(table)
@@ -423,41 +532,55 @@ def _brief(result: dict) -> str:
     )
 
 
-def _table_rows(size: int, results: dict) -> list[str]:
-    floors = {
-        results[label]["polars"]: results[label]
-        for label in ("floor", "floor, OpenDP's polars")
-        if label in results and "error" not in results[label]
-    }
-    opendp = results.get("OpenDP")
+def _spread(values: list[float], unit: str = "", digits: int = 2) -> str:
+    """Median [min–max]."""
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:.{digits}f}{unit} [{low:.{digits}f}–{high:.{digits}f}]"
+
+
+def _measured_rows(size: int, runs: dict[str, list[dict]]) -> list[str]:
     out = []
-    for label, r in results.items():
-        if "error" in r:
-            out.append(f"| {size:.0e} | {label} |{' — |' * 7} failed: {r['error']} |")
+    for label, done in runs.items():
+        failed = next((r for r in done if "error" in r), None)
+        if failed:
+            out.append(f"| {size:,} | {label} |{' — |' * 5} failed: {failed['error']} |")
             continue
-        floor = floors.get(r["polars"])
-        time_ratio = f"{r['seconds'] / floor['seconds']:.2f}×" if floor else "—"
-        cpu_ratio = f"{r['cpu_s'] / floor['cpu_s']:.2f}×" if floor else "—"
-        rss_ratio = f"{r['peak_kib'] / floor['peak_kib']:.2f}×" if floor else "—"
-        noisy = "" if label.startswith("floor") else " (noisy)"
-        notes = [f"kept rows {r['total']:,}{noisy}"]
-        if "prepare_s" in r:
-            notes.append(f"prepare {r['prepare_s']:.2f} s")
-        if "collect_s" in r:
-            notes.append(f"collect alone {r['collect_s']:.2f} s")
-        first = results.get(FIRST_ROWS)
-        if label == "dprelease" and first and "error" not in first:
-            notes.append(
-                f"{r['seconds'] / first['seconds']:.2f}× time, "
-                f"{r['peak_kib'] / first['peak_kib']:.2f}× RSS of the file-order floor"
-            )
-        if label == "dprelease" and opendp and "error" not in opendp:
-            notes.append(f"{opendp['seconds'] / r['seconds']:.1f}× faster than OpenDP")
+        growth = [(r["peak_kib"] - r["rss_after_imports_kib"]) * 1024 / size for r in done]
+        noisy = " (noisy)" if label in ("dprelease", "OpenDP") else ""
+        notes = [] if label == "summary" else [f"kept rows {done[0]['total']:,}{noisy}"]
+        for fact, name in (("prepare_s", "prepare"), ("collect_s", "collect alone")):
+            if fact in done[0]:
+                notes.append(f"{name} {_spread([r[fact] for r in done])} s")
+        if "partitions" in done[0]:
+            notes.append(f"{done[0]['partitions']} partition(s)")
+        loads = [r["load"] for r in done]
         out.append(
-            f"| {size:.0e} | {label} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | "
-            f"{r['peak_kib'] / 1024:.0f} [{r['rss_after_imports_kib'] / 1024:.0f}] | "
-            f"{time_ratio} | {cpu_ratio} | {rss_ratio} | {r['load']:.1f} | {'; '.join(notes)} |"
+            f"| {size:,} | {label} | {_spread([r['seconds'] for r in done])} "
+            f"| {_spread([r['cpu_s'] for r in done])} "
+            f"| {_spread([r['peak_kib'] / 1024 for r in done], digits=0)} "
+            f"| {_spread(growth, digits=1)} | {min(loads):.1f}–{max(loads):.1f} "
+            f"| {'; '.join(notes)} |"
         )
+    return out
+
+
+def _ratio_rows(size: int, runs: dict[str, list[dict]]) -> list[str]:
+    """Each variant against each floor on its polars version, run by run within a round."""
+    ok = {label: done for label, done in runs.items() if all("error" not in r for r in done)}
+    floors = [label for label in (*FLOORS, OPENDP_FLOOR) if label in ok]
+    out = []
+    for label, done in ok.items():
+        for floor in floors:
+            base = ok[floor]
+            # floors against the floors after them only; every variant on its polars version
+            before = label in floors and floors.index(label) >= floors.index(floor)
+            if before or base[0]["polars"] != done[0]["polars"]:
+                continue
+            cells = [
+                _spread([r[key] / b[key] for r, b in zip(done, base, strict=True)], "×")
+                for key in ("seconds", "cpu_s", "peak_kib")
+            ]
+            out.append(f"| {size:,} | {label} | {floor} | {' | '.join(cells)} |")
     return out
 
 

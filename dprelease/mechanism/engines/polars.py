@@ -2,11 +2,11 @@
 
 One direction: select the spec's columns under internal names → type them non-strictly → (the
 private input summary branches off here) → drop rows with a null unit → period filter → drop keys
-outside the public domain → order each row by a salted hash, clamp and discretize → bound each
-unit's contributions → exact group-by → lay the result on the full key grid (missing groups are
-0). The summary and the aggregation are collected together (sharing one read of the input when
-it is not partitioned). Every step is total: no value in the data can make it fail, overflow, or
-change anything but the aggregates.
+outside the public domain → clamp and discretize → bound each unit's contributions (by a salted
+hash of what each row contributes) → exact group-by → lay the result on the full key grid
+(missing groups are 0). The summary and the aggregation are collected together (sharing one
+read of the input when it is not partitioned). Every step is total: no value in the data can
+make it fail, overflow, or change anything but the aggregates.
 
 Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
 once, which would hold the whole input in memory; but units are independent, so an input of more
@@ -116,8 +116,10 @@ def _units_of(m: Measurement, value: str) -> pl.Expr:
     fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
     number = pl.col(value).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
     units = (number.clip(m.lower, m.upper) / float(m.granularity)).round()
-    units = units.cast(pl.Int64, strict=False).clip(m.lower_units, m.upper_units)
-    return units.cast(_narrowest_int(m.lower_units, m.upper_units))
+    # clamped while still a float (the unit bounds are at most 2^53, so exact as floats), then
+    # cast once: the cast cannot fail, as every value is a whole number within the bounds
+    units = units.clip(float(m.lower_units), float(m.upper_units))
+    return units.cast(_narrowest_int(m.lower_units, m.upper_units), strict=False)
 
 
 def _narrowest_int(low: int, high: int) -> pl.DataType:
@@ -172,11 +174,12 @@ def _in_period(month: Period | None) -> pl.Expr:
 
 
 def _row_local(
-    selected: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None, salt: int
+    selected: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None
 ) -> pl.LazyFrame:
     """Every step before the bounding, row by row (so it streams): the in-domain rows of the
     period with a unit, keys encoded (`_encoded_dtypes`), the integer units of each sum and,
-    with a unit, only the unit, the row's salted order, the keys and the units."""
+    with a unit, only the keys, the unit and the units: all the bounding and the aggregation
+    read, and all a partition holds."""
     spec = loaded.spec
     keys = _keys(loaded)
     dtypes = _encoded_dtypes(loaded)
@@ -194,7 +197,11 @@ def _row_local(
         )
         if domain.width == 1:
             (column,) = domain.columns
-            lf = lf.filter(pl.col(names[column]).is_in(domain.get_column(column).implode()))
+            key = pl.col(names[column])
+            if isinstance(dtypes[column], pl.Enum):  # its values are the domain: the rest is null
+                lf = lf.filter(key.is_not_null())
+            else:
+                lf = lf.filter(key.is_in(domain.get_column(column).implode()))
         else:
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
     summed = _summed(plan)
@@ -204,10 +211,7 @@ def _row_local(
     ]
     if spec.privacy_unit is None:
         return lf.with_columns(sums)
-    # the order of a row is a hash of everything it holds, so a unit's order depends on its own
-    # rows only; rows identical in every column read are interchangeable
-    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
-    return lf.select(*keys.values(), _UNIT, _ORDER, *sums)
+    return lf.select(*keys.values(), _UNIT, *sums)
 
 
 def _bounded(lf: pl.LazyFrame, loaded: ResolvedSpec, salt: int) -> pl.LazyFrame:
@@ -218,6 +222,9 @@ def _bounded(lf: pl.LazyFrame, loaded: ResolvedSpec, salt: int) -> pl.LazyFrame:
     if spec.privacy_unit is None:
         return lf
     keys = list(_keys(loaded).values())
+    # a row's order is a salted hash of all it contributes (its unit, keys and integer units), so
+    # a unit's order depends on its own rows only, and rows that tie contribute alike
+    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
     if spec.max_groups_per_unit is not None:
         group_order = pl.struct(_UNIT, *keys).hash(seed=salt).rank("dense").over(_UNIT)
         lf = lf.filter(group_order <= spec.max_groups_per_unit)
@@ -320,7 +327,7 @@ class PolarsEngine:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation"):
             selected = _selected(scan(data), declared(data), loaded, plan)
-            row_local = _row_local(selected, loaded, plan, month, salt=0)
+            row_local = _row_local(selected, loaded, plan, month)
             _aggregated(_bounded(row_local, loaded, salt=0), loaded, plan).collect_schema()
             _summary_plan(selected, loaded, month).collect_schema()
 
@@ -371,7 +378,7 @@ class PolarsEngine:
         before any filter)."""
         lf = scan(data)
         selected = _selected(lf, declared(data), loaded, plan)
-        row_local = _row_local(selected, loaded, plan, month, salt)
+        row_local = _row_local(selected, loaded, plan, month)
         summary = _summary_plan(selected, loaded, month)
         if loaded.spec.privacy_unit is not None:
             rows = lf.select(pl.len()).collect(engine="streaming").item()
