@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Literal
 
 from dprelease.budget import (
     BudgetChoice,
@@ -38,7 +39,7 @@ from dprelease.errors import ConfigError, MeasureMismatch, SpecError, UnknownSco
 from dprelease.ledger import Composition, Ledger, ScopeStatus
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.spec import ResolvedSpec
-from dprelease.statement import ReleasePlan, compare_measures, plan
+from dprelease.statement import MeasureComparison, ReleasePlan, StatisticComparison, plan
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def plan_budget(
     share = resolved.publish.share if resolved.publish else Fraction(1)
     if releases is None and share.numerator != 1:
         raise ConfigError("releases", f"the share {share} is not 1/n: give the number of releases")
-    comparison = compare_measures(
+    comparison = _compare_measures(
         resolved,
         budget.profile,
         budget.change,
@@ -217,6 +218,65 @@ def plan_budget(
 
 #: The δ a comparison reads zCDP at when neither the caller nor the profile states one.
 DEFAULT_DELTA = 1e-9
+
+
+def _compare_measures(
+    resolved: ResolvedSpec,
+    profile: PrivacyConfig,
+    neighbours: ProtectedChange,
+    *,
+    delta: float,
+    releases: int,
+) -> MeasureComparison:
+    """Plan the spec under both measures at the same odds profile (see `MeasureComparison`)."""
+    if releases < 1:
+        raise SpecError("releases", "plan at least one release")
+    caps = {
+        measure: cap_from_profile(
+            choose_budget(
+                profile.model_copy(
+                    update={
+                        "measure": measure,
+                        "delta": delta if measure is Measure.ZCDP else None,
+                        "prior_risk": None if measure is Measure.ZCDP else profile.prior_risk,
+                    }
+                )
+            )
+        )
+        for measure in Measure
+    }
+    share = Fraction(1, releases)
+    pure = plan(resolved, PrivacyLoss.pure(caps[Measure.PURE] * share), neighbours)
+    zcdp = plan(
+        resolved,
+        PrivacyLoss.zcdp(caps[Measure.ZCDP] * share),
+        neighbours,
+        mechanism=Mechanism.GAUSSIAN,
+    )
+    rows = []
+    for a, b in zip(pure.statistics, zcdp.statistics, strict=True):
+        smaller: Literal["pure", "zcdp", "equal"] | None = None
+        if a.moe95 is not None and b.moe95 is not None:
+            smaller = "equal" if a.moe95 == b.moe95 else "pure" if a.moe95 < b.moe95 else "zcdp"
+        rows.append(
+            StatisticComparison(
+                name=a.name, pure_moe95=a.moe95, zcdp_moe95=b.moe95, smaller=smaller
+            )
+        )
+    verdicts = {row.smaller for row in rows if row.smaller is not None}
+    overall: Literal["pure", "zcdp", "mixed", "equal"] = (
+        verdicts.pop() if len(verdicts) == 1 else "mixed" if verdicts else "equal"
+    )
+    return MeasureComparison(
+        delta=delta,
+        releases=releases,
+        epsilon_cap_exact=str(caps[Measure.PURE]),
+        rho_cap_exact=str(caps[Measure.ZCDP]),
+        epsilon_exact=str(caps[Measure.PURE] * share),
+        rho_exact=str(caps[Measure.ZCDP] * share),
+        statistics=rows,
+        smaller=overall,
+    )
 
 
 def _measure(

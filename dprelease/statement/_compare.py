@@ -3,22 +3,17 @@
 Under pure ε-DP a scope's budget ε is split over its measurements and Laplace noise grows
 linearly with their number; under ρ-zCDP the budget ρ_max (the largest ρ whose odds statement
 holds with probability ≥ 1 − δ) is split instead and Gaussian noise grows with its square root.
-Which is more accurate depends on how many measurements share the budget; this module answers it
-for one spec, without data, with the exact margins a release would state.
+Which is more accurate depends on how many measurements share the budget; these models state the
+answer for one spec, without data, with the exact margins a release would state
+(`publish.plan_budget(..., compare=True)` makes it).
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dprelease.budget import PrivacyConfig, cap_from_profile, choose_budget
-from dprelease.change import ProtectedChange
-from dprelease.errors import SpecError
-from dprelease.loss import Measure, Mechanism, PrivacyLoss
-from dprelease.spec import ResolvedSpec
 from dprelease.statement._manifest import ExactRational
 
 
@@ -49,64 +44,3 @@ class MeasureComparison(BaseModel):
     rho_exact: ExactRational = Field(description="one release's ρ")
     statistics: list[StatisticComparison]
     smaller: Literal["pure", "zcdp", "mixed", "equal"]
-
-
-def compare_measures(
-    resolved: ResolvedSpec,
-    profile: PrivacyConfig,
-    neighbours: ProtectedChange,
-    *,
-    delta: float,
-    releases: int,
-) -> MeasureComparison:
-    """Plan the spec under both measures at the same odds profile (see `MeasureComparison`)."""
-    from dprelease.statement._planner import plan  # the planner states a comparison it makes
-
-    if releases < 1:
-        raise SpecError("releases", "plan at least one release")
-    caps = {
-        measure: cap_from_profile(
-            choose_budget(
-                profile.model_copy(
-                    update={
-                        "measure": measure,
-                        "delta": delta if measure is Measure.ZCDP else None,
-                        "prior_risk": None if measure is Measure.ZCDP else profile.prior_risk,
-                    }
-                )
-            )
-        )
-        for measure in Measure
-    }
-    share = Fraction(1, releases)
-    pure = plan(resolved, PrivacyLoss.pure(caps[Measure.PURE] * share), neighbours)
-    zcdp = plan(
-        resolved,
-        PrivacyLoss.zcdp(caps[Measure.ZCDP] * share),
-        neighbours,
-        mechanism=Mechanism.GAUSSIAN,
-    )
-    rows = []
-    for a, b in zip(pure.statistics, zcdp.statistics, strict=True):
-        smaller: Literal["pure", "zcdp", "equal"] | None = None
-        if a.moe95 is not None and b.moe95 is not None:
-            smaller = "equal" if a.moe95 == b.moe95 else "pure" if a.moe95 < b.moe95 else "zcdp"
-        rows.append(
-            StatisticComparison(
-                name=a.name, pure_moe95=a.moe95, zcdp_moe95=b.moe95, smaller=smaller
-            )
-        )
-    verdicts = {row.smaller for row in rows if row.smaller is not None}
-    overall: Literal["pure", "zcdp", "mixed", "equal"] = (
-        verdicts.pop() if len(verdicts) == 1 else "mixed" if verdicts else "equal"
-    )
-    return MeasureComparison(
-        delta=delta,
-        releases=releases,
-        epsilon_cap_exact=str(caps[Measure.PURE]),
-        rho_cap_exact=str(caps[Measure.ZCDP]),
-        epsilon_exact=str(caps[Measure.PURE] * share),
-        rho_exact=str(caps[Measure.ZCDP] * share),
-        statistics=rows,
-        smaller=overall,
-    )
