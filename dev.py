@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """One entry point for the two README commands; needs nothing but Python 3.11+.
 
-    python3 dev.py demo   # set up .venv if needed, then run the whole demo pipeline
-    python3 dev.py test   # set up .venv if needed, then ruff, mypy and the whole test suite
+    python3 dev.py demo         # set up .venv if needed, then run the whole demo pipeline
+    python3 dev.py test         # set up .venv if needed, then ruff, mypy and the fast tier
+    python3 dev.py test --all   # ... and every tier: Spark, the real `dg dev` and browser, races
 
-The virtualenv is (re)installed whenever pyproject.toml changes, so a fresh clone just works.
+`demo` installs only what the demo needs (the library and its Dagster code location); `test`
+installs the rest (the dev tools and the Spark extra). The virtualenv is (re)installed whenever
+pyproject.toml changes, so a fresh clone just works. Extra arguments go to pytest.
 Both commands also give the checkout its one persistent Dagster home, `.dprelease/dagster`, named
 in `.env` (which `dg dev`, `dg launch` and the demo read), so nobody sets DAGSTER_HOME by hand.
 """
@@ -22,25 +25,35 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".pyproject.sha256"
+#: What each command installs (extras of the project).
+DEMO_EXTRAS = ("dagster",)
+TEST_EXTRAS = ("dagster", "dev", "spark")
+#: The fast tier leaves these markers out (see tests/conftest.py).
+SLOW_TIERS = "not e2e and not spark and not races"
 DAGSTER_HOME = ROOT / ".dprelease" / "dagster"
 #: Runs and materializations stay on this machine: no usage statistics are sent.
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 
-def _ensure_venv() -> None:
+def _ensure_venv(extras: tuple[str, ...]) -> None:
+    """.venv with the project and `extras` installed for the current pyproject.toml (the stamp
+    records the file's digest and every extra installed since)."""
     if sys.version_info < (3, 11):  # noqa: UP036  (dev.py runs on whatever python3 is)
         sys.exit(f"dprelease needs Python 3.11+, this is {sys.version.split()[0]}")
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == digest:
+    stamped = STAMP.read_text().split() if STAMP.exists() else []
+    installed = set(stamped[1:]) if stamped[:1] == [digest] else set()
+    if set(extras) <= installed:
         return
     if not (BIN / "python").exists():
         print(f"creating {VENV} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    print("installing dprelease and its dev and spark extras into .venv ...", flush=True)
+    wanted = sorted(installed | set(extras))
+    print(f"installing dprelease with {', '.join(wanted)} into .venv ...", flush=True)
     pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "-U", "pip"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[dev,spark]"], check=True)
-    STAMP.write_text(digest)
+    subprocess.run([*pip, "-e", f"{ROOT}[{','.join(wanted)}]"], check=True)
+    STAMP.write_text(" ".join([digest, *wanted]))
 
 
 def ensure_dagster_home() -> None:
@@ -65,14 +78,24 @@ def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else "help"
     extra = sys.argv[2:]
     if command == "demo":
-        _ensure_venv()
+        _ensure_venv(DEMO_EXTRAS)
         ensure_dagster_home()
         return _run("python", "-m", "pipelines.demo", *extra)
     if command == "test":
-        _ensure_venv()
+        _ensure_venv(TEST_EXTRAS)
         ensure_dagster_home()
+        every_tier = "--all" in extra
+        pytest_args = [arg for arg in extra if arg != "--all"]
+        chosen = any(not arg.startswith("-") for arg in pytest_args)  # paths: run just those
+        tiers = [] if every_tier or chosen else ["-m", SLOW_TIERS]
         rc = _run("ruff", "check", ".") or _run("mypy")
-        return rc or _run("python", "-m", "pytest", *extra)
+        rc = rc or _run("python", "-m", "pytest", *tiers, *pytest_args)
+        if tiers and rc == 0:
+            print(
+                "fast tier passed; every tier (Spark, dg dev and a browser, ledger races): "
+                "python3 dev.py test --all"
+            )
+        return rc
     print(__doc__)
     return 0 if command in {"help", "-h", "--help"} else 2
 

@@ -59,7 +59,7 @@ from dprelease.consistency import (
     round_additive,
     split_epsilon,
 )
-from dprelease.noise import NoiseSource, discrete_laplace
+from dprelease.mechanism.noise import NoiseSource, discrete_laplace
 from dprelease.pure_release import PreparedRelease, prepare
 from dprelease.spec import LEVEL_COLUMN, parse_spec
 

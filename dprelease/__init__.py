@@ -7,37 +7,42 @@
     result = dp.release(df, spec, epsilon=0.5, ledger="ledger.sqlite")
     result.table, result.to_pandas(), result.manifest, result.accuracy
 
-The user guide is docs/guide.md; the privacy rule PRIVACY.md. The library imports no Dagster;
-`pipelines/` is the Dagster code location built on it.
+The user guide is docs/guide.md; the privacy rule PRIVACY.md; docs/architecture.md the map of
+the package. The library imports no Dagster; `pipelines/` is the Dagster code location on it.
 
-`dp.release` is the function: the internal module of the same name is reached with
-`from dprelease.pure_release import …` (or importlib), not as an attribute of the package.
+`import dprelease` loads nothing heavy: each name below is imported on first use, so a command
+line, a Dagster run worker or a notebook pays only for what it touches.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("dprelease")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from dprelease.api import ReleaseResult, plan, release  # noqa: E402  (after __version__)
-from dprelease.errors import DPReleaseError  # noqa: E402
-from dprelease.ledger import Ledger  # noqa: E402
-from dprelease.manifest import Manifest  # noqa: E402
-from dprelease.planner import ReleasePlan, StatisticAccuracy  # noqa: E402
-from dprelease.spec import (  # noqa: E402
-    CountStatistic,
-    FileDomain,
-    GroupBy,
-    MeanStatistic,
-    PeriodSpec,
-    PostProcessing,
-    RangeDomain,
-    ReleaseSpec,
-    SumStatistic,
-    ValuesDomain,
-)
+#: Public name → the module that defines it (imported on first access, PEP 562).
+_EXPORTS = {
+    "ReleaseResult": "dprelease.api",
+    "plan": "dprelease.api",
+    "release": "dprelease.api",
+    "DPReleaseError": "dprelease.errors",
+    "Ledger": "dprelease.ledger",
+    "Manifest": "dprelease.statement",
+    "ReleasePlan": "dprelease.statement",
+    "StatisticAccuracy": "dprelease.statement",
+    "ProtectedChange": "dprelease.change",
+    "PrivacyLoss": "dprelease.loss",
+    "Period": "dprelease.period",
+    "CountStatistic": "dprelease.spec",
+    "FileDomain": "dprelease.spec",
+    "GroupBy": "dprelease.spec",
+    "MeanStatistic": "dprelease.spec",
+    "PeriodSpec": "dprelease.spec",
+    "PostProcessing": "dprelease.spec",
+    "RangeDomain": "dprelease.spec",
+    "ReleaseSpec": "dprelease.spec",
+    "SumStatistic": "dprelease.spec",
+    "ValuesDomain": "dprelease.spec",
+}
 
 __all__ = [
     "CountStatistic",
@@ -47,8 +52,11 @@ __all__ = [
     "Ledger",
     "Manifest",
     "MeanStatistic",
+    "Period",
     "PeriodSpec",
     "PostProcessing",
+    "PrivacyLoss",
+    "ProtectedChange",
     "RangeDomain",
     "ReleasePlan",
     "ReleaseResult",
@@ -60,3 +68,41 @@ __all__ = [
     "plan",
     "release",
 ]
+
+if TYPE_CHECKING:
+    from dprelease.api import ReleaseResult, plan, release
+    from dprelease.change import ProtectedChange
+    from dprelease.errors import DPReleaseError
+    from dprelease.ledger import Ledger
+    from dprelease.loss import PrivacyLoss
+    from dprelease.period import Period
+    from dprelease.spec import (
+        CountStatistic,
+        FileDomain,
+        GroupBy,
+        MeanStatistic,
+        PeriodSpec,
+        PostProcessing,
+        RangeDomain,
+        ReleaseSpec,
+        SumStatistic,
+        ValuesDomain,
+    )
+    from dprelease.statement import Manifest, ReleasePlan, StatisticAccuracy
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from dprelease._version import version
+
+        return version()
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dprelease' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -4,9 +4,11 @@
     dp.plan(spec, epsilon=0.5)                                # accuracy, before spending
     result = dp.release(df, spec, epsilon=0.5)                # exploration: nothing recorded
     result = dp.release(df, spec, epsilon=0.5, ledger="ledger.sqlite")  # charged, stored
+    result = dp.release(df, "visits.yaml", privacy="privacy.yaml", ledger="ledger.sqlite")
 
-With a ledger a release takes the one path the CLI and Dagster take (`publish.record_release`:
-reserve → release → commit); without one nothing is recorded and the manifest says so.
+Every call takes the one path the CLI and Dagster take (`dprelease.publish`: decide the budget,
+prepare, then reserve → draw → commit); without a ledger nothing is recorded and the manifest
+says so.
 """
 
 from __future__ import annotations
@@ -14,27 +16,35 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dprelease import planner
-from dprelease.engines import DataSource
-from dprelease.errors import ConfigError
+from dprelease.budget import PrivacyProfiles, load_privacy_profiles
+from dprelease.errors import ConfigError, SpecError
 from dprelease.ledger import Ledger
-from dprelease.manifest import LegacyManifest, Manifest, parse_manifest
-from dprelease.planner import ReleasePlan, StatisticAccuracy, accuracy_of
-from dprelease.publish import record_release
-from dprelease.pure_release import prepare
-from dprelease.rational import Epsilon
-from dprelease.spec import ReleaseSpec, resolve
+from dprelease.loss import Amount, exact_positive
+from dprelease.mechanism import DataSource
+from dprelease.publish import Budget, decide_budget, prepare, record_release
+from dprelease.spec import ReleaseSpec, ResolvedSpec, load_spec, resolve
+from dprelease.statement import (
+    LegacyManifest,
+    Manifest,
+    ReleasePlan,
+    StatisticAccuracy,
+    accuracy_of,
+)
+from dprelease.statement import plan as plan_release
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: A spec, or the path of its YAML file.
+#: A spec, or the path of its YAML file (whose `publish:` section, if any, is read too).
 SpecLike = ReleaseSpec | str | Path
+#: A privacy configuration, or the path of its YAML file.
+PrivacyLike = PrivacyProfiles | str | Path
 
 UNRECORDED = "not recorded in a ledger (exploration): nothing was charged; do not publish it"
 
@@ -65,61 +75,98 @@ class ReleaseResult:
         return accuracy_of(self.manifest.statistics)
 
 
-def _spec(spec: SpecLike) -> ReleaseSpec:
-    return spec if isinstance(spec, ReleaseSpec) else ReleaseSpec.from_yaml(spec)
+def _resolved(spec: SpecLike) -> ResolvedSpec:
+    return resolve(spec) if isinstance(spec, ReleaseSpec) else load_spec(spec)
+
+
+def _privacy(privacy: PrivacyLike | None) -> PrivacyProfiles | None:
+    if privacy is None or isinstance(privacy, PrivacyProfiles):
+        return privacy
+    return load_privacy_profiles(privacy)
 
 
 @contextmanager
-def _opened(ledger: Ledger | str) -> Iterator[Ledger]:
-    """The caller's ledger as it is, or an existing ledger by URL (never a new, empty one:
-    a mistyped path must not look like a fresh budget), closed afterwards."""
-    if isinstance(ledger, Ledger):
+def _opened(ledger: Ledger | str | None) -> Iterator[Ledger | None]:
+    """The caller's ledger as it is, or an existing ledger by URL (never a new, empty one: a
+    mistyped path must not look like a fresh budget; `dp.Ledger(url)` creates one), closed
+    afterwards; None for none."""
+    if ledger is None or isinstance(ledger, Ledger):
         yield ledger
         return
     with Ledger(ledger, mode="existing") as opened:
         yield opened
 
 
+def _exact(value: Amount, field: str) -> Fraction:
+    """An ε or cap given in Python as an exact rational; SpecError naming the keyword."""
+    try:
+        return exact_positive(value)
+    except ValueError as exc:
+        raise SpecError(field, f"ε {exc}") from None
+
+
+def _budget(
+    resolved: ResolvedSpec,
+    ledger: Ledger | None,
+    epsilon: Amount | None,
+    cap: Amount | None,
+    privacy: PrivacyLike | None,
+    scope: str | None,
+    *,
+    require_loss: bool = True,
+) -> Budget:
+    """`decide_budget` on what a Python caller passes (exact ε and cap, a privacy YAML path)."""
+    return decide_budget(
+        resolved,
+        scope=scope,
+        privacy=_privacy(privacy),
+        ledger=ledger,
+        epsilon=None if epsilon is None else _exact(epsilon, "epsilon"),
+        cap=None if cap is None else _exact(cap, "cap"),
+        require_loss=require_loss,
+    )
+
+
 def release(
     data: DataSource,
     spec: SpecLike,
     *,
-    epsilon: Epsilon,
+    epsilon: Amount | None = None,
+    privacy: PrivacyLike | None = None,
     ledger: Ledger | str | None = None,
     scope: str | None = None,
+    cap: Amount | None = None,
     period: str | None = None,
     force_new: bool = False,
     engine: str | None = None,
 ) -> ReleaseResult:
     """Release `spec` from `data` (pandas or polars DataFrame, polars LazyFrame, pyarrow Table,
-    or a parquet/CSV path) at `epsilon` (0.5, "1/12", a Fraction).
+    or a parquet/CSV path).
+
+    The release spends `epsilon` (0.5, "1/12", a Fraction); without it, its share (the spec
+    file's `publish.share`, default all) of its scope's cap: the ledger's, else `cap`, else the
+    ε of the scope's odds risk profile in `privacy` (a privacy YAML or `PrivacyProfiles`).
 
     With `ledger` (a `dp.Ledger` or its URL/path) the release is charged to `scope` (default:
-    the spec's name; create it with `Ledger.ensure_scope`) and stored; a slot (spec, period)
-    already released returns its stored copy and charges nothing. Without a ledger nothing is
-    recorded: for exploring inside the secure environment, never for publication. Everything
-    that can be wrong with the spec, ε, period or the input's declared schema raises a typed
-    error before any budget is touched.
+    the spec file's `publish.scope`, else the spec's name; a new scope is created with `cap` or
+    the profile's ε) and stored; a slot (spec, period) already released returns its stored copy
+    and charges nothing. Without a ledger nothing is recorded: for exploring inside the secure
+    environment, never for publication. Everything that can be wrong with the spec, ε, period or
+    the input's declared schema raises a typed error before any budget is touched.
     """
-    chosen = _spec(spec)
-    prepared = prepare(data, resolve(chosen), epsilon, period=period, engine=engine)
-    if ledger is None:
-        if scope is not None or force_new:
-            raise ConfigError("ledger", "scope and force_new need a ledger to charge")
-        result = prepared.run()
-        manifest = Manifest.model_validate(result.manifest)
-        return ReleaseResult(result.table, manifest, None, UNRECORDED, charged=False)
+    resolved = _resolved(spec)
+    if ledger is None and (scope is not None or force_new):
+        raise ConfigError("ledger", "scope and force_new need a ledger to charge")
     with _opened(ledger) as book:
-        recorded = record_release(
-            prepared,
-            ledger=book,
-            scope=scope or chosen.name,
-            asset=chosen.name,
-            force_new=force_new,
-        )
+        budget = _budget(resolved, book, epsilon, cap, privacy, scope)
+        prepared = prepare(data, resolved, budget, period=period, engine=engine)
+        if book is None:
+            drawn = prepared.draw()
+            return ReleaseResult(drawn.table, drawn.manifest, None, UNRECORDED, charged=False)
+        recorded = record_release(prepared, ledger=book, force_new=force_new)
     return ReleaseResult(
         recorded.table,
-        parse_manifest(recorded.manifest),
+        recorded.manifest,
         recorded.release_id,
         f"{recorded.release_id}: {recorded.describe()}",
         recorded.charged,
@@ -127,10 +174,21 @@ def release(
 
 
 def plan(
-    spec: SpecLike, epsilon: Epsilon | None = None, *, targets: dict[str, float] | None = None
+    spec: SpecLike,
+    epsilon: Amount | None = None,
+    *,
+    privacy: PrivacyLike | None = None,
+    ledger: Ledger | str | None = None,
+    scope: str | None = None,
+    cap: Amount | None = None,
+    targets: dict[str, float] | None = None,
 ) -> ReleasePlan:
-    """What a release of `spec` at `epsilon` will state per statistic (ε, Δ, scale, 95% margin
-    of error; with margins each level's), without reading any data; with `targets` (name →
-    wanted margin of the released cells; default: the spec's `target_moe95`) also the smallest
-    ε that meets them, planned at when `epsilon` is None."""
-    return planner.plan(_spec(spec), epsilon, targets=targets)
+    """What a release of `spec` will state per statistic (ε, Δ, scale, 95% margin of error; with
+    margins each level's), without reading any data. Its ε is the one `dp.release` would spend
+    with the same arguments; with `targets` (name → wanted margin of the released cells;
+    default: the spec's `target_moe95`) also the smallest ε that meets them, planned at when no
+    ε follows from the arguments."""
+    resolved = _resolved(spec)
+    with _opened(ledger) as book:  # the planner asks for ε or targets in its own words
+        budget = _budget(resolved, book, epsilon, cap, privacy, scope, require_loss=False)
+    return plan_release(resolved, budget.loss, budget.change, targets=targets)

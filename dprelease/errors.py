@@ -6,11 +6,9 @@ Messages on the release path must never contain values computed from confidentia
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from fractions import Fraction
 
-if TYPE_CHECKING:
-    from dprelease.ledger.records import StoredRelease
-
+from dprelease.loss import decimal_text, typed_text
 
 #: What an `except BaseException` that stands for "whatever a library raises" lets through. Such
 #: handlers are needed because a panic in a Rust extension (polars, Clarabel) is raised as a
@@ -78,18 +76,75 @@ class UnsafeNoiseSourceError(DPReleaseError):
 
 
 class BudgetExhausted(DPReleaseError):
-    """A release would take the scope's spending past its cap; nothing was charged or written."""
+    """A release would take the scope's spending past its cap; nothing was charged or written.
 
-    def __init__(self, scope: str, spent: float, cap: float, requested: float) -> None:
+    The message states the numbers and what the scope's composition brings back: under
+    sequential composition nothing, ever (a new period spends from the same cap); under parallel
+    composition each period has its own full cap. What to do depends on who asked, so the
+    message ends with `action`: by default the Python API's; the CLI and the pipeline put theirs
+    with `with_action` (there the operator chooses no ε, for instance). The amounts are exact
+    rationals, as the ledger keeps them; for a parallel scope they are those of `period`.
+    """
+
+    def __init__(
+        self,
+        scope: str,
+        spent: Fraction,
+        cap: Fraction,
+        requested: Fraction,
+        *,
+        composition: str = "sequential",  # a ledger Composition
+        period: str | None = None,
+        action: str | None = None,
+    ) -> None:
         self.scope = scope
         self.spent = spent
         self.cap = cap
         self.requested = requested
-        self.remaining = max(cap - spent, 0.0)
-        super().__init__(
-            f"privacy budget exhausted for scope {scope!r}: spent {spent:.6g} of cap {cap:.6g}, "
-            f"requested {requested:.6g}, remaining {self.remaining:.6g}. Lower the release's "
-            "epsilon, raise the scope's cap, or wait for a new scope/period."
+        self.remaining = max(cap - spent, Fraction(0))
+        self.composition = composition
+        self.period = period
+        self.action = action or self._python_action()
+        super().__init__(f"{self.facts()} {self.composition_text()} {self.action}")
+
+    def facts(self) -> str:
+        where = f"scope {self.scope!r}" + (f", period {self.period}" if self.period else "")
+        return (
+            f"privacy budget exhausted for {where}: spent {decimal_text(self.spent)} of cap "
+            f"{decimal_text(self.cap)}, requested {decimal_text(self.requested)}, remaining "
+            f"{decimal_text(self.remaining)}; nothing was charged."
+        )
+
+    def composition_text(self) -> str:
+        """What the scope's composition brings back (sequential: nothing, ever)."""
+        if self.composition == "parallel":
+            return (
+                "The scope composes periods in parallel: every other period has its own full "
+                f"cap of {decimal_text(self.cap)}."
+            )
+        return (
+            "The scope composes sequentially: what it has spent never comes back, and a new "
+            "period draws on the same cap."
+        )
+
+    def _python_action(self) -> str:
+        smaller = (
+            f"release with epsilon at most {typed_text(self.remaining)}, or "
+            if self.remaining
+            else ""
+        )
+        return f"To go on, {smaller}raise the scope's cap on purpose (Ledger.set_cap)."
+
+    def with_action(self, action: str) -> BudgetExhausted:
+        """The same refusal, ending with what to do in the caller's interface."""
+        return BudgetExhausted(
+            self.scope,
+            self.spent,
+            self.cap,
+            self.requested,
+            composition=self.composition,
+            period=self.period,
+            action=action,
         )
 
 
@@ -127,15 +182,3 @@ class ReservationMismatch(LedgerError):
 
 class CapAboveProfile(LedgerError):
     """The scope's cap in the ledger exceeds what the privacy profile allows; nothing is spent."""
-
-
-class ReleaseConflict(LedgerError):
-    """Another run committed the same reservation first; `stored` is the release to publish."""
-
-    def __init__(self, release_id: str, stored: StoredRelease) -> None:
-        self.release_id = release_id
-        self.stored = stored
-        super().__init__(
-            f"release {release_id!r} was committed by another run while this one was running; "
-            "publish the stored release (Ledger.stored_release), not this run's table"
-        )

@@ -1,30 +1,255 @@
-"""Writing files that readers may open at any moment: whole or not at all, never half."""
+"""The files dprelease reads and writes, each one way for every caller.
+
+Reading: privacy configs, release specs and pipeline specs are read by `read_sections` and
+validated by pydantic; `error_at_path` turns the first validation problem into the project's
+typed error at the bad field's YAML path (`release.statistics[1].upper`), so every file is
+reported alike: the file for a missing or unreadable one, line and column for a syntax error,
+the path for a bad value.
+
+Models a user builds in Python (a spec, a manifest read back) derive from `ReadableErrors`: their
+problems raise pydantic's `ValidationError` as usual, printed without pydantic's documentation
+links (a page about pydantic's own error codes that says nothing about a release spec).
+
+Writing: `atomic_path` gives files that readers may open at any moment whole or not at all, and
+never renames over a device, a FIFO or a path that names an open file descriptor.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Self, get_args
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core.core_schema import ErrorType
+
+from dprelease.errors import ConfigError
+
+Location = tuple[int | str, ...]
+#: Whether `loc[index]` is the tag pydantic adds to an error location for the member a union
+#: chose (a profile's or statistic's `kind`); a tag is not part of the YAML path.
+TagTest = Callable[[Location, int], bool]
+
+
+def _no_tags(loc: Location, index: int) -> bool:
+    return False
+
+
+def join_path(prefix: str, relative: str) -> str:
+    """`prefix` followed by a path below it (`privacy` + `points[2]` → `privacy.points[2]`)."""
+    if not prefix or not relative:
+        return prefix or relative
+    return prefix + relative if relative.startswith("[") else f"{prefix}.{relative}"
+
+
+def yaml_path(prefix: str, loc: Location, is_tag: TagTest = _no_tags) -> str:
+    """The YAML path of a pydantic error location below `prefix`, union tags left out."""
+    path = prefix
+    for index, part in enumerate(loc):
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not is_tag(loc, index):
+            path = join_path(path, part)
+    return path
+
+
+def error_at_path(
+    exc: ValidationError,
+    prefix: str,
+    error: type[ConfigError],
+    is_tag: TagTest = _no_tags,
+) -> ConfigError:
+    """The first validation problem as `error` at its YAML path.
+
+    A check of the project's own that raised a ConfigError (or subclass) inside a validator keeps
+    its type and message, its path taken as relative to the model that raised it. A union's
+    missing or unknown tag is reported at the discriminator field with the tags allowed.
+    """
+    first = exc.errors()[0]
+    path = yaml_path(prefix, tuple(first["loc"]), is_tag)
+    context = first.get("ctx", {})
+    cause = context.get("error")
+    if isinstance(cause, ConfigError):
+        return type(cause)(join_path(path, cause.path), cause.message)
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] in {"union_tag_invalid", "union_tag_not_found"}:
+        field = str(context["discriminator"]).strip("'")
+        path = join_path(path, field)
+        allowed = re.findall(r"'([^']*)'", str(context.get("expected_tags", "")))
+        given = f"{context['tag']!r} is not" if "tag" in context else "required:"
+        message = f"{given} one of {', '.join(allowed)}" if allowed else "required"
+    more = exc.error_count() - 1
+    return error(path, message + (f" (and {more} more problem(s))" if more else ""))
+
+
+def read_sections(
+    path: Path, sections: Sequence[str], error: type[ConfigError], what: str
+) -> dict[str, Any]:
+    """The top-level mapping of the YAML file at `path`, which must hold every one of `sections`.
+
+    `what` names the kind of file in messages ("spec file", "privacy config").
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error("", f"{what} {str(path)!r} does not exist") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise error("", f"cannot read {what} {str(path)!r}: {exc}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise error("", f"{path}: YAML syntax error{where}: {problem}") from None
+    found = document if isinstance(document, dict) else {}
+    missing = [section for section in sections if section not in found]
+    if missing:
+        needed = " and ".join(f"`{section}:`" for section in sections)
+        raise error(missing[0], f"{path}: a {what} needs the top-level section(s) {needed}")
+    return found
+
+
+# --------------------------------------------------------------------------- pydantic's errors
+
+
+_PYDANTIC_ERROR_TYPES = frozenset(get_args(ErrorType))
+_LINK = "For further information visit"
+
+
+class ReadableValidationError(ValidationError):
+    """A ValidationError printed without pydantic's documentation links."""
+
+    def __str__(self) -> str:
+        return "\n".join(
+            line for line in super().__str__().splitlines() if not line.lstrip().startswith(_LINK)
+        )
+
+
+def _details(error: Any) -> InitErrorDetails:
+    """One problem of `errors()` as it was raised: pydantic's own types by name, a validator's
+    custom type (unknown to pydantic) with its message."""
+    kind, context = error["type"], error.get("ctx")
+    details: InitErrorDetails = {
+        "type": kind
+        if kind in _PYDANTIC_ERROR_TYPES
+        else PydanticCustomError(kind, error["msg"], context),
+        "loc": error["loc"],
+        "input": error["input"],
+    }
+    if context is not None:
+        details["ctx"] = context
+    return details
+
+
+def without_links(exc: ValidationError) -> ValidationError:
+    """The same problems, printed without pydantic's links."""
+    return ReadableValidationError.from_exception_data(
+        exc.title, [_details(error) for error in exc.errors(include_url=False)]
+    )
+
+
+class ReadableErrors(BaseModel):
+    """Base of the models users construct (`dp.ReleaseSpec(...)`) or validate themselves: a
+    problem raises ValidationError without pydantic's links. Nested models are validated by
+    their parent, so only the outermost call needs this."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise without_links(exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise without_links(exc) from None
+
+
+# --------------------------------------------------------------------------- writing
+
+#: Paths that name an open file descriptor (/dev/stdout, /dev/fd/N, /proc/PID/fd/N), not a file.
+_DESCRIPTOR_PATH = re.compile(r"/dev/(stdin|stdout|stderr)|/dev/fd/.+|/proc/[^/]+/fd/.+")
+_MAX_LINKS = 40  # as the kernel's own limit on a chain of symbolic links
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """Whether `path`, or a symbolic link on the way from it, names an open file descriptor.
+
+    Renaming over what such a path resolves to (say, the file a shell redirected stdout to)
+    would swap the file under whoever holds it open; the check walks the links one by one,
+    because resolving them at once yields the redirected file's own, innocent-looking path.
+    """
+    hop = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINKS):
+        if _DESCRIPTOR_PATH.fullmatch(str(hop)):
+            return True
+        if not hop.is_symlink():
+            return False
+        hop = Path(os.path.abspath(hop.parent / os.readlink(hop)))
+    return False  # a loop: writing it fails with its own error
+
+
+def replaceable_target(path: Path, option: str = "") -> Path:
+    """The regular file that writing `path` whole replaces: `path`, or the file a symbolic link
+    at `path` points to (the link is kept, as writing through it would).
+
+    Writing whole means renaming a new file over the old one, which must not happen to anything
+    but a regular file: renaming over a device (/dev/full; as root, /dev/null) would destroy
+    it, over a FIFO silently drop whoever reads it, over /dev/stdout's file swap it under the
+    shell. Those, and a directory, are refused with ConfigError at `option` (the option or field
+    that named the path).
+    """
+    target = path.resolve() if path.is_symlink() else path
+    if _names_a_descriptor(path):
+        kind = "names an open file descriptor (such as /dev/stdout), not a file"
+    elif target.is_dir():
+        kind = "is a directory"
+    elif target.exists() and not target.is_file():
+        kind = "is not a regular file (a device, FIFO or socket)"
+    else:
+        return target
+    raise ConfigError(
+        option,
+        f"{path} {kind}; dprelease writes a file whole, by renaming a new file over the old "
+        "one, so give the path of a regular file",
+    )
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Path, option: str = "") -> Iterator[Path]:
     """Yield a fresh temporary path next to `path`; write it, and on success it replaces `path`.
 
     The new file is flushed to disk before the rename, so a crash leaves the old file or the new
     one, never half of one; on any error (a full disk, an exception in the block) the temporary
-    file is removed and `path` is untouched. The file gets the usual permissions (umask), so
-    published files stay readable.
+    file is removed and `path` is untouched. A `path` that is not a regular file is refused
+    first (`replaceable_target`); a symbolic link keeps pointing at the new file. A new file gets
+    the usual permissions (umask), so published files stay readable; a replaced file keeps its
+    own (a private export stays private).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    target = replaceable_target(path, option)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        kept_mode: int | None = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        kept_mode = None
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
     try:
         yield temporary
         with temporary.open("rb+") as written:
+            if kept_mode is not None:
+                os.fchmod(written.fileno(), kept_mode)
             os.fsync(written.fileno())
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

@@ -23,23 +23,28 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from dprelease.errors import DPReleaseError, LedgerNotFound, UnknownScope
+from dprelease.budget import budget_markdown, markdown_table, write_plots
+from dprelease.errors import BudgetExhausted, DPReleaseError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Ledger, ScopeStatus
-from dprelease.manifest import manifest_problems
-from dprelease.margins import level_blocks, released_keys
+from dprelease.loss import typed_text
 from dprelease.operator import LOGGER_NAME
-from dprelease.publish import Recorded, record_release, write_release_files
-from dprelease.pure_release import prepare
-from dprelease.report import budget_markdown, markdown_table, write_plots
-from dprelease.spec import LEVEL_COLUMN
+from dprelease.publish import (
+    Recorded,
+    decide_budget,
+    prepare,
+    record_release,
+    write_release_files,
+)
+from dprelease.spec import ResolvedSpec
+from dprelease.statement import manifest_problems, preview
 from pipelines.ledger_state import unpublished
-from pipelines.release_specs import PipelineRelease
+from pipelines.release_specs import publish_of
 from pipelines.resources import (
-    Budget,
     ConfidentialStore,
     LedgerResource,
     PrivacyPolicy,
     PublicStore,
+    ScopeProfile,
 )
 
 BUDGET_KEY = dg.AssetKey("privacy_budget")
@@ -114,8 +119,23 @@ def in_dagster_words(text: str) -> str:
 
 def refusal(exc: DPReleaseError) -> str:
     """A typed, data-free refusal in words for the run's error."""
+    if isinstance(exc, BudgetExhausted):
+        exc = exc.with_action(_budget_action(exc))
     hint = PRODUCTION_HINTS.get(type(exc))
     return in_dagster_words(str(exc)) + (f". {hint}" if hint else "")
+
+
+def _budget_action(exc: BudgetExhausted) -> str:
+    """What an operator can do about a refused budget in the pipeline, where a release's ε is
+    its spec's `publish.share` of the scope's cap (no ε is typed): a smaller share while some
+    budget remains, or a higher cap on purpose."""
+    set_cap = f"`dprelease ledger set-cap {exc.scope} CAP --reason TEXT`"
+    smaller = (
+        f"lower the spec's publish.share to at most {typed_text(exc.remaining / exc.cap)}, or "
+        if exc.remaining
+        else ""
+    )
+    return f"To go on, {smaller}raise the scope's cap on purpose: {set_cap}."
 
 
 def confidential_source(table: str) -> dg.AssetSpec:
@@ -165,17 +185,17 @@ def highest_cap(book: Ledger, status: ScopeStatus) -> Fraction:
 
 
 def check_results(
-    release: PipelineRelease, recorded: Recorded, scope: ScopeStatus, highest: Fraction
+    release: ResolvedSpec, recorded: Recorded, scope: ScopeStatus, highest: Fraction
 ) -> list[dg.AssetCheckResult]:
     """The three blocking checks; each compares the stored release with public facts only."""
-    expected = released_keys(release.loaded)  # the key grid; with margins, every level's rows
+    expected = release.released_keys  # the key grid; with margins, every level's rows
     table = recorded.table
     if expected.width:
         present = set(expected.columns) <= set(table.columns)
         keys_ok = present and table.select(expected.columns).equals(expected)
     else:
         keys_ok = table.height == 1
-    problems = manifest_problems(recorded.manifest)
+    problems = manifest_problems(recorded.stored.manifest)
     return [
         dg.AssetCheckResult(
             check_name="all_public_keys_present",
@@ -199,29 +219,12 @@ def check_results(
     ]
 
 
-def _shown(block: pl.DataFrame, head: pl.DataFrame) -> str:
-    """How much of one level the preview shows."""
-    rows = f"{block.height} row" + ("" if block.height == 1 else "s")
-    shown = f"first {head.height} of {rows}" if head.height < block.height else f"all {rows}"
-    return f"{block[LEVEL_COLUMN][0]}: {shown}"
-
-
 def _preview(table: pl.DataFrame) -> dg.MetadataValue:
     """The first rows of the released table (of each level, with margins), with a caption."""
-    blocks = level_blocks(table)
-    heads = [block.head(PREVIEW_ROWS) for block in blocks]
-    if LEVEL_COLUMN in table.columns:
-        shown = "; ".join(_shown(block, head) for block, head in zip(blocks, heads, strict=True))
-        caption = f"Per level, {shown} (all of them are in the published files)."
-    elif heads[0].height < table.height:
-        caption = (
-            f"First {heads[0].height} of {table.height} cells (all of them are in the published "
-            "files)."
-        )
-    else:
-        caption = f"All {table.height} cells."
-    rows = [[str(v) for v in row] for head in heads for row in head.iter_rows()]
-    return dg.MetadataValue.md(f"{caption}\n\n{markdown_table((table.columns, rows))}")
+    shown = preview(table, rows=PREVIEW_ROWS)
+    rows = [row for block in shown.blocks for row in block]
+    caption = f"Shown: {shown.caption} (all of them are in the published files)."
+    return dg.MetadataValue.md(f"{caption}\n\n{markdown_table((shown.columns, rows))}")
 
 
 def _partitioned_checks(
@@ -244,41 +247,27 @@ def _partitioned_checks(
 # -- assets -------------------------------------------------------------------------------------
 
 
-def monthly_partitions(release: PipelineRelease) -> dg.MonthlyPartitionsDefinition:
+def monthly_partitions(release: ResolvedSpec) -> dg.MonthlyPartitionsDefinition:
     """Reporting periods YYYY-MM from first_period to last_period (open-ended if none)."""
-    end = None
-    if release.publish.last_period:  # Dagster's end date is exclusive: the month after
-        year, month = map(int, release.publish.last_period.split("-"))
-        end = f"{year + month // 12}-{month % 12 + 1:02d}"
-    first = release.publish.first_period
+    publish = publish_of(release)
+    last = publish.last  # Dagster's end date is exclusive: the month after
+    end = None if last is None else str(last.following())
+    first = publish.first_period
     assert first is not None, "load_release requires first_period for monthly specs"
     return dg.MonthlyPartitionsDefinition(start_date=first, end_date=end, fmt="%Y-%m")
 
 
-def _current_cap(book: Ledger, scope: str, *, creatable: bool) -> Fraction | None:
-    """The scope's cap in the ledger, or None for a scope a run may create (it is created only
-    after the input has been validated, so bad input never leaves a new scope behind).
-
-    Where scopes are not creatable (production without `create_scope`), an unknown scope is
-    refused: a wrong ledger URL must never look like a fresh budget.
-    """
-    try:
-        return book.status(scope)[0].cap
-    except UnknownScope:
-        if not creatable:
-            raise
-        return None
-
-
-def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
+def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
     """The release asset of one spec file: ledger record, blocking checks, public files.
 
     A backfill runs one period per run (Dagster's default for partitioned assets): each month is
     its own ledger charge, so a refused month fails alone and earlier months stay published.
     """
-    spec = release.loaded.spec
+    spec = release.spec
     partitions = monthly_partitions(release) if spec.period else None
-    scope = release.publish.scope
+    publish = publish_of(release)
+    scope = publish.scope
+    spec_file = release.path.name if release.path else spec.name
 
     @dg.asset(
         name=spec.name,
@@ -288,8 +277,8 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
         check_specs=_partitioned_checks(spec.name, partitions),
         kinds={"polars", "parquet", "csv"},
         description=f"DP release {spec.name!r} from {spec.source!r}: recorded in the ledger "
-        f"(scope {scope!r}, {release.publish.share} of its cap per release), then published "
-        f"as parquet, CSV and manifest once its checks pass. Spec: {release.path.name}",
+        f"(scope {scope!r}, {publish.share} of its cap per release), then published "
+        f"as parquet, CSV and manifest once its checks pass. Spec: {spec_file}",
     )
     def release_(
         context: dg.AssetExecutionContext,
@@ -301,30 +290,25 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
     ) -> dg.MaterializeResult:
         period = context.partition_key if partitions else None
         try:
-            budget = policy.budget(scope)  # a bad profile fails here, before the ledger
+            privacy = policy.profiles()  # a bad profile fails here, before the ledger
             path = confidential.table_path(spec.source)
             with (
                 operator_warnings_in_run_log(context),
                 ledger.open(create=config.create_scope) as book,
             ):
-                creatable = config.create_scope or not ledger.require_existing
-                cap = _current_cap(book, scope, creatable=creatable) or budget.profile_cap
-                prepared = prepare(  # spec, ε and schema validated before the ledger changes
-                    path,
-                    release.loaded,
-                    cap * release.publish.share,
-                    neighbours=budget.choice.neighbours,
-                    period=period,
+                budget = decide_budget(
+                    release,
+                    privacy=privacy,
+                    ledger=book,
+                    may_open_scope=config.create_scope or not ledger.require_existing,
                 )
-                book.ensure_scope(scope, budget.profile_cap, release.composition)
+                # spec, budget and schema validated before the ledger changes
+                prepared = prepare(path, release, budget, period=period)
                 recorded = record_release(
                     prepared,
                     ledger=book,
-                    scope=scope,
-                    asset=spec.name,
                     run_id=context.run.run_id,
                     force_new=config.force_new,
-                    max_cap=budget.profile_cap,
                     on_stage=context.log.info,
                 )
                 status = book.status(scope)[0]
@@ -348,12 +332,12 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
                 "charged": recorded.charged,
                 "published": published,
                 "release_id": recorded.release_id,
-                "epsilon": recorded.manifest["epsilon_total"],
+                "epsilon": recorded.stored.manifest["epsilon_total"],
                 "scope": scope,
                 "scope_cap": float(status.cap),
                 "scope_spent": float(status.spent),
                 "scope_remaining": float(status.remaining),
-                "manifest": dg.MetadataValue.json(recorded.manifest),
+                "manifest": dg.MetadataValue.json(recorded.stored.manifest),
                 "preview": _preview(recorded.table),
             },
             check_results=checks,
@@ -362,10 +346,10 @@ def release_asset(release: PipelineRelease) -> dg.AssetsDefinition:
     return release_
 
 
-def privacy_budget_asset(releases: list[PipelineRelease]) -> dg.AssetsDefinition:
+def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
     """Per budget scope: the profile's ε and plots, the ledger's cap and spending, and every
     release recorded but not published."""
-    scopes = sorted({r.publish.scope for r in releases})
+    scopes = sorted({publish_of(r).scope for r in releases})
 
     @dg.asset(
         key=BUDGET_KEY,
@@ -378,7 +362,7 @@ def privacy_budget_asset(releases: list[PipelineRelease]) -> dg.AssetsDefinition
     def privacy_budget(
         policy: PrivacyPolicy, ledger: LedgerResource, public: PublicStore
     ) -> dg.MaterializeResult:
-        budgets = {scope: policy.budget(scope) for scope in scopes}
+        budgets = {scope: policy.scope_profile(scope) for scope in scopes}
         with ledger.open() as book:
             statuses = _scopes(book)
             pending = unpublished(book, releases, public)
@@ -446,7 +430,7 @@ def privacy_budget_asset(releases: list[PipelineRelease]) -> dg.AssetsDefinition
     return privacy_budget
 
 
-def _cap_note(scope: str, budget: Budget, status: ScopeStatus | None) -> str:
+def _cap_note(scope: str, budget: ScopeProfile, status: ScopeStatus | None) -> str:
     """The cap in force and how it relates to the profile, in words."""
     allowed = f"{float(budget.profile_cap):.6g}"
     if status is None:

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from dprelease.ledger import make_release_id
+from dprelease.period import Period
+from dprelease.spec import ResolvedSpec
 from pipelines.ledger_state import Pending, unpublished
-from pipelines.release_specs import PipelineRelease
+from pipelines.release_specs import publish_of
 from pipelines.resources import LedgerResource, PublicStore
 
 if TYPE_CHECKING:  # Dagster's type of `define_asset_job`'s result is not exported
@@ -24,19 +26,18 @@ SETTLE_MINUTES = 5
 
 def previous_month(moment: datetime) -> str:
     """The reporting period (YYYY-MM) that ended before `moment`'s month began."""
-    year, month = (moment.year, moment.month - 1) if moment.month > 1 else (moment.year - 1, 12)
-    return f"{year}-{month:02d}"
+    return str(Period(moment.year, moment.month).preceding())
 
 
 def monthly_schedule(
-    release: PipelineRelease, job: UnresolvedAssetJobDefinition
+    release: ResolvedSpec, job: UnresolvedAssetJobDefinition
 ) -> dg.ScheduleDefinition:
     """On the 1st at 02:00 UTC, release the month that just ended, if the spec has that period
     and the ledger has not released it; otherwise skip, saying why (shown on the tick)."""
-    first, last = release.publish.first_period, release.publish.last_period
+    first, last = publish_of(release).first_period, publish_of(release).last_period
 
     @dg.schedule(
-        name=f"{release.name}_schedule",
+        name=f"{release.spec.name}_schedule",
         job=job,
         cron_schedule="0 2 1 * *",
         execution_timezone="UTC",
@@ -56,29 +57,29 @@ def monthly_schedule(
                 "schedule off."
             )
         with ledger.open() as book:
-            stored = book.stored_release(make_release_id(release.name, period))
+            stored = book.stored_release(make_release_id(release.spec.name, period))
         if stored is not None:
             return dg.SkipReason(f"{period} is already released; nothing to do")
         return dg.RunRequest(
-            run_key=f"{release.name}/{period}", partition_key=period, tags=NO_RETRIES
+            run_key=f"{release.spec.name}/{period}", partition_key=period, tags=NO_RETRIES
         )
 
     return schedule
 
 
-def pending_sensor(release: PipelineRelease, asset: dg.AssetsDefinition) -> dg.SensorDefinition:
+def pending_sensor(release: ResolvedSpec, asset: dg.AssetsDefinition) -> dg.SensorDefinition:
     """Publishes releases the ledger holds but the public store lacks: the re-run returns the
     stored copy (nothing charged), checks it, and writes its files. Each stored release is asked
     for once (run key), so one whose checks fail is not retried forever; one committed less than
     SETTLE_MINUTES ago is left to its own run."""
 
     @dg.sensor(
-        name=f"{release.name}_publish_pending",
+        name=f"{release.spec.name}_publish_pending",
         target=[asset],
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Publishes recorded but unpublished releases of {release.name!r} from the "
-        "ledger's stored copy; never charges.",
+        description=f"Publishes recorded but unpublished releases of {release.spec.name!r} "
+        "from the ledger's stored copy; never charges.",
     )
     def sensor(ledger: LedgerResource, public: PublicStore) -> dg.SensorResult | dg.SkipReason:
         with ledger.open() as book:

@@ -26,9 +26,7 @@ def build_definitions(
 ) -> dg.Definitions:
     """Definitions for every spec in `specs_dir`; resources default to the deployment's."""
     releases = load_releases(specs_dir)
-    sources = [
-        confidential_source(table) for table in sorted({r.loaded.spec.source for r in releases})
-    ]
+    sources = [confidential_source(table) for table in sorted({r.spec.source for r in releases})]
     budget = privacy_budget_asset(releases)
     assets: list[dg.AssetsDefinition] = [budget]
     unperiodic: list[dg.AssetKey] = []
@@ -39,14 +37,14 @@ def build_definitions(
         asset = release_asset(release)
         assets.append(asset)
         sensors.append(pending_sensor(release, asset))
-        if release.loaded.spec.period is None:
+        if release.spec.period is None:
             unperiodic.append(asset.key)
             continue
         job = dg.define_asset_job(
-            f"{release.name}_monthly",
+            f"{release.spec.name}_monthly",
             selection=[asset.key],
             tags=NO_RETRIES,
-            description=f"Release {release.name!r} for one month (ledger, checks, files).",
+            description=f"Release {release.spec.name!r} for one month (ledger, checks, files).",
         )
         jobs.append(job)
         schedules.append(monthly_schedule(release, job))

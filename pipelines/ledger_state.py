@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from dprelease.ledger import Ledger, make_release_id
-from pipelines.release_specs import PipelineRelease
+from dprelease.spec import ResolvedSpec
+from pipelines.release_specs import publish_of
 from pipelines.resources import PublicStore
 
 
@@ -38,7 +39,7 @@ def published_charge(public: PublicStore, release: str, period: str | None) -> i
 
 def unpublished(
     book: Ledger,
-    releases: list[PipelineRelease],
+    releases: list[ResolvedSpec],
     public: PublicStore,
     *,
     settle_minutes: int = 0,
@@ -47,15 +48,15 @@ def unpublished(
     settled = datetime.now(UTC) - timedelta(minutes=settle_minutes)
     pending: list[Pending] = []
     for release in releases:
-        scope = release.publish.scope
+        scope = publish_of(release).scope
         latest = {  # history is oldest first: the last commit of a slot wins
             event.period: (event.release_id, event.charge_id, event.at)
             for event in book.history(scope)
             if event.kind == "committed"
-            and event.release_id == make_release_id(release.name, event.period)
+            and event.release_id == make_release_id(release.spec.name, event.period)
         }
         for period, (release_id, charge_id, at) in latest.items():
             assert release_id is not None and charge_id is not None  # set on every commit
-            if at <= settled and published_charge(public, release.name, period) != charge_id:
-                pending.append(Pending(release.name, scope, period, release_id, charge_id))
+            if at <= settled and published_charge(public, release.spec.name, period) != charge_id:
+                pending.append(Pending(release.spec.name, scope, period, release_id, charge_id))
     return pending

@@ -1,90 +1,61 @@
-"""Release spec files for the pipeline: the library's `release:` section plus a `publish:` section.
+"""The pipeline's spec files: a library spec file (`release:`) with its `publish:` section.
 
 `publish:` says which budget scope a release draws from, what share of the scope's cap one
-release (one period) spends, and which reporting periods exist. Adding a YAML file to
-`pipelines/specs/` adds a release asset; no Python is written.
+release (one period) spends, and which reporting periods exist (`dprelease.spec.PublishSpec`;
+the library reads it the same way, so `dprelease plan` and `dprelease release` agree with the
+pipeline). Adding a YAML file to `pipelines/specs/` adds a release asset; no Python is written.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
-from typing import Annotated
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from dprelease.errors import SpecError
-from dprelease.ledger import Composition
-from dprelease.spec import LoadedSpec, parse_spec
-from dprelease.yaml_files import error_at_path, read_sections
+from dprelease.spec import PublishSpec, ResolvedSpec, load_spec
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
-_MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
 
 
-class PublishSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    scope: Annotated[str, Field(min_length=1)]
-    share: Fraction = Field(description="fraction of the scope's cap one release spends, e.g. 1/12")
-    first_period: Annotated[str, Field(pattern=_MONTH)] | None = None
-    last_period: Annotated[str, Field(pattern=_MONTH)] | None = None
-
-    @field_validator("share", mode="before")
-    @classmethod
-    def _fraction(cls, value: object) -> Fraction:
-        try:
-            share = Fraction(str(value))
-        except (ValueError, ZeroDivisionError):
-            raise ValueError(f"share must be a fraction like 1/12 or 0.25, got {value!r}") from None
-        if not 0 < share <= 1:
-            raise ValueError(f"share must be in (0, 1], got {value!r}")
-        return share
+def publish_of(release: ResolvedSpec) -> PublishSpec:
+    """The `publish:` section every pipeline spec has (`load_release` requires it)."""
+    assert release.publish is not None, "load_release requires a publish: section"
+    return release.publish
 
 
-@dataclass(frozen=True)
-class PipelineRelease:
-    """One spec file: what to release and how it draws on the budget."""
-
-    path: Path
-    loaded: LoadedSpec
-    publish: PublishSettings
-
-    @property
-    def name(self) -> str:
-        return self.loaded.spec.name
-
-    @property
-    def composition(self) -> Composition:
-        """How the scope composes periods: the spec's `period.composition`, else sequential."""
-        period = self.loaded.spec.period
-        return period.composition if period else "sequential"
-
-
-def load_release(path: Path) -> PipelineRelease:
+def load_release(path: Path) -> ResolvedSpec:
     """Validate one spec file; errors name the file and the YAML path."""
-    document = read_sections(path, ["release", "publish"], SpecError, "pipeline spec")
-    loaded = parse_spec(document["release"], base_dir=path.parent, prefix=f"{path.name}: release")
-    try:
-        publish = PublishSettings.model_validate(document["publish"])
-    except ValidationError as exc:
-        raise error_at_path(exc, f"{path.name}: publish", SpecError) from None
-    period = loaded.spec.period
-    if period is not None and publish.first_period is None:
+    release = load_spec(path, require_publish=True)
+    spec, publish = release.spec, publish_of(release)
+    if spec.name == spec.source:
+        raise SpecError(
+            f"{path.name}: release.name",
+            f"the release is named like its source table {spec.source!r}; in the pipeline both "
+            "are assets, so a release cannot read a table of its own name: rename the release "
+            f"(e.g. {spec.source}_by_…)",
+        )
+    if spec.period is not None and publish.first_period is None:
         raise SpecError(
             f"{path.name}: publish.first_period",
             "a monthly release needs its first period (YYYY-MM); last_period is "
             "optional (open-ended)",
         )
-    return PipelineRelease(path, loaded, publish)
+    return release
 
 
-def load_releases(directory: Path = SPECS_DIR) -> list[PipelineRelease]:
-    """Every `*.yaml` spec in `directory`, sorted by file name; release names must be unique."""
+def load_releases(directory: Path = SPECS_DIR) -> list[ResolvedSpec]:
+    """Every `*.yaml` spec in `directory`, sorted by file name; release names must be unique,
+    and no release may be named like a table another one reads."""
     releases = [load_release(path) for path in sorted(directory.glob("*.yaml"))]
-    names = [r.name for r in releases]
-    for name in names:
+    names = [r.spec.name for r in releases]
+    sources = {r.spec.source for r in releases}
+    for release in releases:
+        name = release.spec.name
+        where = release.path.name if release.path else str(directory)
         if names.count(name) > 1:
             raise SpecError(str(directory), f"two spec files release {name!r}")
+        if name in sources:
+            raise SpecError(
+                f"{where}: release.name",
+                f"{name!r} is also the source table of another spec; rename the release",
+            )
     return releases

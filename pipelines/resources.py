@@ -22,10 +22,15 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from dprelease.config import PrivacyProfiles, choose_budget, load_privacy_profiles
+from dprelease.budget import (
+    BudgetChoice,
+    PrivacyProfiles,
+    cap_from_profile,
+    choose_budget,
+    load_privacy_profiles,
+)
 from dprelease.errors import ConfigError
 from dprelease.ledger import LEDGER_URL_ENV, Ledger
-from dprelease.profile import BudgetChoice, cap_from_profile
 from pipelines.demo_data import write_demo_data
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -99,7 +104,7 @@ class LedgerResource(dg.ConfigurableResource):
 
 
 @dataclass(frozen=True)
-class Budget:
+class ScopeProfile:
     """A scope's profile: the choice to explain, and the largest cap it allows (ε rounded down
     to an exact rational)."""
 
@@ -116,10 +121,10 @@ class PrivacyPolicy(dg.ConfigurableResource):
         """The whole file, validated (a bad section of any scope fails every run, uncharged)."""
         return load_privacy_profiles(self.config_path)
 
-    def budget(self, scope: str) -> Budget:
-        """Read the scope's profile once per run: the choice and the cap it allows."""
+    def scope_profile(self, scope: str) -> ScopeProfile:
+        """The scope's profile, explained: the choice and the cap it allows."""
         choice = choose_budget(self.profiles().for_scope(scope))
-        return Budget(choice, cap_from_profile(choice))
+        return ScopeProfile(choice, cap_from_profile(choice))
 
 
 def _missing(variable: str, what: str) -> ConfigError:

@@ -13,8 +13,8 @@ import signal
 import sys
 from typing import Any
 
-from dprelease.errors import BudgetExhausted, ReleaseConflict, ReservationMismatch
-from dprelease.ledger import Ledger
+from dprelease.errors import BudgetExhausted, ReservationMismatch
+from dprelease.ledger import Ledger, ReleaseConflict
 
 RELEASED, EXHAUSTED, CONFLICT, STORED, MISMATCH = 0, 3, 4, 5, 6
 SPEC_HASH = "h" * 64

@@ -20,7 +20,7 @@ if not os.environ.get("CI"):
 
 def local_session() -> SparkSession:
     """local[2] with few shuffle partitions (the test data are small); reused across modules."""
-    from dprelease.engines.spark import spark_session
+    from dprelease.mechanism.engines.spark import spark_session
 
     session = spark_session(
         master="local[2]",

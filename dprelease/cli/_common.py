@@ -4,15 +4,34 @@ every ε typed on the command line is read by the one exact-rational parser."""
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from fractions import Fraction
-from typing import ParamSpec, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from dprelease.errors import ConfigError, DPReleaseError
-from dprelease.rational import exact_positive
+from dprelease.errors import BudgetExhausted, ConfigError, DPReleaseError
+from dprelease.loss import exact_positive, typed_text
+
+if TYPE_CHECKING:
+    from dprelease.ledger import Ledger
+
+#: How `decide_budget`'s errors name the command line's options.
+CLI_WORDS_FOR_BUDGET = {"epsilon": "--epsilon", "cap": "--cap", "privacy": "--config"}
+
+#: Options `plan` and `release` share.
+SpecOption = Annotated[
+    Path,
+    typer.Option("--spec", help="Spec YAML (`release:`, and `publish:` if it has one)."),
+]
+ReleaseScopeOption = Annotated[
+    str | None,
+    typer.Option("--scope", help="Budget scope (default: publish.scope, else the spec's name)."),
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,6 +61,18 @@ def parse_epsilon(text: str, option: str) -> Fraction:
         ) from None
 
 
+def in_cli_words(exc: DPReleaseError) -> str:
+    """A typed error as the command line tells it: a refused budget ends with what to do here
+    (a smaller --epsilon, or `dprelease ledger set-cap`)."""
+    if not isinstance(exc, BudgetExhausted):
+        return str(exc)
+    set_cap = f"`dprelease ledger set-cap {shlex.quote(exc.scope)} CAP --reason TEXT`"
+    smaller = (
+        f"release with --epsilon {typed_text(exc.remaining)} or less, or " if exc.remaining else ""
+    )
+    return str(exc.with_action(f"To go on, {smaller}raise the scope's cap on purpose: {set_cap}."))
+
+
 def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn the library's typed errors (and unreadable files) into the one-line exit-2 contract."""
 
@@ -49,7 +80,22 @@ def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except (DPReleaseError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        except DPReleaseError as exc:
+            raise fail(in_cli_words(exc)) from None
+        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
             raise fail(str(exc)) from None
 
     return wrapper
+
+
+@contextmanager
+def open_existing_ledger(url: str | None) -> Iterator[Ledger | None]:
+    """The ledger at `url` if one is given (it must exist: reading never creates one), else
+    None; closed afterwards."""
+    if url is None:
+        yield None
+        return
+    from dprelease.ledger import Ledger
+
+    with Ledger(url, mode="read") as ledger:
+        yield ledger

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -12,16 +12,11 @@ from rich.table import Table
 
 from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors
-from dprelease.config import choose_budget, load_privacy_config
 from dprelease.errors import ConfigError
-from dprelease.profile import BudgetChoice
-from dprelease.report import (
-    adversary_table,
-    budget_summary,
-    companion_text,
-    group_privacy_table,
-    write_plots,
-)
+from dprelease.files import replaceable_target
+
+if TYPE_CHECKING:
+    from dprelease.budget import BudgetChoice
 
 
 def _rich_table(title: str, table: tuple[list[str], list[list[str]]]) -> Table:
@@ -35,6 +30,13 @@ def _rich_table(title: str, table: tuple[list[str], list[list[str]]]) -> Table:
 
 
 def _print_tables(choice: BudgetChoice) -> None:
+    from dprelease.budget import (
+        adversary_table,
+        budget_summary,
+        companion_text,
+        group_privacy_table,
+    )
+
     console = Console()
     for sentence in budget_summary(choice):
         console.print(sentence, highlight=False)
@@ -48,9 +50,14 @@ def _print_tables(choice: BudgetChoice) -> None:
 
 
 def _plot_directory(plot: Path) -> Path:
-    """Fail before anything is written if the plot directory cannot be one."""
+    """Fail before anything is written if the plot directory cannot be one, or holds a figure's
+    name as something other than a regular file (a FIFO would block, a device be replaced)."""
+    from dprelease.budget import EPSILON_PNG, PROFILE_PNG
+
     if plot.exists() and not plot.is_dir():
         raise ConfigError("--plot", f"{plot} exists and is not a directory; give a directory")
+    for name in (PROFILE_PNG, EPSILON_PNG):
+        replaceable_target(plot / name, "--plot")
     return plot
 
 
@@ -69,6 +76,8 @@ def epsilon(
     ] = None,
 ) -> None:
     """ε_min from the odds risk profile, the adversaries it protects against, group privacy."""
+    from dprelease.budget import choose_budget, load_privacy_config, write_plots
+
     choice = choose_budget(load_privacy_config(config))
     plot_directory = _plot_directory(plot) if plot is not None else None
     if as_json:

@@ -4,8 +4,9 @@ deliberate changes (set-cap, void). Reading commands never create or change a le
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -14,7 +15,12 @@ from rich.table import Table
 
 from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors, parse_epsilon
-from dprelease.ledger import Ledger, LedgerEvent, ScopeStatus
+from dprelease.errors import ConfigError
+from dprelease.files import atomic_path, replaceable_target
+from dprelease.loss import decimal_text
+
+if TYPE_CHECKING:  # SQLAlchemy loads with the ledger, when a command opens one
+    from dprelease.ledger import LedgerEvent, ScopeStatus
 
 ledger_app = typer.Typer(
     help="Inspect the privacy-budget ledger (SQLite file or PostgreSQL); set caps, void.",
@@ -33,31 +39,16 @@ LedgerOpt = Annotated[
 ScopeOpt = Annotated[str | None, typer.Option("--scope", help="Only this budget scope.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
-RELEASE_ID_WIDTH = 32
 #: Events a person causes on purpose: the history shows who.
 _BY_PERSON = {"scope_created", "cap_changed", "voided", "migrated"}
 
 
-def _num(value: Any) -> str:
-    return "" if value is None else f"{float(value):.6g}"
+def _num(value: Fraction | None) -> str:
+    return "" if value is None else decimal_text(value)
 
 
 def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
-
-
-def short_release_id(release_id: str, width: int = RELEASE_ID_WIDTH) -> str:
-    """A release id that fits `width`, keeping its period (the end) readable: the asset is cut,
-    then a long last part (an old-style spec hash) is shortened."""
-    if len(release_id) <= width:
-        return release_id
-    head, slash, tail = release_id.rpartition("/")
-    if not slash:
-        return release_id[: width - 1] + "…"
-    tail = tail if len(tail) <= 10 else tail[:8] + "…"
-    room = width - len(tail) - 1
-    head = head if len(head) <= room else head[: room - 1] + "…"
-    return f"{head}/{tail}"
 
 
 def _status_table(statuses: list[ScopeStatus]) -> Table:
@@ -85,7 +76,7 @@ def _period_table(s: ScopeStatus) -> Table:
     table.add_column("spent", justify="right")
     table.add_column("left", justify="right")
     for period, spent in s.periods.items():
-        table.add_row(period or "-", _num(spent), _num(max(s.cap - spent, 0)))
+        table.add_row(period or "-", _num(spent), _num(max(s.cap - spent, Fraction(0))))
     return table
 
 
@@ -93,6 +84,8 @@ def _period_table(s: ScopeStatus) -> Table:
 @cli_errors
 def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
     """Cap, spent and remaining ε per scope (open reservations count as spent)."""
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="read") as ledger:
         statuses = ledger.status(scope)
     if as_json:
@@ -117,7 +110,8 @@ def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOp
 
 def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
     """Two lines per event (when / what / ε, then the release and the details), so the table
-    reads at 80 columns."""
+    reads at 80 columns. A release id is shown whole, folded onto more lines if it is longer
+    than its column: cut, two ids of the same long asset would look alike."""
     table = Table(title=f"scope {scope}", title_justify="left", box=box.SIMPLE_HEAD, leading=1)
     table.add_column("when (UTC)", no_wrap=True)
     table.add_column("event", no_wrap=True)
@@ -131,8 +125,7 @@ def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
         table.add_row(
             f"{e.at:%Y-%m-%d}\n{e.at:%H:%M:%S}",
             e.kind + ("" if e.epsilon is None else f"\nε {_num(e.epsilon)}"),
-            (short_release_id(e.release_id) + "\n" if e.release_id else "")
-            + " · ".join(d for d in details if d),
+            (e.release_id + "\n" if e.release_id else "") + " · ".join(d for d in details if d),
         )
     return table
 
@@ -141,6 +134,8 @@ def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
 @cli_errors
 def history(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
     """Every reservation, commit, re-use, void and cap change, oldest first (nothing is deleted)."""
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="read") as ledger:
         if scope is not None:
             ledger.status(scope)  # UnknownScope (exit 2) rather than an empty history
@@ -172,14 +167,25 @@ def export(
     ] = None,
 ) -> None:
     """Dump scopes, charges, releases (manifests, table sha256) and events as JSON."""
+    if output is not None:
+        replaceable_target(output, "--output")  # refused before the ledger is even opened
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="read") as ledger:
         dump = ledger.export(scope, include_tables=tables)
     text = json.dumps(dump, indent=2, sort_keys=True)
     if output is None:
         typer.echo(text)
-    else:
-        output.write_text(text + "\n")
-        typer.echo(f"wrote {output}", err=True)
+        return
+    try:
+        with atomic_path(output, "--output") as temporary:
+            temporary.write_text(text + "\n")
+    except OSError as exc:  # a full disk, a directory that cannot be made: the old file is kept
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            "--output", f"cannot write {output}: {reason}; nothing was written"
+        ) from None
+    typer.echo(f"wrote {output}", err=True)
 
 
 @ledger_app.command("set-cap")
@@ -193,6 +199,8 @@ def set_cap(
     ledger_url: LedgerOpt = None,
 ) -> None:
     """Change a scope's cap on purpose; the old and new cap are recorded in the history."""
+    from dprelease.ledger import Ledger
+
     exact = parse_epsilon(cap, "CAP")
     with Ledger(ledger_url, mode="existing") as ledger:
         new = ledger.set_cap(scope, exact, reason=reason)
@@ -215,6 +223,8 @@ def void(
 
     Only open reservations published nothing; a committed release can never be voided.
     """
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="existing") as ledger:
         voided = ledger.void(release_id, reason=reason)
         after = ledger.status(voided.scope)[0]
@@ -228,6 +238,8 @@ def void(
 @cli_errors
 def upgrade(ledger_url: LedgerOpt = None) -> None:
     """Bring an existing ledger's schema to this dprelease's version (releases do it too)."""
+    from dprelease.ledger import Ledger
+
     with Ledger(ledger_url, mode="existing") as ledger:
         before, after = ledger.upgraded_from, ledger.schema_version
     typer.echo(

@@ -4,7 +4,7 @@ margins of error, before any data is read or any budget spent."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -12,14 +12,19 @@ from rich.console import Console
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors, parse_epsilon
-from dprelease.config import choose_budget, load_privacy_config
+from dprelease.cli._common import (
+    CLI_WORDS_FOR_BUDGET,
+    ReleaseScopeOption,
+    SpecOption,
+    cli_errors,
+    open_existing_ledger,
+    parse_epsilon,
+)
 from dprelease.errors import ConfigError
-from dprelease.manifest import MoeRange
-from dprelease.planner import ReleasePlan, plan
-from dprelease.profile import Neighbours, cap_from_profile
-from dprelease.rational import Epsilon
-from dprelease.spec import load_spec
+
+if TYPE_CHECKING:
+    from dprelease.statement import ReleasePlan
+    from dprelease.statement._manifest import MoeRange
 
 
 def _targets(given: list[str]) -> dict[str, float]:
@@ -107,15 +112,28 @@ def _print(planned: ReleasePlan) -> None:
 @app.command("plan")
 @cli_errors
 def plan_command(
-    spec: Annotated[Path, typer.Option("--spec", help="Release spec YAML (`release:` section).")],
+    spec: SpecOption,
     epsilon: Annotated[
         str | None,
         typer.Option("--epsilon", help="ε of the release, e.g. 0.25 or 1/4.", show_default=False),
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="Privacy YAML: its ε (and neighbours) as a release uses."),
+        typer.Option(
+            "--config",
+            help="Privacy YAML: plan at the ε a release spends (the spec's `publish.share` of "
+            "its scope's cap), as `dprelease release` and the pipeline do.",
+        ),
     ] = None,
+    ledger_url: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger",
+            help="Ledger URL or SQLite path: an existing scope's cap there (not the profile's) "
+            "is the cap in force.",
+        ),
+    ] = None,
+    scope: ReleaseScopeOption = None,
     target: Annotated[
         list[str] | None,
         typer.Option(
@@ -127,14 +145,25 @@ def plan_command(
 ) -> None:
     """Per statistic ε, Δ, noise scale and 95% margin of error; with targets, the smallest ε
     that meets them. Reads no data and spends nothing."""
-    loaded = load_spec(spec)
-    chosen: Epsilon | None = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
-    neighbours: Neighbours | None = None
-    if config is not None:
-        choice = choose_budget(load_privacy_config(config))
-        neighbours = choice.neighbours
-        chosen = chosen if chosen is not None else cap_from_profile(choice)
-    planned = plan(loaded.spec, chosen, targets=_targets(target or []), neighbours=neighbours)
+    from dprelease.budget import load_privacy_profiles
+    from dprelease.publish import Options, decide_budget
+    from dprelease.spec import load_spec
+    from dprelease.statement import plan
+
+    resolved = load_spec(spec)
+    chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
+    privacy = None if config is None else load_privacy_profiles(config)
+    with open_existing_ledger(ledger_url) as book:
+        budget = decide_budget(
+            resolved,
+            scope=scope,
+            privacy=privacy,
+            ledger=book,
+            epsilon=chosen,
+            require_loss=False,  # the planner asks for ε or targets in its own words
+            options=Options(**CLI_WORDS_FOR_BUDGET),
+        )
+    planned = plan(resolved, budget.loss, budget.change, targets=_targets(target or []))
     if as_json:
         typer.echo(planned.model_dump_json(indent=2))
     else:

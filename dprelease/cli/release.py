@@ -3,104 +3,35 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors, parse_epsilon
-from dprelease.config import choose_budget, load_privacy_config
-from dprelease.errors import ConfigError, LedgerNotFound, UnknownScope
-from dprelease.ledger import Composition, Ledger
-from dprelease.margins import level_blocks
-from dprelease.profile import Neighbours, cap_from_profile
-from dprelease.publish import Published, composition_of, publish
-from dprelease.pure_release import prepare
-from dprelease.spec import LEVEL_COLUMN, MOE95_SUFFIX, UNDEFINED_SUFFIX, load_spec
+from dprelease.cli._common import (
+    CLI_WORDS_FOR_BUDGET,
+    ReleaseScopeOption,
+    SpecOption,
+    cli_errors,
+    parse_epsilon,
+)
+from dprelease.errors import ConfigError, LedgerNotFound
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from dprelease.ledger import Ledger
+    from dprelease.publish import Recorded
 
 PREVIEW_ROWS = 12
-#: Margin columns (`_ci95`: releases stored before they were renamed) and a mean's flag column
-#: (its null cells show as –): left to the files.
-HIDDEN_SUFFIXES = ("_ci95", MOE95_SUFFIX, UNDEFINED_SUFFIX)
-
-
-@dataclass(frozen=True)
-class _Budget:
-    epsilon: Fraction  # of this release
-    cap_option: Fraction | None  # --cap
-    profile_cap: Fraction | None  # the most the profile allows (--config): bounds the ledger's cap
-    neighbours: Neighbours | None
-
-    @property
-    def new_scope_cap(self) -> Fraction | None:
-        """The cap a new scope gets: --cap, else the profile's ε; None: the user stated none."""
-        return self.cap_option or self.profile_cap
-
-
-def _budget(epsilon: str | None, config: Path | None, cap: str | None, scope: str) -> _Budget:
-    """ε of this release (default: the whole cap from the scope's profile) and the caps stated.
-
-    The profile is the scope's own (its entry under `scopes:`), else the file's `privacy:`.
-    """
-    stated_cap = parse_epsilon(cap, "--cap") if cap is not None else None
-    profile_cap = neighbours = None
-    if config is not None:
-        choice = choose_budget(load_privacy_config(config, scope))
-        neighbours = choice.neighbours
-        profile_cap = cap_from_profile(choice)
-        if stated_cap is not None and stated_cap > profile_cap:
-            raise ConfigError(
-                "--cap",
-                f"{float(stated_cap):g} exceeds the ε the privacy profile allows "
-                f"({float(profile_cap):g})",
-            )
-    if epsilon is not None:
-        chosen = parse_epsilon(epsilon, "--epsilon")
-    elif profile_cap is not None:
-        chosen = stated_cap or profile_cap
-    else:
-        raise ConfigError("--epsilon", "give --epsilon X or --config PRIVACY_YAML")
-    return _Budget(chosen, stated_cap, profile_cap, neighbours)
-
-
-def _open_scope(url: str | None, scope: str, budget: _Budget, composition: Composition) -> Ledger:
-    """The ledger, with the scope in it. A new scope needs a stated cap; an existing one keeps
-    the ledger's cap (the source of truth: `dprelease ledger set-cap` changes it)."""
-    cap = budget.new_scope_cap
-    new_scope = ConfigError(
-        "--cap",
-        f"budget scope {scope!r} is new: give --cap EPSILON or --config PRIVACY_YAML "
-        "to set its lifetime cap",
-    )
-    try:
-        ledger = Ledger(url, mode="create" if cap is not None else "existing")
-    except LedgerNotFound:
-        raise new_scope from None
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
-    if ledger.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
-        err.print(f"created a new, empty ledger at {ledger.display_url}")
-    try:
-        current = ledger.status(scope)[0]
-    except UnknownScope:
-        if cap is None:
-            ledger.close()
-            raise new_scope from None
-        ledger.ensure_scope(scope, cap, composition)
-        err.print(f"new budget scope {scope!r}: lifetime cap ε = {float(cap):g} ({composition})")
-        return ledger
-    if budget.cap_option is not None and current.cap != budget.cap_option:
-        err.print(
-            f"budget scope {scope!r} keeps its cap ε = {float(current.cap):g} from the ledger "
-            f"(not --cap {float(budget.cap_option):g}); `dprelease ledger set-cap` changes it"
-        )
-    return ledger
+#: Margin columns (`_ci95`: releases stored before they were renamed, and `_moe95`) and a mean's
+#: flag column (its null cells show as –): left to the files.
+HIDDEN_SUFFIXES = ("_ci95", "_moe95", "_undefined")
 
 
 def _eps(value: Fraction) -> str:
@@ -121,49 +52,33 @@ def _cell(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def _preview(table: pl.DataFrame) -> Table:
-    """The first rows of the released table (of each level, with margins) with its values,
-    numbers shortened (never cut); the margin-of-error columns and every digit are in the
-    files."""
-    shown = table.select(c for c in table.columns if not c.endswith(HIDDEN_SUFFIXES))
-    blocks = [
-        [[_cell(v) for v in row] for row in block.head(PREVIEW_ROWS).iter_rows()]
-        for block in level_blocks(shown)
-    ]
-    rows = [row for block in blocks for row in block]
+def _preview(table: pl.DataFrame) -> tuple[Table, str]:
+    """The first rows of the released table (of each level, with margins), numbers shortened
+    (never cut), and what part of the table that is; the margin-of-error columns and every digit
+    are in the files."""
+    from dprelease.statement import preview
+
+    shown = preview(table, rows=PREVIEW_ROWS, hide=HIDDEN_SUFFIXES, cell=_cell)
     rendered = Table()
-    for index, (name, dtype) in enumerate(shown.schema.items()):
-        if dtype.is_numeric():
-            width = max((len(row[index]) for row in rows), default=1)
+    for index, (name, numeric) in enumerate(zip(shown.columns, shown.numeric, strict=True)):
+        if numeric:
+            width = max((len(row[index]) for block in shown.blocks for row in block), default=1)
             rendered.add_column(name, justify="right", min_width=width, overflow="fold")
         else:
             rendered.add_column(name, overflow="fold")
-    for block in blocks:
+    for block in shown.blocks:
         for row in block:
             rendered.add_row(*row)
         rendered.add_section()
-    return rendered
+    return rendered, shown.caption
 
 
-def _shown_rows(table: pl.DataFrame) -> str:
-    """How much of the table (of each level) the preview shows."""
-
-    def of(block: pl.DataFrame) -> str:
-        rows = block.height
-        shown = f"first {PREVIEW_ROWS} of {rows} rows" if rows > PREVIEW_ROWS else f"{rows} rows"
-        shown = "1 row" if rows == 1 else shown
-        return f"{shown} of {block[LEVEL_COLUMN][0]}" if LEVEL_COLUMN in block.columns else shown
-
-    return ", ".join(of(block) for block in level_blocks(table))
-
-
-def _report(result: Published, ledger: Ledger, scope: str) -> None:
+def _report(result: Recorded, ledger: Ledger, scope: str) -> None:
     status = ledger.status(scope)[0]
     console = Console(highlight=False)
-    console.print(_preview(result.table))
-    console.print(
-        _shown_rows(result.table) + "; every row and the 95% margins of error are in release.csv"
-    )
+    table, caption = _preview(result.table)
+    console.print(table)
+    console.print(caption + "; every row and the 95% margins of error are in release.csv")
     console.print(f"{result.release_id}: {result.describe()}")
     console.print(
         f"ε = {_eps(result.stored.epsilon)}; scope {scope!r} has {_eps(status.remaining)} "
@@ -176,14 +91,15 @@ def _report(result: Published, ledger: Ledger, scope: str) -> None:
 @app.command()
 @cli_errors
 def release(
-    spec: Annotated[Path, typer.Option("--spec", help="Release spec YAML (`release:` section).")],
+    spec: SpecOption,
     data: Annotated[Path, typer.Option("--data", help="Confidential input: parquet or CSV.")],
     out: Annotated[Path, typer.Option("--out", help="Directory for the published files.")],
     epsilon: Annotated[
         str | None,
         typer.Option(
             "--epsilon",
-            help="ε of this release, e.g. 0.25 or 1/4 (default: the whole cap).",
+            help="ε of this release, e.g. 0.25 or 1/4 (default: the spec's `publish.share` of "
+            "the scope's cap, else the whole cap).",
             show_default=False,
         ),
     ] = None,
@@ -192,7 +108,7 @@ def release(
         typer.Option(
             "--config",
             help="Privacy YAML: ε_min from the scope's odds risk profile (its `scopes:` entry, "
-            "else `privacy:`) is the cap.",
+            "else `privacy:`) is the most its cap may be, and a new scope's cap.",
         ),
     ] = None,
     ledger_url: Annotated[
@@ -203,9 +119,7 @@ def release(
             "or .dprelease/ledger.sqlite).",
         ),
     ] = None,
-    scope: Annotated[
-        str | None, typer.Option("--scope", help="Budget scope (default: the spec's name).")
-    ] = None,
+    scope: ReleaseScopeOption = None,
     cap: Annotated[
         str | None,
         typer.Option(
@@ -230,16 +144,54 @@ def release(
     ] = None,
 ) -> None:
     """Release noisy grouped counts and sums; refuse if the scope's budget would be exceeded."""
+    from dprelease.budget import load_privacy_profiles
+    from dprelease.ledger import Ledger
+    from dprelease.publish import Options, decide_budget, prepare, publish
+    from dprelease.spec import load_spec
+
     if out.exists() and not out.is_dir():
         raise ConfigError("--out", f"{out} exists and is not a directory")
-    loaded = load_spec(spec)
-    scope_name = scope or loaded.spec.name
-    budget = _budget(epsilon, config, cap, scope_name)
-    prepared = prepare(
-        data, loaded, budget.epsilon, neighbours=budget.neighbours, period=period, engine=engine
-    )
+    resolved = load_spec(spec)
+    chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
+    stated_cap = None if cap is None else parse_epsilon(cap, "--cap")
+    privacy = None if config is None else load_privacy_profiles(config)
+    try:
+        existing: Ledger | None = Ledger(ledger_url, mode="existing")
+    except LedgerNotFound:
+        existing = None  # created below, once every check has passed
+    try:
+        budget = decide_budget(
+            resolved,
+            scope=scope,
+            privacy=privacy,
+            ledger=existing,
+            new_ledger=existing is None,
+            epsilon=chosen,
+            cap=stated_cap,
+            options=Options(**CLI_WORDS_FOR_BUDGET),
+        )
+        prepared = prepare(data, resolved, budget, period=period, engine=engine)
+    except BaseException:
+        if existing is not None:
+            existing.close()
+        raise
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    book = existing or Ledger(ledger_url, mode="create")
+    if book.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
+        err.print(f"created a new, empty ledger at {book.display_url}")
+    if budget.new_scope:
+        err.print(
+            f"new budget scope {budget.scope!r}: lifetime cap ε = {float(budget.cap or 0):g} "
+            f"({budget.composition})"
+        )
+    elif budget.stated_cap_ignored is not None:
+        err.print(
+            f"budget scope {budget.scope!r} keeps its cap ε = {float(budget.cap or 0):g} from "
+            f"the ledger (not --cap {float(budget.stated_cap_ignored):g}); `dprelease ledger "
+            "set-cap` changes it"
+        )
     with (
-        _open_scope(ledger_url, scope_name, budget, composition_of(loaded)) as ledger,
+        book,
         Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -252,15 +204,12 @@ def release(
         task = progress.add_task("checking the budget scope")
         result = publish(
             prepared,
-            ledger=ledger,
-            scope=scope_name,
-            asset=loaded.spec.name,
+            ledger=book,
             out_dir=out,
             force_new=force_new,
-            max_cap=budget.profile_cap,
             on_stage=lambda stage: progress.update(task, description=stage),
         )
         if as_json:
-            typer.echo(json.dumps(result.manifest, sort_keys=True))
+            typer.echo(json.dumps(result.stored.manifest, sort_keys=True))
         else:
-            _report(result, ledger, scope_name)
+            _report(result, book, budget.scope)

@@ -34,6 +34,7 @@ from dprelease.ledger.records import (
     Composition,
     EventKind,
     LedgerEvent,
+    ReleaseConflict,
     Reservation,
     ReservationStatus,
     ScopeStatus,
@@ -41,7 +42,7 @@ from dprelease.ledger.records import (
     Voided,
 )
 from dprelease.ledger.scopes import exact_epsilon
-from dprelease.rational import Epsilon
+from dprelease.loss import Amount
 
 __all__ = [
     "DEFAULT_LEDGER_PATH",
@@ -52,6 +53,7 @@ __all__ = [
     "EventKind",
     "Ledger",
     "LedgerEvent",
+    "ReleaseConflict",
     "OpenMode",
     "Reservation",
     "ReservationStatus",
@@ -109,6 +111,7 @@ class Ledger:
         self.created = found == 0
         self.upgraded_from = found
         self.schema_version = found if mode == "read" else LATEST
+        self._db.warn_if_readable_by_others()
 
     def close(self) -> None:
         self._db.close()
@@ -122,7 +125,7 @@ class Ledger:
     # -- scopes --------------------------------------------------------------------------
 
     def ensure_scope(
-        self, name: str, cap: Epsilon, composition: Composition = "sequential"
+        self, name: str, cap: Amount, composition: Composition = "sequential"
     ) -> ScopeStatus:
         """The scope's status, creating it with `cap` if it does not exist.
 
@@ -133,7 +136,7 @@ class Ledger:
             scopes.ensure_scope(self._db, conn, name, cap, composition)
             return reports.status(conn, self.display_url, name)[0]
 
-    def set_cap(self, name: str, cap: Epsilon, *, reason: str | None = None) -> ScopeStatus:
+    def set_cap(self, name: str, cap: Amount, *, reason: str | None = None) -> ScopeStatus:
         """Change a scope's cap on purpose; the old and new caps go into the history."""
         with self._db.tx() as conn:
             scopes.set_cap(self._db, conn, name, cap, reason)
@@ -146,7 +149,7 @@ class Ledger:
         release_id: str,
         scope: str,
         period: str | None,
-        epsilon: Epsilon,
+        epsilon: Amount,
         *,
         spec_hash: str,
         composition: Composition = "sequential",

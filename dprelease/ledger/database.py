@@ -10,6 +10,9 @@ Every ledger operation is one transaction, safe under concurrent processes:
   scope, which has no row to lock yet, takes a transaction-level advisory lock. A read-only open
   runs every transaction ``READ ONLY``.
 
+A SQLite ledger is a regular file, created readable by its owner only (its journal files take
+its permissions); an existing one that others can read gets a warning on the operator channel.
+
 Database failures become `LedgerUnavailable` with one line and no driver traceback: the caller
 fails closed, nothing charged or published.
 """
@@ -17,7 +20,9 @@ fails closed, nothing charged or published.
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -28,6 +33,7 @@ from sqlalchemy import Connection, Engine, Row, create_engine, event, func, sele
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
+from dprelease import operator
 from dprelease.errors import LedgerError, LedgerNotFound, LedgerUnavailable, UnknownScope
 from dprelease.ledger.schema import scopes
 
@@ -40,6 +46,9 @@ DEFAULT_LEDGER_PATH = ".dprelease/ledger.sqlite"
 SQLITE_BUSY_TIMEOUT_S = 60.0
 PG_CONNECT_TIMEOUT_S = 10
 _PG_CREATE_LOCK = 0x64707265_6C656467  # "dpreledg": serialises creating the schema or a scope
+#: A new SQLite ledger is readable by its owner only: it holds each release's private input
+#: fingerprint, with which a reader can test guesses of the whole input (PRIVACY.md).
+PRIVATE_FILE_MODE = 0o600
 
 
 def resolve_ledger_url(
@@ -54,6 +63,45 @@ def resolve_ledger_url(
         return chosen
     path = (Path(chosen) if chosen else Path(default_path)).expanduser().resolve()
     return f"sqlite:///{path}"
+
+
+def _require_regular_file(path: Path) -> None:
+    """A SQLite ledger is a regular file: a directory (`--ledger /tmp`) or a device, FIFO or
+    socket is refused with LedgerError naming it, before anything is created or opened."""
+    if not path.exists() or path.is_file():
+        return
+    kind = "a directory" if path.is_dir() else "not a regular file (a device, FIFO or socket)"
+    raise LedgerError(
+        f"ledger path {path} is {kind}; give the path of a SQLite ledger file (such as "
+        f"{path / 'ledger.sqlite' if path.is_dir() else DEFAULT_LEDGER_PATH}) or a database URL"
+    )
+
+
+def _create_private_file(path: Path) -> None:
+    """Create an empty ledger file readable by its owner only, unless it exists.
+
+    SQLite would create it with the umask's permissions (usually 0644: readable by everyone),
+    and it gives its journal files (-journal, -wal, -shm) the database file's permissions; so
+    the file is made here first, 0600 whatever the umask, and SQLite opens it as an empty
+    database. Concurrent creators race on O_EXCL: exactly one creates it.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot create a ledger at {path}: its directory {path.parent} cannot be made "
+            f"({exc.strerror}); nothing was created"
+        ) from None
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise LedgerError(f"cannot create a ledger at {path} ({exc.strerror})") from None
+    try:
+        os.fchmod(descriptor, PRIVATE_FILE_MODE)
+    finally:
+        os.close(descriptor)
 
 
 def now() -> datetime:
@@ -71,6 +119,7 @@ class Database:
     def __init__(self, url: str, mode: OpenMode) -> None:
         self.url = url
         self.read_only = mode == "read"
+        self.sqlite_path: Path | None = None  # the file of a SQLite ledger
         try:
             parsed = make_url(url)
             self.display_url = parsed.render_as_string(hide_password=True)
@@ -95,13 +144,14 @@ class Database:
 
     def _sqlite_engine(self, url: URL, mode: OpenMode) -> Engine:
         path = Path(url.database) if url.database not in (None, "", ":memory:") else None
-        if mode == "create" and path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        elif mode != "create" and (path is None or not path.is_file()):
+        if path is not None:
+            _require_regular_file(path)
+        if mode != "create" and (path is None or not path.is_file()):
             raise LedgerNotFound(
                 f"no ledger at {path or 'an in-memory database'}; nothing was created. Check "
                 f"--ledger or ${LEDGER_URL_ENV} (a release creates a new ledger)"
             )
+        self.sqlite_path = path
         if self.read_only and path is not None:  # (no path in read mode was refused above)
             uri = f"{path.resolve().as_uri()}?mode=ro"
             engine = create_engine(
@@ -126,6 +176,8 @@ class Database:
         def _begin(conn: Connection) -> None:
             conn.exec_driver_sql(begin)
 
+        if mode == "create" and path is not None:  # the engine is usable: only now make a file
+            _create_private_file(path)
         return engine
 
     @contextmanager
@@ -163,6 +215,26 @@ class Database:
                 "(`dprelease release --cap` or --config; Ledger.ensure_scope)"
             )
         return row
+
+    def warn_if_readable_by_others(self) -> None:
+        """Tell the operator that the SQLite ledger file is readable by its group or by everyone,
+        and how to make it private (it is not changed: its owner decides). Called once per open,
+        after the file proved to be a ledger."""
+        if self.sqlite_path is None:
+            return
+        try:
+            mode = stat.S_IMODE(self.sqlite_path.stat().st_mode)
+        except OSError:  # it vanished since: the next transaction will say so
+            return
+        bits = (("its group", stat.S_IRGRP), ("others", stat.S_IROTH))
+        readers = [who for who, bit in bits if mode & bit]
+        if readers:
+            operator.warn(
+                f"ledger file {self.sqlite_path} is readable by {' and '.join(readers)} (mode "
+                f"{mode:04o}); it holds each release's input fingerprint, with which a reader can "
+                "test guesses of the whole input (PRIVACY.md). Make it private: chmod 600 "
+                f"{shlex.quote(str(self.sqlite_path))}"
+            )
 
     def close(self) -> None:
         self._engine.dispose()

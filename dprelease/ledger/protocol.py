@@ -26,7 +26,6 @@ from dprelease.errors import (
     BudgetExhausted,
     CapAboveProfile,
     LedgerError,
-    ReleaseConflict,
     ReservationMismatch,
     SpecChanged,
 )
@@ -35,6 +34,7 @@ from dprelease.ledger.events import record_event
 from dprelease.ledger.records import (
     Composition,
     EventKind,
+    ReleaseConflict,
     Reservation,
     ReservationStatus,
     StoredRelease,
@@ -44,7 +44,7 @@ from dprelease.ledger.reports import load_stored
 from dprelease.ledger.schema import charges, releases
 from dprelease.ledger.scopes import exact_epsilon, require_composition
 from dprelease.ledger.spending import fmt, spending
-from dprelease.rational import Epsilon
+from dprelease.loss import Amount
 
 
 def _short(spec_hash: str | None) -> str:
@@ -122,7 +122,7 @@ def reserve(
     release_id: str,
     scope: str,
     period: str | None,
-    epsilon: Epsilon,
+    epsilon: Amount,
     *,
     spec_hash: str,
     composition: Composition,
@@ -185,7 +185,12 @@ def _reuse(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
 
 
 def _resume(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
-    """Pick up an open reservation (a run that died before commit): no second charge."""
+    """Take over the slot's open reservation: no second charge.
+
+    The ledger cannot tell a run that died before commit from one still drawing: both leave an
+    open reservation. Taking it over is safe either way: one charge covers both runs, and only
+    the first commit is stored (the other run gets ReleaseConflict and publishes that one).
+    """
     if row.spec_hash != run.spec_hash or Fraction(row.epsilon) != run.epsilon:
         raise ReservationMismatch(
             f"release {run.release_id!r} has an open reservation (charge {row.charge_id}, run "
@@ -195,7 +200,13 @@ def _resume(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
             f"dead, end it with `dprelease ledger void {run.release_id} --reason TEXT`, then "
             "run again"
         )
-    run.event(conn, "resumed", row, f"reserved by run {row.run_id}; not charged again")
+    owner = f"run {row.run_id}" if row.run_id else "an earlier run"
+    run.event(
+        conn,
+        "resumed",
+        row,
+        f"took over the open reservation of {owner} (dead, or still running); not charged again",
+    )
     return run.reservation(row, "resumed")
 
 
@@ -213,11 +224,15 @@ def _charge(
         )
     spent = spending(conn, {scope: scope_row.composition})[scope].spent(period)
     parallel = scope_row.composition == "parallel"
-    if spent + eps > cap:
-        label = f"{scope}, period {period}" if parallel else scope
-        exc = BudgetExhausted(label, float(spent), float(cap), float(eps))
-        exc.scope = scope
-        raise exc  # the transaction rolls back: nothing written
+    if spent + eps > cap:  # the transaction rolls back: nothing written
+        raise BudgetExhausted(
+            scope,
+            spent,
+            cap,
+            eps,
+            composition=scope_row.composition,
+            period=period if parallel else None,
+        )
     row = conn.execute(
         insert(charges)
         .values(

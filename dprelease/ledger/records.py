@@ -7,6 +7,8 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any, Literal
 
+from dprelease.errors import LedgerError
+
 Composition = Literal["sequential", "parallel"]
 #: A charge's life: "reserved" -> "committed", or "reserved" -> "voided" (never both).
 ChargeStatus = Literal["reserved", "committed", "voided"]
@@ -17,7 +19,7 @@ EventKind = Literal[
     "cap_changed",  # set_cap changed a cap on purpose
     "reserved",  # a new charge (first release of this slot)
     "re-reserved",  # a new charge for a slot already released (force_new)
-    "resumed",  # an open reservation picked up again: no charge
+    "resumed",  # an open reservation taken over (its run dead or still running): no charge
     "committed",  # the release was stored
     "reused",  # a re-run served from the store: no charge
     "voided",  # an open reservation ended by an operator: its budget is free again
@@ -30,8 +32,9 @@ class Reservation:
     """The outcome of `Ledger.reserve`; `status` says whether it charged.
 
     * "reserved": a new charge of `epsilon`; release, then `Ledger.commit`.
-    * "resumed": an open reservation of the same spec and ε (a crashed run), no second charge;
-      release, then commit.
+    * "resumed": the slot's open reservation, of the same spec and ε, taken over with no second
+      charge; release, then commit. Its run may have died or may still be drawing (the ledger
+      cannot tell): the first commit is stored, a later one gets ReleaseConflict.
     * "committed": the slot is already released; nothing charged. Publish
       `Ledger.stored_release(release_id)`; `epsilon` is the stored ε, `requested_epsilon` what
       this run asked for.
@@ -71,6 +74,18 @@ class StoredRelease:
     table_parquet: bytes = field(repr=False)
     manifest: dict[str, Any] = field(repr=False)
     committed_at: datetime
+
+
+class ReleaseConflict(LedgerError):
+    """Another run committed the same reservation first; `stored` is the release to publish."""
+
+    def __init__(self, release_id: str, stored: StoredRelease) -> None:
+        self.release_id = release_id
+        self.stored = stored
+        super().__init__(
+            f"release {release_id!r} was committed by another run while this one was running; "
+            "publish the stored release (Ledger.stored_release), not this run's table"
+        )
 
 
 @dataclass(frozen=True)

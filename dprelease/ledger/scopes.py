@@ -18,10 +18,10 @@ from dprelease.ledger.events import record_event
 from dprelease.ledger.records import Composition
 from dprelease.ledger.schema import scopes
 from dprelease.ledger.spending import fmt
-from dprelease.rational import Epsilon, exact_positive
+from dprelease.loss import Amount, exact_positive
 
 
-def exact_epsilon(value: Epsilon, what: str = "epsilon") -> Fraction:
+def exact_epsilon(value: Amount, what: str = "epsilon") -> Fraction:
     """`value` as an exact positive rational (see `dprelease.rational`); LedgerError if not."""
     try:
         return exact_positive(value)
@@ -45,7 +45,7 @@ def require_composition(row: Row[Any], composition: str) -> None:
 
 
 def ensure_scope(
-    db: Database, conn: Connection, name: str, cap: Epsilon, composition: Composition
+    db: Database, conn: Connection, name: str, cap: Amount, composition: Composition
 ) -> bool:
     """Create the scope with `cap` if it does not exist; True if it was created.
 
@@ -78,7 +78,7 @@ def ensure_scope(
     return True
 
 
-def set_cap(db: Database, conn: Connection, name: str, cap: Epsilon, reason: str | None) -> None:
+def set_cap(db: Database, conn: Connection, name: str, cap: Amount, reason: str | None) -> None:
     """Change a scope's cap on purpose; the old and new caps and the reason go into the history."""
     exact_cap = exact_epsilon(cap, f"cap of scope {name!r}")
     row = db.locked_scope(conn, name)

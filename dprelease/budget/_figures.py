@@ -1,0 +1,231 @@
+"""Show a budget choice to people: the paper's Figures 1 and 2 as PNGs, and a markdown summary.
+
+The same renderings serve the CLI (`dprelease epsilon --plot`) and Dagster metadata, so a steward
+sees one explanation of ε wherever they look. Plots use matplotlib's `Figure` with the Agg
+canvas directly: no pyplot global state, no display needed.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dprelease.budget._choice import BudgetChoice
+from dprelease.budget._profiles import epsilon_for_bound
+from dprelease.files import atomic_path
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: start-up stays fast
+    from matplotlib.axes import Axes
+
+PROFILE_PNG = "profile.png"
+EPSILON_PNG = "epsilon.png"
+_NEIGHBOURS_TEXT = {"add_remove": "add/remove (unbounded DP)", "substitute": "substitute (bounded)"}
+
+
+def argmin_text(choice: BudgetChoice) -> str:
+    """Where ε_min is reached, honestly: a limit P10 → 0 is not a point."""
+    if choice.argmin_p10 > 0:
+        return f"P10 = {choice.argmin_p10:.4g}"
+    if choice.argmin_attained:
+        return "every small P10 (from P10 → 0)"
+    return "the limit P10 → 0 (approached, not reached)"
+
+
+def _p10_axis(choice: BudgetChoice) -> NDArray[np.float64]:
+    """A log-spaced P10 range covering every breakpoint and adversary, plus the breakpoints."""
+    marks = [p for profile in choice.profiles for p in profile.breakpoints() if p > 0]
+    marks += [row.p10 for row in choice.adversaries]
+    low = min([1e-3, *(m / 10 for m in marks)])
+    high = max([1e4, *(m * 10 for m in marks)])
+    grid = np.logspace(np.log10(low), np.log10(high), 801)
+    return np.unique(np.concatenate([grid, [m for m in marks if low <= m <= high]]))
+
+
+def _label(choice: BudgetChoice, index: int) -> str:
+    return "B(P10)" if len(choice.profiles) == 1 else f"profile {index}"
+
+
+def _mark_argmin(axes: Axes, choice: BudgetChoice, x_left: float, y: float) -> None:
+    x = choice.argmin_p10 if choice.argmin_p10 > 0 else x_left
+    axes.plot([x], [y], "o", color="crimson", zorder=3)
+    axes.annotate(
+        f"min at {argmin_text(choice)}",
+        (x, y),
+        textcoords="offset points",
+        xytext=(-8, 8),
+        ha="right",
+        color="crimson",
+        fontsize=8,
+    )
+
+
+def _new_axes() -> Axes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.2), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure.add_subplot()
+
+
+def _finish(axes: Axes, ylabel: str, title: str, path: Path) -> Path:
+    axes.set_xscale("log")
+    axes.set_xlabel("adversary's prior odds ratio P10 (log scale)")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(loc="upper right", fontsize=8)
+    from matplotlib.figure import Figure
+
+    with atomic_path(path) as temporary:  # whole or not at all; never into a device or FIFO
+        cast(Figure, axes.figure).savefig(temporary, dpi=120, format="png")  # made on a Figure
+    return path
+
+
+def plot_profile(choice: BudgetChoice, path: Path) -> Path:
+    """Figure 1: B(P10) on a log P10 axis, each adversary marked and labelled."""
+    p10 = _p10_axis(choice)
+    axes = _new_axes()
+    for index, profile in enumerate(choice.profiles):
+        axes.plot(p10, profile.bound(p10), label=_label(choice, index))
+    for row in choice.adversaries:
+        axes.plot([row.p10], [row.bound], "s", color="black", zorder=3)
+        axes.annotate(
+            f"{row.name}\nP10={row.p10:.4g}, B={row.bound:.4g}",
+            (row.p10, row.bound),
+            textcoords="offset points",
+            xytext=(6, 6),
+            fontsize=8,
+        )
+    _mark_argmin(axes, choice, float(p10[0]), choice.bound_at_argmin)
+    return _finish(axes, "tolerated factor B(P10) on the odds ratio", "Odds risk profile", path)
+
+
+def plot_epsilon(choice: BudgetChoice, path: Path) -> Path:
+    """Figure 2: ε_P10 on a log P10 axis with ε_min (and the rounded ε) marked."""
+    p10 = _p10_axis(choice)
+    axes = _new_axes()
+    for index, profile in enumerate(choice.profiles):
+        epsilon = epsilon_for_bound(choice.neighbours, profile.bound(p10))
+        axes.plot(p10, epsilon, label=f"ε_P10 of {_label(choice, index)}")
+    axes.axhline(
+        choice.epsilon_min,
+        color="crimson",
+        linestyle="--",
+        label=f"ε_min = {choice.epsilon_min:.4g}",
+    )
+    if choice.epsilon != choice.epsilon_min:
+        axes.axhline(
+            choice.epsilon,
+            color="grey",
+            linestyle=":",
+            label=f"ε used = {choice.epsilon:.4g} ({_epsilon_reason(choice)})",
+        )
+    _mark_argmin(axes, choice, float(p10[0]), choice.epsilon_min)
+    title = f"ε per prior odds ratio, {_NEIGHBOURS_TEXT[choice.neighbours.value]}"
+    return _finish(axes, "largest ε allowed at P10", title, path)
+
+
+def write_plots(choice: BudgetChoice, directory: Path) -> tuple[Path, Path]:
+    """Both figures into `directory` (created if needed): profile.png, epsilon.png."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return (
+        plot_profile(choice, directory / PROFILE_PNG),
+        plot_epsilon(choice, directory / EPSILON_PNG),
+    )
+
+
+Table = tuple[list[str], list[list[str]]]
+
+
+def _odds_factor_text(choice: BudgetChoice, multiple: str = "") -> str:
+    return (
+        f"e^{{2{multiple}ε}}" if choice.neighbours.value == "add_remove" else f"e^{{{multiple}ε}}"
+    )
+
+
+def adversary_table(choice: BudgetChoice) -> Table:
+    """Header and formatted rows of the adversary table (shared by the CLI and markdown)."""
+    header = ["adversary", "q", "q0", "P10", "B(P10)", "ε_P10"]
+    header.append(f"max posterior odds ratio at ε ({_odds_factor_text(choice)}·P10)")
+    rows = [
+        [row.name, f"{row.q:.4g}", f"{row.q0:.4g}", f"{row.p10:.4g}", f"{row.bound:.4g}"]
+        + [f"{row.epsilon:.4f}", f"{row.max_posterior_odds_ratio:.4g}"]
+        for row in choice.adversaries
+    ]
+    return header, rows
+
+
+def group_privacy_table(choice: BudgetChoice) -> Table:
+    """Header and formatted rows of the household (group privacy) table."""
+    header = ["group size k", "kε", f"odds factor ({_odds_factor_text(choice, 'k')})"]
+    rows = [[str(r.k), f"{r.epsilon:.4g}", f"{r.odds_factor:.4g}"] for r in choice.group_privacy]
+    return header, rows
+
+
+def markdown_table(table: Table) -> str:
+    """A header and rows of text as a Markdown table (the budget report, Dagster previews)."""
+    header, rows = table
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _prior_risk_binds(choice: BudgetChoice) -> bool:
+    return choice.prior_risk_epsilon is not None and choice.prior_risk_epsilon < choice.epsilon_min
+
+
+def _epsilon_reason(choice: BudgetChoice) -> str:
+    """Why the ε used differs from the odds profile's ε_min (empty when it does not)."""
+    reasons = []
+    if _prior_risk_binds(choice):
+        reasons.append(
+            f"bounded by the posterior-to-prior profile's {choice.prior_risk_epsilon:.4f}"
+        )
+    if choice.rounding:
+        reasons.append(f"rounded down to a multiple of {choice.rounding}")
+    return ", ".join(reasons)
+
+
+def budget_summary(choice: BudgetChoice) -> list[str]:
+    """Two plain sentences: the ε used and where ε_min binds."""
+    reason = _epsilon_reason(choice)
+    why = f", {reason}" if reason else ""
+    return [
+        f"ε = {choice.epsilon:.4g} (ε_min = {choice.epsilon_min:.4f}{why}); "
+        f"neighbours: {_NEIGHBOURS_TEXT[choice.neighbours.value]}.",
+        f"ε_min is reached at {argmin_text(choice)}, where the profile tolerates "
+        f"B = {choice.bound_at_argmin:.4g}.",
+    ]
+
+
+def companion_text(choice: BudgetChoice) -> str | None:
+    """The posterior-to-prior selector's ε, if configured; the smaller of the two ε is used."""
+    if choice.prior_risk_epsilon is None:
+        return None
+    effect = "binds: it is below ε_min" if _prior_risk_binds(choice) else "holds at ε_min too"
+    return (
+        "Companion posterior-to-prior selector (Kazan & Reiter 2024): "
+        f"ε = {choice.prior_risk_epsilon:.4f} ({effect})."
+    )
+
+
+def budget_markdown(choice: BudgetChoice, images: Sequence[Path] = ()) -> str:
+    """ε_min, where it binds, the adversary and group-privacy tables as markdown; PNG `images`
+    are embedded as data URIs so the markdown shows them wherever it is rendered (Dagster UI)."""
+    parts = budget_summary(choice)
+    if choice.adversaries:
+        parts.append(markdown_table(adversary_table(choice)))
+    parts.append(markdown_table(group_privacy_table(choice)))
+    if companion := companion_text(choice):
+        parts.append(companion)
+    parts += [
+        f"![{image.stem}](data:image/png;base64,{base64.b64encode(image.read_bytes()).decode()})"
+        for image in images
+    ]
+    return "\n\n".join(parts) + "\n"

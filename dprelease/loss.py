@@ -1,0 +1,151 @@
+"""The privacy loss: how much a release may reveal, in a measure and an exact amount.
+
+Why exact rationals: a scope's cap is split into shares (one per month, per statistic, per level)
+that are charged against it over years; in floating point the shares of 1/3 can add up to more
+than the cap. A float is read as the decimal it prints as (0.3 → 3/10): that is what a steward
+wrote in YAML or on the command line.
+
+Every amount accepted is also one that can be stated: manifests, metadata and messages show it as
+a double, so a value beyond the range of a normal double (1e-400, 1e400) is refused where it is
+read, with one line, instead of failing later while an error message formats it.
+
+Why a measure: pure ε-DP (Laplace noise) composes by adding ε; ρ-zCDP (Gaussian noise) composes
+by adding ρ. A loss knows its measure, so amounts of different measures never mix by accident.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal, localcontext
+from enum import StrEnum
+from fractions import Fraction
+
+#: What an ε (or ρ) may be given as: 0.5, "1/12", Fraction(1, 12), Decimal("0.1").
+Amount = float | int | Fraction | Decimal | str
+#: The range of amounts that a double states to full precision (the normal doubles): below it a
+#: float rounds to a subnormal or to 0, above it to infinity.
+SMALLEST_STATABLE = Fraction(sys.float_info.min)
+LARGEST_STATABLE = Fraction(sys.float_info.max)
+
+
+def exact_positive(value: Amount) -> Fraction:
+    """`value` as an exact rational > 0 that a double can state; ValueError (saying why) for
+    ≤ 0, NaN, inf, non-numbers, and values outside [SMALLEST_STATABLE, LARGEST_STATABLE]."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number > 0, got {value!r}")
+    try:
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError
+            exact = Fraction(repr(value))
+        else:
+            exact = Fraction(value)
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+        raise ValueError(f"must be a finite number > 0, got {value!r}") from None
+    if exact <= 0:
+        raise ValueError(f"must be > 0, got {value!r}")
+    if exact < SMALLEST_STATABLE:
+        raise ValueError(
+            f"must be at least {float(SMALLEST_STATABLE):.6g} (too small to state as a number), "
+            f"got {value!r}"
+        )
+    if exact > LARGEST_STATABLE:
+        raise ValueError(
+            f"must be at most {float(LARGEST_STATABLE):.6g} (too large to state as a number), "
+            f"got {value!r}"
+        )
+    return exact
+
+
+def decimal_text(value: Fraction | int, digits: int = 6) -> str:
+    """`value` to `digits` significant digits, as `f"{float(value):.{digits}g}"` prints it, but
+    for every rational: one beyond the range of a double (a sum of large charges, a noise scale
+    Δ/ε) is rounded in decimal arithmetic instead of overflowing or printing as 0."""
+    try:
+        as_float = float(value)
+    except OverflowError:
+        as_float = math.inf
+    if math.isfinite(as_float) and (value == 0 or abs(as_float) >= sys.float_info.min):
+        return f"{as_float:.{digits}g}"
+    exact = Fraction(value)
+    with localcontext(prec=digits):
+        rounded = Decimal(exact.numerator) / Decimal(exact.denominator)
+    mantissa, _, exponent = f"{rounded:.{digits - 1}e}".partition("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent):+03d}"
+
+
+def typed_text(value: Fraction) -> str:
+    """`value` as a user types it, exactly: the decimal when it is exact (0.25), else the
+    fraction (1/3); for a message that tells what to type (`--epsilon 1/3`)."""
+    decimal = decimal_text(value)
+    return decimal if Fraction(decimal) == value else str(value)
+
+
+def split_by_weights(total: Fraction, weights: Sequence[Fraction]) -> list[Fraction]:
+    """`total` in shares proportional to `weights`, exactly: the shares sum to `total` with no
+    drift, so sequential composition of the parts never spends more than the whole."""
+    if not weights:
+        raise ValueError("there must be at least one weight")
+    if any(isinstance(w, bool) or not isinstance(w, numbers.Rational) for w in weights):
+        raise ValueError(f"weights must be exact (ints or Fractions), got {list(weights)!r}")
+    if any(weight <= 0 for weight in weights):
+        raise ValueError("every weight must be > 0")
+    whole = sum(weights, Fraction(0))
+    shares = [total * weight / whole for weight in weights[:-1]]
+    shares.append(total - sum(shares, Fraction(0)))
+    return shares
+
+
+class Measure(StrEnum):
+    """How losses compose: pure ε-DP adds ε, ρ-zCDP adds ρ."""
+
+    PURE = "pure"
+    ZCDP = "zcdp"
+
+    @property
+    def symbol(self) -> str:
+        return "ε" if self is Measure.PURE else "ρ"
+
+
+@dataclass(frozen=True, order=True)
+class PrivacyLoss:
+    """An exact amount of privacy loss in one measure (ε for pure DP, ρ for zCDP)."""
+
+    measure: Measure
+    amount: Fraction
+
+    @classmethod
+    def pure(cls, epsilon: Fraction) -> PrivacyLoss:
+        return cls(Measure.PURE, Fraction(epsilon))
+
+    def __add__(self, other: PrivacyLoss) -> PrivacyLoss:
+        self._same_measure(other)
+        return PrivacyLoss(self.measure, self.amount + other.amount)
+
+    def __mul__(self, factor: Fraction) -> PrivacyLoss:
+        return PrivacyLoss(self.measure, self.amount * factor)
+
+    def split(self, weights: Sequence[Fraction]) -> list[PrivacyLoss]:
+        """Sequential composition in reverse: parts in proportion to `weights`, exactly
+        adding up to this loss."""
+        return [
+            PrivacyLoss(self.measure, share) for share in split_by_weights(self.amount, weights)
+        ]
+
+    @property
+    def epsilon(self) -> Fraction:
+        """The ε of a pure loss (ValueError for another measure: there is no exact ε of a ρ)."""
+        if self.measure is not Measure.PURE:
+            raise ValueError(f"a {self.measure.value} loss has no pure ε")
+        return self.amount
+
+    def _same_measure(self, other: PrivacyLoss) -> None:
+        if other.measure is not self.measure:
+            raise ValueError(f"cannot add a {other.measure.value} loss to a {self.measure.value}")
+
+    def __str__(self) -> str:
+        return f"{self.measure.symbol} = {self.amount}"

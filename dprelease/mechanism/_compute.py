@@ -1,0 +1,93 @@
+"""One release computed: exact aggregates from an engine, one batch of exact noise per
+measurement (and level), post-processing into the released columns.
+
+Nothing here knows about ledgers, files or manifests. The noise batches have the public sizes of
+the key grid (and of each level), never a data value, and nothing after the aggregation can fail
+because of a value: PRIVACY.md states the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from dprelease import operator
+from dprelease.mechanism._accounting import Allocation
+from dprelease.mechanism._margins import MarginAccuracy, Outcome, release_levels
+from dprelease.mechanism._postprocess import columns, from_noisy
+from dprelease.mechanism.engines import DataSource, InputSummary, get_engine, new_salt
+from dprelease.mechanism.noise import NoiseSource, discrete_laplace
+from dprelease.period import Period
+from dprelease.spec import ResolvedSpec
+
+
+@dataclass(frozen=True)
+class Computed:
+    """A computed release: the noisy table, what post-processing did that depends on the noisy
+    values (with margins), and the private input summary (never published)."""
+
+    table: pl.DataFrame
+    outcome: Outcome | None
+    summary: InputSummary = field(repr=False)
+
+
+def check_input(
+    data: DataSource,
+    resolved: ResolvedSpec,
+    allocation: Allocation,
+    period: Period | None,
+    engine: str,
+) -> None:
+    """Everything about the input that can be checked without reading a row (its declared
+    schema against the spec); a typed error naming the column otherwise."""
+    get_engine(engine).check(data, resolved, allocation, period)
+
+
+def summarize_input(
+    data: DataSource,
+    resolved: ResolvedSpec,
+    allocation: Allocation,
+    period: Period | None,
+    engine: str,
+) -> InputSummary:
+    """The private input summary alone (one pass over the input; no noise, no release): for a
+    re-run whose stored release is returned, to tell the operator whether the input changed."""
+    return get_engine(engine).summarize(data, resolved, allocation, period)
+
+
+def compute(
+    data: DataSource,
+    resolved: ResolvedSpec,
+    allocation: Allocation,
+    margins: MarginAccuracy | None,
+    period: Period | None,
+    engine: str,
+    source: NoiseSource,
+) -> Computed:
+    """Aggregate exactly, add one batch of discrete Laplace noise per measurement (and level),
+    then post-process. Data-dependent warnings go to the operator channel only."""
+    exact = get_engine(engine).aggregate(data, resolved, allocation, period, new_salt())
+    shown_period = None if period is None else str(period)
+    for message in exact.summary.warnings(resolved.spec.name, shown_period):
+        operator.warn(message)
+    post = resolved.spec.postprocess
+    outcome = None
+    if margins is None:
+        cells = resolved.cells
+        noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
+            m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
+            for m in allocation.measurements
+        }
+        measured = from_noisy(allocation.measurements, noisy, post)
+        keys = exact.keys
+    else:
+        measured, outcome = release_levels(exact, allocation, margins, source)
+        keys = resolved.released_keys
+    table = pl.DataFrame(
+        [
+            *keys.get_columns(),
+            *(col for a in allocation.statistics for col in columns(a, measured, post)),
+        ]
+    )
+    return Computed(table, outcome, exact.summary)

@@ -1,0 +1,148 @@
+"""Post-processing: noisy integer measurements → the released columns.
+
+Everything here reads only the noisy values and public parameters, so by DP's post-processing
+property it costs no ε: clamping counts at 0, scaling sums by their granularity, dividing a
+mean's noisy sum by its noisy count, and rounding to the precision the noise leaves.
+
+Rounding rule (unless `postprocess.decimals` is set): a sum is rounded to the decimal place of
+the second significant digit of its 95% margin of error (a margin of 2,996 rounds to hundreds,
+0.0456 to thousandths), since the digits beyond are noise; a mean likewise, per cell, by its own
+margin. Margin columns are rounded *up* to the same place, so a margin is never understated;
+counts are integers. The manifest states the places used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from dprelease.mechanism._accounting import Measurement, StatisticAllocation
+from dprelease.spec import (
+    MOE95_SUFFIX,
+    UNDEFINED_SUFFIX,
+    CountStatistic,
+    PostProcessing,
+    StatisticKind,
+    SumStatistic,
+)
+
+_INT64 = (-(2**63), 2**63 - 1)
+#: The default rounding, as the manifest states it.
+ROUNDING_RULE = (
+    "counts are integers; sums and means are rounded to the decimal place of the second "
+    "significant digit of their 95% margin of error (means per cell), unless 'decimals' is set; "
+    "margins of error are rounded up to the same place"
+)
+
+
+def noise_decimals(moe95: float) -> int | None:
+    """Decimal place of the second significant digit of a margin of error (negative: tens,
+    hundreds, …); None for a zero margin, which leaves every digit."""
+    if not moe95 > 0:
+        return None
+    return 1 - math.floor(math.log10(moe95))
+
+
+def _round(values: np.ndarray, places: np.ndarray, up: bool = False) -> np.ndarray:
+    """`values` rounded to `places` decimals each (negative: tens, hundreds, …; NaN: as is).
+
+    In numpy, dividing by an exact power of ten, so 3734 / 10 gives the float printed 373.4
+    (an optimizer's multiplication by 0.1 would not)."""
+    to_int = np.ceil if up else np.rint  # rint: half to even
+    known = np.isfinite(places)
+    power = 10.0 ** np.abs(np.where(known, places, 0))  # exact for the places that occur
+    rounded = np.where(places >= 0, to_int(values * power) / power, to_int(values / power) * power)
+    return np.where(known, rounded, values)
+
+
+def _places(post: PostProcessing, moe95: np.ndarray) -> np.ndarray:
+    """Per cell, the places to round to: `decimals` if set, else the rounding rule's."""
+    if post.decimals is not None:
+        return np.full(moe95.shape, float(post.decimals))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(moe95 > 0, 1 - np.floor(np.log10(moe95)), np.nan)
+
+
+def sum_decimals(p: StatisticAllocation, post: PostProcessing) -> int | None:
+    """The decimal places a sum without margins is published with (see the rounding rule)."""
+    return post.decimals if post.decimals is not None else noise_decimals(p.measurement.moe95)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measurement as the released columns read it: its value on every row of the table and
+    that value's 95% margin of error. Counts are integers; sums are in value units and are
+    published rounded to `places` decimals per row."""
+
+    values: pl.Series  # counts: an integer dtype; sums: Float64
+    moe95: np.ndarray
+    places: np.ndarray | None = None  # sums only
+
+
+def from_noisy(
+    measurements: list[Measurement], noisy: Mapping[str, pl.Series], post: PostProcessing
+) -> dict[str, Measured]:
+    """Without margins: each measurement's noisy cells (integer units) as released. With
+    `nonnegative`, counts, and sums whose values cannot be negative, are clamped at 0: the truth
+    is ≥ 0, so this never moves a value further from it."""
+    measured = {}
+    for m in measurements:
+        cells = noisy[m.name]
+        moe = np.full(len(cells), m.moe95)
+        if m.kind is StatisticKind.COUNT:
+            lowest = 0 if post.nonnegative else _INT64[0]
+            measured[m.name] = Measured(cells.clip(lowest, _INT64[1]), moe)
+            continue
+        total = cells.cast(pl.Float64).to_numpy() * float(m.granularity)
+        if post.nonnegative and m.lower is not None and m.lower >= 0:
+            total = np.maximum(total, 0.0)
+        measured[m.name] = Measured(pl.Series(total), moe, _places(post, moe))
+    return measured
+
+
+def columns(
+    p: StatisticAllocation, measured: Mapping[str, Measured], post: PostProcessing
+) -> list[pl.Series]:
+    """The released columns of one statistic, from its measurements' released values."""
+    stat, got = p.statistic, measured[p.measurement.name]
+    margin = f"{stat.name}{MOE95_SUFFIX}"
+    if isinstance(stat, CountStatistic):
+        values = got.values.cast(pl.Int64).alias(stat.name)
+        if not post.moe95_columns:
+            return [values]
+        return [values, pl.Series(margin, got.moe95, dtype=pl.Float64)]
+    if isinstance(stat, SumStatistic):
+        assert got.places is not None  # a sum's measurement
+        total = got.values.to_numpy()
+        out = [pl.Series(stat.name, _round(total, got.places), dtype=pl.Float64)]
+        if post.moe95_columns:
+            out.append(pl.Series(margin, _round(got.moe95, got.places, up=True), dtype=pl.Float64))
+        return out
+    return _mean(p, measured, post)
+
+
+def _mean(
+    p: StatisticAllocation, measured: Mapping[str, Measured], post: PostProcessing
+) -> list[pl.Series]:
+    """Sum / count, clamped to the bounds; null (and flagged) where the count is ≤ 0, since no
+    mean is defined there (the bounds' midpoint would only look like data)."""
+    stat, count_m = p.statistic, p.count
+    assert count_m is not None and not isinstance(stat, CountStatistic)  # a mean's denominator
+    total, count = measured[p.measurement.name], measured[count_m.name]
+    counts = count.values.cast(pl.Float64).to_numpy()
+    defined = counts > 0
+    safe = np.where(defined, counts, 1.0)
+    mean = np.clip(total.values.to_numpy() / safe, stat.lower, stat.upper)
+    # first-order propagation of the sum's and the count's margins through sum / count
+    moe = (total.moe95 + np.abs(mean) * count.moe95) / safe
+    places = _places(post, moe)
+    out = [pl.Series(stat.name, np.where(defined, _round(mean, places), np.nan))]
+    if post.moe95_columns:
+        margin = np.where(defined, _round(moe, places, up=True), np.nan)
+        out.append(pl.Series(f"{stat.name}{MOE95_SUFFIX}", margin))
+    out = [series.fill_nan(None) for series in out]
+    return [*out, pl.Series(f"{stat.name}{UNDEFINED_SUFFIX}", ~defined)]

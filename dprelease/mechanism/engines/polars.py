@@ -1,0 +1,382 @@
+"""The polars engine: from confidential rows to exact Int128 aggregates, in bounded memory.
+
+One direction: select the spec's columns under internal names → type them non-strictly → (the
+private input summary branches off here) → drop rows with a null unit → period filter → drop keys
+outside the public domain → order each row by a salted hash, clamp and discretize → bound each
+unit's contributions → exact group-by → lay the result on the full key grid (missing groups are
+0). The summary and the aggregation are collected together (sharing one read of the input when
+it is not partitioned). Every step is total: no value in the data can make it fail, overflow, or
+change anything but the aggregates.
+
+Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
+once, which would hold the whole input in memory; but units are independent, so an input of more
+than `ROWS_PER_PARTITION` rows is split by a salted hash of the unit: one streaming pass writes
+the row-local part into private temporary files, one set per partition, then each partition is
+bounded and aggregated alone and the integer aggregates are added. Each unit keeps the same rows
+whatever the number of partitions, so the result is identical; only memory and time depend on the
+row count (PRIVACY.md, assumption 6).
+
+Internal column names start with ':'; the user's column names appear only in the first select,
+so no input column can collide with them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.mechanism.engines import (
+    DataSource,
+    ExactAggregates,
+    InputSummary,
+    fingerprint,
+    scan,
+    text_columns,
+    validate_schema,
+    withholding_engine_errors,
+)
+from dprelease.period import Period
+from dprelease.spec import ResolvedSpec, StatisticKind
+
+#: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
+#: for a query with two keys and two sums), so peak memory stays flat however long the input.
+ROWS_PER_PARTITION = 2_000_000
+#: Rows a partition's writer buffers before writing: the partitioning pass holds one such batch
+#: per partition.
+_BATCH_ROWS = 8192
+
+_UNIT = ":unit"
+_PERIOD = ":period"
+_ORDER = ":order"
+_ROWS = ":rows"
+_ROW = ":row"
+#: The fingerprint's hash seed is fixed (not the per-release salt): fingerprints of the same
+#: rows must agree across runs. Polars' hash may change between versions, hence the scheme.
+FINGERPRINT_SEED = 0x6470_7265_6C65_6173
+FINGERPRINT_SCHEME = f"polars-{pl.__version__}"
+
+
+def _keys(loaded: ResolvedSpec) -> dict[str, str]:
+    """Internal name of each key column."""
+    return {column: f":key{i}" for i, column in enumerate(loaded.spec.key_columns)}
+
+
+def _value(index: int) -> str:
+    return f":value{index}"
+
+
+def _units(index: int) -> str:
+    return f":units{index}"
+
+
+def _encoded_dtypes(loaded: ResolvedSpec) -> pl.Schema:
+    """The type each key is held in once it is known to be in its domain: text keys as an Enum
+    of the domain's values (one small integer per row instead of a string, to hash, write to a
+    partition and group by), other keys as their domain's."""
+    dtypes = pl.Schema()
+    for domain in loaded.domains:
+        for column, dtype in domain.schema.items():
+            keys = domain.get_column(column).unique(maintain_order=True)
+            dtypes[column] = pl.Enum(keys) if dtype == pl.String else dtype
+    return dtypes
+
+
+def _as_key(column: str, data: pl.DataType, domain: pl.DataType) -> pl.Expr:
+    """A key typed as its domain's keys; whatever does not convert exactly becomes null."""
+    expr = pl.col(column)
+    if domain == pl.Boolean and data == pl.String:
+        text = expr.str.to_lowercase()
+        return pl.when(text == "true").then(True).when(text == "false").then(False)
+    if not domain.is_integer() or data.is_integer():
+        return expr.cast(domain, strict=False)
+    number = expr.cast(pl.Float64, strict=False)
+    integral = pl.when(number == number.round()).then(number).cast(domain, strict=False)
+    return pl.coalesce(expr.cast(domain, strict=False), integral) if data == pl.String else integral
+
+
+def _as_date(column: str, data: pl.DataType) -> pl.Expr:
+    """Date or Datetime as is; text parsed as an ISO date (a time after it is ignored)."""
+    expr = pl.col(column)
+    if data == pl.String:
+        return expr.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False)
+    return expr.cast(pl.Date) if data == pl.Null else expr
+
+
+def _units_of(m: Measurement, value: str) -> pl.Expr:
+    """The value as a number, null/NaN filled by the nulls rule, clamped, in integer units.
+
+    A null or NaN (or text that does not parse) counts as 0 when 0 lies in [lower, upper], else
+    as lower; ±inf is clamped.
+    """
+    assert m.lower is not None and m.upper is not None
+    fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
+    number = pl.col(value).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
+    units = (number.clip(m.lower, m.upper) / float(m.granularity)).round()
+    units = units.cast(pl.Int64, strict=False).clip(m.lower_units, m.upper_units)
+    return units.cast(_narrowest_int(m.lower_units, m.upper_units))
+
+
+def _narrowest_int(low: int, high: int) -> pl.DataType:
+    """The smallest signed integer type holding low..high (from the spec): a partition holds
+    fewer bytes per row."""
+    for dtype, bits in ((pl.Int8(), 8), (pl.Int16(), 16), (pl.Int32(), 32)):
+        if -(2 ** (bits - 1)) <= low and high < 2 ** (bits - 1):
+            return dtype
+    return pl.Int64()
+
+
+def _sums(plan: Allocation) -> list[Measurement]:
+    return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
+
+
+def _summed(plan: Allocation) -> list[str]:
+    """The summed columns, each once."""
+    return list(dict.fromkeys(str(m.column) for m in _sums(plan)))
+
+
+def _selected(
+    lf: pl.LazyFrame, text: frozenset[str] | None, loaded: ResolvedSpec, plan: Allocation
+) -> pl.LazyFrame:
+    """The columns the spec reads, typed, under internal names; checked against the declared
+    schema first. (A spec that reads no column keeps a row number, so its rows still count.)
+    A unit column that is float is made NaN-free (NaN → null) here, so nulls are one test."""
+    schema = lf.collect_schema()
+    validate_schema(schema, loaded, text)
+    spec = loaded.spec
+    keys = _keys(loaded)
+    selected = [
+        *(_as_key(c, schema[c], loaded.key_dtype(c)).alias(keys[c]) for c in spec.key_columns),
+        *(pl.col(c).alias(_value(i)) for i, c in enumerate(_summed(plan))),
+    ]
+    if spec.privacy_unit is not None:
+        unit = pl.col(spec.privacy_unit)
+        selected.append(
+            (unit.fill_nan(None) if schema[spec.privacy_unit].is_float() else unit).alias(_UNIT)
+        )
+    if spec.period is not None:
+        selected.append(_as_date(spec.period.column, schema[spec.period.column]).alias(_PERIOD))
+    if not selected:
+        selected.append(pl.int_range(pl.len(), dtype=pl.UInt64).alias(_ROW))
+    return lf.select(selected)
+
+
+def _in_period(month: Period | None) -> pl.Expr:
+    if month is None:
+        return pl.lit(True)
+    period = pl.col(_PERIOD)
+    return (period.dt.year() == month.year) & (period.dt.month() == month.month)
+
+
+def _row_local(
+    selected: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None, salt: int
+) -> pl.LazyFrame:
+    """Every step before the bounding, row by row (so it streams): the in-domain rows of the
+    period with a unit, keys encoded (`_encoded_dtypes`), the integer units of each sum and,
+    with a unit, only the unit, the row's salted order, the keys and the units."""
+    spec = loaded.spec
+    keys = _keys(loaded)
+    dtypes = _encoded_dtypes(loaded)
+    lf = selected
+    if spec.privacy_unit is not None:  # never one shared allowance for all unknown units
+        lf = lf.filter(pl.col(_UNIT).is_not_null())
+    if month is not None:
+        lf = lf.filter(_in_period(month))
+    for domain in loaded.domains:  # keys outside the public domain (or null) are dropped here
+        domain = domain.cast({column: dtypes[column] for column in domain.columns})
+        names = {column: keys[column] for column in domain.columns}
+        lf = lf.with_columns(  # text outside its Enum becomes null, so it is dropped too
+            pl.col(names[column]).cast(dtype, strict=False)
+            for column, dtype in domain.schema.items()
+        )
+        if domain.width == 1:
+            (column,) = domain.columns
+            lf = lf.filter(pl.col(names[column]).is_in(domain.get_column(column).implode()))
+        else:
+            lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
+    summed = _summed(plan)
+    sums = [
+        _units_of(m, _value(summed.index(str(m.column)))).alias(_units(i))
+        for i, m in enumerate(_sums(plan))
+    ]
+    if spec.privacy_unit is None:
+        return lf.with_columns(sums)
+    # the order of a row is a hash of everything it holds, so a unit's order depends on its own
+    # rows only; rows identical in every column read are interchangeable
+    lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
+    return lf.select(*keys.values(), _UNIT, _ORDER, *sums)
+
+
+def _bounded(lf: pl.LazyFrame, loaded: ResolvedSpec, salt: int) -> pl.LazyFrame:
+    """Per unit, keep a random choice of rows: ≤ G groups (smallest salted hash of the unit and
+    keys), ≤ R_g rows per group and ≤ R rows (smallest salted order). Needs all of a unit's rows
+    at once, and only them."""
+    spec = loaded.spec
+    if spec.privacy_unit is None:
+        return lf
+    keys = list(_keys(loaded).values())
+    if spec.max_groups_per_unit is not None:
+        group_order = pl.struct(_UNIT, *keys).hash(seed=salt).rank("dense").over(_UNIT)
+        lf = lf.filter(group_order <= spec.max_groups_per_unit)
+    if spec.max_rows_per_group is not None:
+        lf = lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT, *keys) <= spec.max_rows_per_group)
+    return lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT) <= spec.rows_per_unit)
+
+
+def _aggregated(lf: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation) -> pl.LazyFrame:
+    """Rows and Int128 sums of units per observed in-domain group."""
+    aggregations = [
+        pl.len().cast(pl.Int128).alias(_ROWS),
+        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(_sums(plan)))),
+    ]
+    keys = list(_keys(loaded).values())
+    return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
+
+
+def _summary_plan(
+    selected: pl.LazyFrame, loaded: ResolvedSpec, month: Period | None
+) -> pl.LazyFrame:
+    """One row of private facts for the operator and the ledger (see `InputSummary`), from the
+    same typed rows as the aggregation, so `pl.collect_all` reads the input once for both.
+    Every output name is internal, so no user column name can collide with one."""
+
+    def in_period(expr: pl.Expr) -> pl.Expr:
+        return expr if month is None else expr.filter(_in_period(month))
+
+    names = selected.collect_schema().names()
+    unit_rows = in_period(pl.col(_UNIT)).is_not_null().sum() if _UNIT in names else pl.lit(None)
+    row_hash = pl.struct(pl.all()).hash(seed=FINGERPRINT_SEED).cast(pl.Int128)
+    return selected.select(
+        pl.len().alias(":input_rows"),
+        (pl.len() if month is None else _in_period(month).sum()).alias(":period_rows"),
+        unit_rows.alias(":unit_rows"),
+        in_period(row_hash).sum().alias(":hash_sum"),
+        *(in_period(pl.col(key)).is_not_null().sum().alias(key) for key in _keys(loaded).values()),
+    )
+
+
+def _summary(row: dict[str, int], loaded: ResolvedSpec) -> InputSummary:
+    return InputSummary(
+        rows=row[":input_rows"],
+        period_rows=row[":period_rows"],
+        unit_rows=row[":unit_rows"],
+        keyed_rows={column: row[key] for column, key in _keys(loaded).items()},
+        fingerprint=fingerprint(FINGERPRINT_SCHEME, row[":period_rows"], row[":hash_sum"] or 0),
+    )
+
+
+def _partitioned(
+    row_local: pl.LazyFrame,
+    summary: pl.LazyFrame,
+    loaded: ResolvedSpec,
+    plan: Allocation,
+    partitions: int,
+    salt: int,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The aggregation as a sum over partitions of the units, in memory for one partition, and
+    the input summary, computed while the partitions are written.
+
+    The row-local plan streams into a private temporary directory (mode 0700, removed whether
+    this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
+    and aggregated alone and added to the total. A unit's rows all land in one partition, in the
+    order they had.
+    """
+    keys = list(_keys(loaded).values())
+    nothing = pl.LazyFrame(schema=row_local.collect_schema())
+    total = _aggregated(nothing, loaded, plan).collect()  # ungrouped: one row of zeros
+    with tempfile.TemporaryDirectory(prefix="dprelease-") as tmp:
+        partition = (pl.col(_UNIT).hash(seed=salt) % partitions).alias("partition")
+        sink = row_local.sink_ipc(
+            pl.PartitionBy(tmp, key=partition, include_key=False),
+            record_batch_size=_BATCH_ROWS,
+            lazy=True,
+        )
+        # two scans run side by side: sharing one between the sink and the summary makes polars
+        # (2.1) buffer every row it reads, which is the memory this function exists to save
+        separate = pl.QueryOptFlags(comm_subplan_elim=False)
+        _, facts = pl.collect_all([sink, summary], engine="streaming", optimizations=separate)
+        for directory in sorted(Path(tmp).iterdir()):
+            rows = pl.scan_ipc(directory / "*.ipc")
+            part = _aggregated(_bounded(rows, loaded, salt), loaded, plan)
+            both = pl.concat([total, part.collect(engine="streaming")])
+            total = both.group_by(keys).agg(pl.all().sum()) if keys else both.sum()
+    return total, facts
+
+
+class PolarsEngine:
+    """The single-machine engine (streaming polars, partitioned by unit when the input is large)."""
+
+    name = "polars"
+
+    def __init__(self, rows_per_partition: int = ROWS_PER_PARTITION) -> None:
+        self.rows_per_partition = rows_per_partition
+
+    def check(
+        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
+    ) -> None:
+        """Validate the declared schema and let polars type the whole plan; reads no rows."""
+        with withholding_engine_errors("planning the aggregation"):
+            selected = _selected(scan(data), text_columns(data), loaded, plan)
+            row_local = _row_local(selected, loaded, plan, month, salt=0)
+            _aggregated(_bounded(row_local, loaded, salt=0), loaded, plan).collect_schema()
+            _summary_plan(selected, loaded, month).collect_schema()
+
+    def aggregate(
+        self,
+        data: DataSource,
+        loaded: ResolvedSpec,
+        plan: Allocation,
+        month: Period | None,
+        salt: int,
+    ) -> ExactAggregates:
+        """Run the plan and lay it on the full public key grid, missing groups = 0; the input
+        summary is computed alongside."""
+        with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
+            observed, summary = self._observed(data, loaded, plan, month, salt)
+        grid = loaded.key_grid
+        if grid.width:
+            internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
+            observed = internal.join(
+                observed, on=internal.columns, how="left", maintain_order="left"
+            )
+        column = {m.name: _units(i) for i, m in enumerate(_sums(plan))}
+        values = {
+            m.name: observed.get_column(column.get(m.name, _ROWS)).fill_null(0).alias(m.name)
+            for m in plan.measurements
+        }
+        return ExactAggregates(grid, values, _summary(summary.row(0, named=True), loaded))
+
+    def summarize(
+        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
+    ) -> InputSummary:
+        """The input summary alone (one pass): for a re-run that returns a stored release."""
+        with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
+            selected = _selected(scan(data), text_columns(data), loaded, plan)
+            row = _summary_plan(selected, loaded, month).collect(engine="streaming")
+        return _summary(row.row(0, named=True), loaded)
+
+    def _observed(
+        self,
+        data: DataSource,
+        loaded: ResolvedSpec,
+        plan: Allocation,
+        month: Period | None,
+        salt: int,
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Aggregates of the observed groups and the summary row; partitioned when bounding all
+        units at once would hold more than `rows_per_partition` rows (the count is the input's,
+        before any filter)."""
+        lf = scan(data)
+        selected = _selected(lf, text_columns(data), loaded, plan)
+        row_local = _row_local(selected, loaded, plan, month, salt)
+        summary = _summary_plan(selected, loaded, month)
+        if loaded.spec.privacy_unit is not None:
+            rows = lf.select(pl.len()).collect(engine="streaming").item()
+            partitions = -(-rows // self.rows_per_partition)
+            if partitions > 1:
+                return _partitioned(row_local, summary, loaded, plan, partitions, salt)
+        aggregation = _aggregated(_bounded(row_local, loaded, salt), loaded, plan)
+        observed, facts = pl.collect_all([aggregation, summary], engine="streaming")
+        return observed, facts

@@ -1,0 +1,228 @@
+"""Exact discrete Gaussian noise (Canonne, Kamath & Steinke 2020, Algorithm 3).
+
+P(Z = z) ∝ exp(−z²/(2σ²)) on the integers, for an exact rational σ². Algorithm 3 draws a
+discrete Laplace candidate Y with integer scale t and keeps it with probability exp(−γ),
+γ = (|Y| − σ²/t)²/(2σ²); the kept candidates have exactly the discrete Gaussian law for any
+t > 0 (the Laplace density cancels). We take t = ⌈σ⌉: CKS take ⌊σ⌋ + 1, which is the same
+unless σ is an integer, where t = σ keeps more candidates (at σ = 1, 70% of the Laplace draws
+instead of 54%, and scale 1 needs no uniform U in Algorithm 2). About 3 in 4 are kept for
+large σ.
+
+Why σ² is held as t·P/E: γ = (|Y|·E − P)²/(2·t·P·E), a square of an integer over a denominator
+D = 2·t·P·E fixed by σ² alone. `exact_sigma2` rounds σ²/t UP to a denominator E ≤ 2**26/t, so
+D < 2**53 and the integer |Y|·E − P stays below 2**32 (its square fits in 64 bits) unless
+|Y| > 63·t, which happens with probability about e^{−63} per candidate and is then computed with
+Python integers. The rounding raises σ² by at most t/⌊2**26/t⌋: a relative 2**-24 for σ ≥ 1,
+2**-26 for σ < 1 (never less noise). γ's integer part w and fractional part r/D are drawn as
+exp(−w) (a geometric run of Bernoulli(exp(−1)) reaching w) times exp(−r/D) (Algorithm 1, one
+lazy comparison per trial).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from dprelease.errors import NoiseError
+from dprelease.loss import decimal_text
+from dprelease.mechanism.noise._bernoulli import _bern_exp_split
+from dprelease.mechanism.noise._laplace import (
+    _acceptance,
+    _laplace_magnitudes,
+    _round_up,
+    _signed,
+)
+from dprelease.mechanism.noise._source import (
+    NoiseSource,
+    _BitStream,
+    _check_size,
+    _check_source,
+    _draw_in_chunks,
+    _pass_size,
+)
+
+_MAX_SIGMA2 = Fraction(2**48)
+# t·E ≤ 2**26 bounds |Y|·E − P below 2**32 for |Y| < 63·t, and D = 2·t·P·E ≤ 2·(t·E)² ≤ 2**53.
+_SPAN = 1 << 26
+_FAST_ROOT = 1 << 32  # |Y|·E − P below this: its square is computed in uint64
+
+
+def _t_of(sigma2: Fraction) -> int:
+    """t = ⌈σ⌉ ≥ 1, exactly: with s = ⌊√⌊x⌋⌋ = ⌊√x⌋, ⌈√x⌉ is s if x = s², else s + 1."""
+    root = math.isqrt(sigma2.numerator // sigma2.denominator)
+    return root if root * root == sigma2 else root + 1
+
+
+def exact_sigma2(sigma2: float | int | Fraction) -> Fraction:
+    """The exact rational σ² that sampling uses: never smaller than `sigma2`.
+
+    σ² is kept as it is when σ²/t, t = ⌈σ⌉, has a denominator ≤ 2**26/t (an integer or a
+    float like 2.5 does, and every integer below 2**26); otherwise σ²/t is rounded UP to the
+    closest fraction with such a denominator, which raises σ² by at most a relative 2**-24
+    (2**-26 for σ < 1). Why: see the module docstring.
+    """
+    if isinstance(sigma2, bool) or not isinstance(sigma2, numbers.Real):
+        raise NoiseError(f"sigma2 must be a positive finite number, got {type(sigma2).__name__}")
+    if isinstance(sigma2, numbers.Rational):
+        exact = Fraction(int(sigma2.numerator), int(sigma2.denominator))
+    else:
+        as_float = float(sigma2)
+        if not math.isfinite(as_float):
+            raise NoiseError(f"sigma2 must be a positive finite number, got {as_float!r}")
+        exact = Fraction(as_float)
+    if exact <= 0:
+        raise NoiseError(f"sigma2 must be positive, got {decimal_text(exact)}")
+    if exact > _MAX_SIGMA2:  # (it can be beyond any double: formatted without float())
+        raise NoiseError(f"sigma2 must be at most 2**48 (~2.8e14), got {decimal_text(exact)}")
+    t = _t_of(exact)
+    # σ² ∈ ((t − 1)², t²] and σ²/t < t rounds up to at most t, so the result has the same t.
+    return t * _round_up(exact / t, max(1, _SPAN // t))
+
+
+@dataclass(frozen=True)
+class _Law:
+    """Algorithm 3's integers for one σ² = t·P/E, and its expected acceptance (for batch sizes)."""
+
+    t: int
+    p: int
+    e: int
+    den: int  # D = 2·t·P·E
+    accept: float  # candidates kept per Laplace candidate drawn, Laplace rejections included
+
+    @classmethod
+    def of(cls, sigma2: Fraction) -> _Law:
+        t = _t_of(sigma2)
+        c = sigma2 / t
+        # P(keep a Laplace draw) = (1 − q)/(1 + q) · e^{−σ²/(2t²)} · Σ_z e^{−z²/(2σ²)}, q = e^{−1/t}
+        s2 = float(sigma2)
+        q = math.exp(-1.0 / t)
+        keep = -math.expm1(-1.0 / t) / (1.0 + q) * math.exp(-s2 / (2 * t * t)) * _mass(s2)
+        den = 2 * t * c.numerator * c.denominator
+        return cls(t, c.numerator, c.denominator, den, min(1.0, keep) * _acceptance(t, 1))
+
+
+def _alg3_keep(stream: _BitStream, law: _Law, magnitude: np.ndarray) -> np.ndarray:
+    """Algorithm 3's acceptance of Laplace draws of sizes |y|: Bernoulli(exp(−(|y|E − P)²/D))."""
+    root = magnitude * law.e
+    root -= law.p
+    np.abs(root, out=root)
+    alpha = root.view(np.uint64)
+    square = alpha * alpha
+    whole = square // np.uint64(law.den)
+    rest = square - whole * np.uint64(law.den)
+    if alpha.size and alpha.max() >= _FAST_ROOT:  # |y| > 63·t: probability ≈ e^{−63} each
+        for i in np.flatnonzero(alpha >= _FAST_ROOT):
+            w, r = divmod(int(alpha[i]) ** 2, law.den)
+            whole[i], rest[i] = min(w, 1 << 62), r  # a run of 2**62 successes cannot happen
+    return _bern_exp_split(stream, whole.view(np.int64), rest, law.den)
+
+
+def _discrete_gaussian_into(stream: _BitStream, law: _Law, out: np.ndarray) -> None:
+    """Fill `out` with Algorithm 3 draws, in passes of whole batches of Laplace candidates."""
+    have = 0
+    while have < out.size:
+        m = _pass_size((out.size - have) / law.accept)
+        magnitude, negative = _laplace_magnitudes(stream, law.t, 1, m)
+        keep = _alg3_keep(stream, law, magnitude)
+        z = _signed(magnitude.compress(keep), negative.compress(keep))
+        take = min(z.size, out.size - have)
+        out[have : have + take] = z[:take]
+        have += take
+
+
+def discrete_gaussian(
+    sigma2: float | int | Fraction, size: int, source: NoiseSource | None = None
+) -> np.ndarray:
+    """`size` independent exact draws (int64) with P(Z = z) ∝ exp(−z²/(2σ²)),
+    σ² = exact_sigma2(sigma2).
+
+    The work depends only on `sigma2` and `size`, never on the values the noise is added to.
+    Large sizes are drawn in chunks so memory stays bounded.
+    """
+    law = _Law.of(exact_sigma2(sigma2))
+    n = _check_size(size)
+    src = _check_source(source)
+    return _draw_in_chunks(src, n, lambda stream, out: _discrete_gaussian_into(stream, law, out))
+
+
+# --------------------------------------------------------------------------- reporting helpers
+
+# Up to this σ, sums run over the pmf's terms; above it, Poisson summation and Euler–Maclaurin
+# give the same sums with corrections far below float resolution (e^{−2π²σ²}, σ^{−5}).
+_DIRECT_SIGMA = 1 << 14
+# Terms e^{−z²/(2σ²)} for |z| ≤ 40σ + 40: the rest sums to below e^{−800}·σ, which float cannot see.
+_SUPPORT_SIGMAS = 40
+
+
+def _terms(s2: float) -> np.ndarray:
+    """e^{−z²/(2σ²)} for z = 0, 1, …, 40σ + 40."""
+    z = np.arange(int(_SUPPORT_SIGMAS * math.sqrt(s2)) + _SUPPORT_SIGMAS + 1, dtype=np.float64)
+    return np.exp(-(z * z) / (2.0 * s2))
+
+
+def _mass(s2: float) -> float:
+    """Σ_z e^{−z²/(2σ²)} over all integers (the pmf's normalising constant)."""
+    if s2 <= _DIRECT_SIGMA**2:
+        f = _terms(s2)
+        return float(f[0] + 2.0 * math.fsum(f[1:]))
+    return math.sqrt(2 * math.pi * s2)  # × (1 + 2e^{−2π²σ²} + …) = 1 in float here
+
+
+def gaussian_variance(sigma2: float | int | Fraction) -> float:
+    """Var Z = Σ z² e^{−z²/(2σ²)} / Σ e^{−z²/(2σ²)} at the exact σ² used for sampling.
+
+    Below σ² (Canonne, Kamath & Steinke 2020); the gap is e^{−2π²σ²}·8π²σ⁴ to first order, so
+    for σ above a few units the float result is σ² itself.
+    """
+    s2 = float(exact_sigma2(sigma2))
+    if s2 <= _DIRECT_SIGMA**2:
+        f = _terms(s2)
+        z = np.arange(f.size, dtype=np.float64)
+        return 2.0 * math.fsum(z * z * f) / _mass(s2)
+    # Poisson summation: Σ z²e^{−z²/2σ²} / Σ e^{−z²/2σ²}
+    #   = σ²·(1 + 2Σ_k (1 − 4π²σ²k²)e^{−2π²σ²k²}) / (1 + 2Σ_k e^{−2π²σ²k²}).
+    q = math.exp(-2 * math.pi**2 * s2)
+    return s2 * (1 + 2 * (1 - 4 * math.pi**2 * s2) * q) / (1 + 2 * q)
+
+
+# Relative error allowed for in the float tail sums below; see gaussian_moe95.
+_TAIL_SLACK = 1e-9
+
+
+def _tail(s2: float, h: int) -> float:
+    """P(|Z| > h) for σ > _DIRECT_SIGMA, by Euler–Maclaurin on Σ_{z>h} e^{−z²/(2σ²)}:
+    ∫_a^∞ f + f(a)/2 − f'(a)/12 + f'''(a)/720, a = h + 1 (remainder below f(a)·σ^{−5})."""
+    sigma = math.sqrt(s2)
+    a = h + 1.0
+    fa = math.exp(-a * a / (2 * s2))
+    integral = sigma * math.sqrt(math.pi / 2) * math.erfc(a / (sigma * math.sqrt(2)))
+    d1 = -a / s2 * fa
+    d3 = (-(a**3) / s2**3 + 3 * a / s2**2) * fa
+    return 2.0 * (integral + fa / 2 - d1 / 12 + d3 / 720) / _mass(s2)
+
+
+def gaussian_moe95(sigma2: float | int | Fraction) -> int:
+    """Smallest integer h with P(|Z| ≤ h) ≥ 0.95 at the exact σ² used for sampling.
+
+    The tail P(|Z| > h) is summed from the pmf (or, for large σ, by Euler–Maclaurin) in floats
+    with a relative error far below _TAIL_SLACK = 1e-9; h is the smallest integer whose tail,
+    raised by that slack, is ≤ 0.05. So float rounding can never make the interval too narrow;
+    it is one wider than the exact answer only if the exact tail is within 1e-9 of 0.05.
+    """
+    s2 = float(exact_sigma2(sigma2))
+    limit = 0.05 / (1.0 + _TAIL_SLACK)
+    if s2 <= _DIRECT_SIGMA**2:
+        f = _terms(s2)
+        beyond = np.cumsum(f[::-1])[::-1]  # beyond[z] = Σ_{z' ≥ z} f(z'), summed small-first
+        tails = 2.0 * np.append(beyond[1:], 0.0) / _mass(s2)  # P(|Z| > h), h = 0, 1, …
+        return int(np.argmax(tails <= limit))
+    h = math.ceil(1.959963984540054 * math.sqrt(s2))
+    while h > 0 and _tail(s2, h - 1) <= limit:
+        h -= 1
+    while _tail(s2, h) > limit:
+        h += 1
+    return h

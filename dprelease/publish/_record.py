@@ -1,0 +1,222 @@
+"""Recording a release: reserve its budget → draw it → commit it to the ledger; then its files.
+
+The CLI and the API call `publish` or `record_release`; the Dagster assets call its two halves,
+`record_release` and then (after their blocking checks pass) `write_release_files`; none
+re-implements the order. Nothing is
+written before the ledger has stored the release, so a crash can leave an open reservation
+(resumed by the next run of the same slot, without a second charge) but never a published file
+that the ledger does not know. A slot that is already released is returned as stored: re-runs
+and backfills give byte-identical files and charge nothing.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from dprelease import operator
+from dprelease.errors import DataError
+from dprelease.ledger import (
+    Ledger,
+    ReleaseConflict,
+    Reservation,
+    ReservationStatus,
+    StoredRelease,
+    make_release_id,
+)
+from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
+from dprelease.publish._files import write_release_files
+from dprelease.publish._prepared import PreparedRelease
+from dprelease.statement import LedgerRecord, LegacyManifest, Manifest, parse_manifest
+
+#: What the ledger did for a release, in words for people (keys: `Reservation.status`).
+STATUS_TEXT: dict[ReservationStatus, str] = {
+    "reserved": "released and charged",
+    # The ledger knows only that an open reservation existed: its run may have died or may
+    # still be drawing. Either way one charge covers both and the first commit is the release.
+    "resumed": "took over an open reservation of this release made by another run, which may "
+    "have died or may still be running (charged once; the first run to commit stores the "
+    "release, and both publish it)",
+    "committed": "already released: stored copy returned, nothing charged",
+}
+
+
+def _fmt(value: Fraction) -> str:
+    return f"{float(value):g}"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A release as the ledger stores it, and what recording it did.
+
+    `input_changed` (True: this run's input fingerprint differs from the stored release's; None:
+    unknown) is for the operator only — log it, never publish it (PRIVACY.md).
+    """
+
+    release_id: str
+    status: ReservationStatus
+    stored: StoredRelease
+    requested_epsilon: Fraction
+    input_changed: bool | None = None
+    files: dict[str, Path] = field(default_factory=dict)  # written by `publish`, if it was
+
+    @property
+    def charged(self) -> bool:
+        return self.status == "reserved"
+
+    @cached_property
+    def manifest(self) -> Manifest | LegacyManifest:
+        """The stored manifest (Legacy: a release stored by an earlier dprelease)."""
+        return parse_manifest(self.stored.manifest)
+
+    @property
+    def epsilon_differs(self) -> bool:
+        """The stored ε is not what this run asked for (the cap or ε changed since)."""
+        return self.stored.epsilon != self.requested_epsilon
+
+    @cached_property
+    def table(self) -> pl.DataFrame:
+        """The stored noisy table, decoded once."""
+        return pl.read_parquet(io.BytesIO(self.stored.table_parquet))
+
+    def describe(self) -> str:
+        """What the ledger did, in words (safe to show anywhere: depends on no data)."""
+        if self.status != "committed":
+            return STATUS_TEXT[self.status]
+        day = self.stored.committed_at.strftime("%Y-%m-%d")
+        text = f"already released on {day}: stored copy returned, nothing charged"
+        if self.epsilon_differs:
+            text += (
+                f" (stored with ε = {_fmt(self.stored.epsilon)}; this run asked for ε = "
+                f"{_fmt(self.requested_epsilon)}: a release at that ε needs --force-new and is "
+                "charged)"
+            )
+        return text
+
+    def input_warning(self) -> str | None:
+        """For the operator channel only: the input changed since the stored release."""
+        if not self.input_changed:
+            return None
+        day = self.stored.committed_at.strftime("%Y-%m-%d")
+        return (
+            f"{self.release_id}: the input differs from the one released on {day}; the stored "
+            "release (from the earlier input) was returned. To release the new input, release "
+            "anew with --force-new (force_new=True in Python; charged again)"
+        )
+
+
+def _parquet_bytes(table: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    table.write_parquet(buffer, statistics=False)
+    return buffer.getvalue()
+
+
+def record_release(
+    prepared: PreparedRelease,
+    *,
+    ledger: Ledger,
+    asset: str | None = None,
+    run_id: str | None = None,
+    force_new: bool = False,
+    noise: NoiseSource | None = None,
+    allow_unsafe_noise: bool = False,
+    on_stage: Callable[[str], None] = lambda stage: None,
+) -> Recorded:
+    """Reserve ε, draw the release and store it in the ledger; writes no file.
+
+    `prepared` has already validated spec, budget and schema, so bad input never reaches the
+    ledger; its budget names the scope (created with its cap if the budget says it is new). The
+    slot is `make_release_id(asset, period)`, the asset being the spec's name unless given. A
+    released slot is returned as stored
+    (nothing charged or drawn); its input is read once to tell the operator whether it changed
+    since (`Recorded.input_warning`, logged to the operator channel). Refusals leave the ledger
+    unchanged: BudgetExhausted, SpecChanged, ReservationMismatch, CompositionMismatch,
+    CapAboveProfile (the ledger's cap exceeds the ε the privacy profile allows). The input's
+    private fingerprint, from the engine's pass over the data, is kept in the ledger only.
+    """
+    source = noise or default_noise_source()
+    require_private(source, allow_unsafe=allow_unsafe_noise)  # refuse before charging anything
+    budget = prepared.budget
+    period = None if prepared.period is None else str(prepared.period)
+    release_id = make_release_id(asset or prepared.resolved.spec.name, period)
+    on_stage("reserving budget")
+    if budget.new_scope:
+        assert budget.cap is not None  # `decide_budget` refuses a new scope without a cap
+        ledger.ensure_scope(budget.scope, budget.cap, budget.composition)
+    reservation = ledger.reserve(
+        release_id,
+        budget.scope,
+        period,
+        budget.required_loss().epsilon,
+        spec_hash=prepared.resolved.hash,
+        composition=budget.composition,
+        run_id=run_id,
+        force_new=force_new,
+        max_cap=budget.profile_cap,
+    )
+    input_changed = None
+    if reservation.status == "committed":
+        stored = ledger.stored_copy(reservation)
+        on_stage("comparing the input with the released one")
+        input_changed = _input_changed(prepared, ledger, reservation)
+    else:
+        on_stage("aggregating and drawing noise")
+        result = prepared.draw(source, allow_unsafe_noise=allow_unsafe_noise)
+        record = LedgerRecord(
+            scope=budget.scope,
+            charge_id=reservation.charge_id,
+            rerelease=reservation.rerelease,
+        )
+        manifest = result.manifest.model_copy(update={"release_id": release_id, "ledger": record})
+        on_stage("recording in the ledger")
+        try:
+            stored = ledger.commit(
+                reservation,
+                _parquet_bytes(result.table),
+                manifest.to_json_dict(),
+                input_fingerprint=result.input_fingerprint,
+            )
+        except ReleaseConflict as conflict:  # another run of this slot committed first: use its
+            stored = conflict.stored
+    recorded = Recorded(
+        release_id, reservation.status, stored, reservation.requested_epsilon, input_changed
+    )
+    if (warning := recorded.input_warning()) is not None:
+        operator.warn(warning)
+    return recorded
+
+
+def _input_changed(
+    prepared: PreparedRelease, ledger: Ledger, reservation: Reservation
+) -> bool | None:
+    """Whether this run's input differs from the stored release's (None: unknown). A re-run of
+    a released slot never fails, so an input that cannot be read now only gets a warning."""
+    try:
+        fingerprint = prepared.input_summary().fingerprint
+    except (DataError, OSError) as exc:
+        operator.warn(
+            f"{reservation.release_id}: could not compare the input with the released one ({exc})"
+        )
+        return None
+    return ledger.input_changed(reservation, fingerprint)
+
+
+def publish(
+    prepared: PreparedRelease,
+    *,
+    out_dir: Path,
+    on_stage: Callable[[str], None] = lambda stage: None,
+    **record_options: Any,
+) -> Recorded:
+    """`record_release`, then write its files to `out_dir` (the CLI's one-step path)."""
+    recorded = record_release(prepared, on_stage=on_stage, **record_options)
+    on_stage("writing files")
+    files = write_release_files(recorded.stored, out_dir)
+    return replace(recorded, files=files)

@@ -1,0 +1,63 @@
+"""What is released: the release spec, its public key domains and statistics, and the resolved
+spec that carries every public fact derived from them (key grid, levels, level shares).
+
+Nothing here reads confidential data: a spec and the public files it names decide the shape of a
+release, its sensitivity and its manifest before any row is read.
+
+    resolved = load_spec("visits.yaml")        # or resolve(ReleaseSpec(...)) for a spec in Python
+    resolved.spec, resolved.key_grid, resolved.levels, resolved.publish
+"""
+
+from dprelease.spec._base import NAME_PATTERN
+from dprelease.spec._domains import FileDomain, GroupBy, KeyDomain, RangeDomain, ValuesDomain
+from dprelease.spec._levels import Levels, level_grid
+from dprelease.spec._loading import load_spec, parse_spec, resolve
+from dprelease.spec._model import PeriodSpec, PostProcessing, ReleaseSpec, period_of
+from dprelease.spec._publish import PublishSpec
+from dprelease.spec._resolved import ResolvedSpec
+from dprelease.spec._statistics import (
+    LEVEL_COLUMN,
+    MAX_ABS_BOUND,
+    MOE95_SUFFIX,
+    STATISTIC_KINDS,
+    UNDEFINED_SUFFIX,
+    CountStatistic,
+    MeanReuse,
+    MeanStatistic,
+    Statistic,
+    StatisticKind,
+    SumStatistic,
+    output_columns,
+)
+
+__all__ = [
+    "LEVEL_COLUMN",
+    "MAX_ABS_BOUND",
+    "MOE95_SUFFIX",
+    "NAME_PATTERN",
+    "STATISTIC_KINDS",
+    "UNDEFINED_SUFFIX",
+    "CountStatistic",
+    "FileDomain",
+    "GroupBy",
+    "KeyDomain",
+    "Levels",
+    "MeanReuse",
+    "MeanStatistic",
+    "PeriodSpec",
+    "PostProcessing",
+    "PublishSpec",
+    "RangeDomain",
+    "ReleaseSpec",
+    "ResolvedSpec",
+    "Statistic",
+    "StatisticKind",
+    "SumStatistic",
+    "ValuesDomain",
+    "level_grid",
+    "load_spec",
+    "output_columns",
+    "parse_spec",
+    "period_of",
+    "resolve",
+]

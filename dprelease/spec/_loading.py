@@ -1,0 +1,88 @@
+"""Reading specs: a YAML file or a mapping in, a resolved spec out, every error at its YAML path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from dprelease.errors import SpecError
+from dprelease.files import Location, error_at_path, read_sections
+from dprelease.spec._domains import FileDomain, read_domain
+from dprelease.spec._levels import Levels
+from dprelease.spec._model import ReleaseSpec
+from dprelease.spec._publish import PublishSpec
+from dprelease.spec._resolved import ResolvedSpec
+from dprelease.spec._statistics import STATISTIC_KINDS
+
+
+def _is_tag(loc: Location, index: int) -> bool:
+    """Whether loc[index] is the tag pydantic adds for a union member (a domain's form, a
+    statistic's kind), which is not part of the YAML path."""
+    part = loc[index]
+    if index >= 1 and loc[index - 1] == "domain":
+        return part in {"values", "range", "file"}
+    return index >= 2 and loc[index - 2] == "statistics" and part in STATISTIC_KINDS
+
+
+def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "release") -> ResolvedSpec:
+    """Validate a `release:` mapping and resolve it; errors name the YAML path under `prefix`.
+
+    `base_dir` is where `file:` domains are read from (default: the working directory).
+    """
+    try:
+        spec = ReleaseSpec.model_validate(data)
+    except ValidationError as exc:
+        raise error_at_path(exc, prefix, SpecError, _is_tag) from None
+    for group in spec.group_by:
+        if isinstance(group.domain, FileDomain):
+            group.domain._base_dir = base_dir
+    return resolve(spec, prefix=prefix)
+
+
+def resolve(
+    spec: ReleaseSpec,
+    *,
+    prefix: str = "release",
+    publish: PublishSpec | None = None,
+    path: Path | None = None,
+) -> ResolvedSpec:
+    """The spec with its public key domains read (keys files relative to the spec's YAML file,
+    else the working directory) and its levels built; SpecError naming the YAML path of a bad
+    domain or margin."""
+    domains = tuple(
+        read_domain(group, f"{prefix}.group_by[{i}].domain")
+        for i, group in enumerate(spec.group_by)
+    )
+    resolved = ResolvedSpec(spec, domains, publish=publish, path=path)
+    if not spec.margins:
+        return resolved
+    try:
+        levels = Levels.build(resolved.key_grid, spec.margins)
+    except ValueError as exc:
+        raise SpecError(f"{prefix}.margins", str(exc)) from None
+    return ResolvedSpec(spec, domains, levels, publish, path)
+
+
+def _publish_section(data: Any, prefix: str) -> PublishSpec:
+    try:
+        return PublishSpec.model_validate(data)
+    except ValidationError as exc:
+        raise error_at_path(exc, prefix, SpecError) from None
+
+
+def load_spec(path: str | Path, *, require_publish: bool = False) -> ResolvedSpec:
+    """Read a spec file — `release:`, and optionally `publish:` (the budget a release draws on) —
+    and resolve it. With `require_publish` (the pipeline's spec files) the `publish:` section
+    must be there, and errors name the file."""
+    path = Path(path)
+    sections = ["release", "publish"] if require_publish else ["release"]
+    what = "pipeline spec" if require_publish else "spec file"
+    document = read_sections(path, sections, SpecError, what)
+    prefix = f"{path.name}: " if require_publish else ""
+    resolved = parse_spec(document["release"], base_dir=path.parent, prefix=f"{prefix}release")
+    publish = None
+    if document.get("publish") is not None:
+        publish = _publish_section(document["publish"], f"{prefix}publish")
+    return ResolvedSpec(resolved.spec, resolved.domains, resolved.levels, publish, path)

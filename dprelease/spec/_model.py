@@ -1,0 +1,333 @@
+"""The release spec: one published table's public half, validated before anything touches data.
+
+A spec names the group-by columns with their public key domains, the statistics with their
+declared bounds, and the contribution bounds per privacy unit. Everything the sensitivity and the
+manifest say comes from here, never from the data.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import Field, field_validator, model_validator
+
+from dprelease.change import ProtectedChange
+from dprelease.errors import SpecError
+from dprelease.period import Period
+from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Renamed, Strict
+from dprelease.spec._domains import GroupBy
+from dprelease.spec._statistics import (
+    LEVEL_COLUMN,
+    MOE95_SUFFIX,
+    UNDEFINED_SUFFIX,
+    CountStatistic,
+    MeanReuse,
+    MeanStatistic,
+    Statistic,
+    SumStatistic,
+    output_columns,
+)
+
+
+class PeriodSpec(Strict):
+    """How a release is cut into reporting periods (one release per period)."""
+
+    column: str
+    every: Literal["month"] = "month"
+    composition: Literal["sequential", "parallel"] = Field(
+        default="sequential",
+        description="sequential: the same people recur across periods, periods share one budget; "
+        "parallel: periods hold disjoint people, each period gets the full budget",
+    )
+
+
+def period_of(period_spec: PeriodSpec | None, period: str | None) -> Period | None:
+    """The period a release covers; SpecError unless the period and the spec agree.
+
+    A spec with `period:` needs one, and its rows are always filtered to it. A spec without
+    `period:` refuses one: its release covers every row, so a made-up period would only let the
+    same rows be released (and charged) again under another name.
+    """
+    if period_spec is None:
+        if period is not None:
+            raise SpecError(
+                "period",
+                "this spec has no 'period:' section, so its release covers every row; "
+                "leave the period out (or add 'period:' to the spec)",
+            )
+        return None
+    if period is None:
+        raise SpecError("period", "this spec is released per period: give a period (YYYY-MM)")
+    return Period.parse(period)
+
+
+class PostProcessing(Renamed):
+    """Free by DP's post-processing property: applied to noisy values only."""
+
+    nonnegative: bool = True
+    decimals: Annotated[int, Field(ge=0, le=12)] | None = Field(
+        default=None,
+        description="decimals of sums and means; default: the place of the second significant "
+        "digit of their 95% margin of error (the precision the noise leaves)",
+    )
+    moe95_columns: bool = True
+
+
+class ReleaseSpec(Strict):
+    """One published table: the fields of the YAML's `release:` section.
+
+    Build it from YAML (`ReleaseSpec.from_yaml`) or in Python with the same fields; a keys file
+    of a `file:` domain is read relative to the YAML file (or the working directory).
+    """
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    source: str
+    privacy_unit: str | None = None
+    max_rows_per_unit: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description="R: rows kept per unit; required with a privacy unit unless both "
+        "max_groups_per_unit and max_rows_per_group are set (then R defaults to their product)",
+    )
+    max_groups_per_unit: Annotated[int, Field(ge=1)] | None = None
+    max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
+    neighbours: ProtectedChange | None = None
+    group_by: list[GroupBy] = Field(default_factory=list)
+    margins: list[list[str]] | None = Field(
+        default=None,
+        description="margins of the group-by released with the cells, each a list of group-by "
+        "columns ([] is the grand total); every level is measured and the released table is "
+        "made consistent: each margin is the sum of its released cells",
+    )
+    level_weights: list[Positive] | None = Field(
+        default=None,
+        description="how each statistic's ε is split over the levels, in proportion: the cells "
+        "first, then each margin in order (default: equal)",
+    )
+    statistics: Annotated[list[Statistic], Field(min_length=1)]
+    period: PeriodSpec | None = None
+    postprocess: PostProcessing = PostProcessing()
+    engine: Literal["polars", "spark"] | None = Field(
+        default=None,
+        description="where the exact aggregation runs (default polars); every engine computes "
+        "the same release, so it is not part of the spec hash",
+    )
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> ReleaseSpec:
+        """The spec in a YAML file's `release:` section; SpecError naming the YAML path."""
+        from dprelease.spec._loading import load_spec
+
+        return load_spec(path).spec
+
+    def to_yaml(self) -> str:
+        """The spec as YAML (`release:` section), as `from_yaml` and the pipeline read it."""
+        return yaml.safe_dump(
+            {"release": self.model_dump(mode="json", exclude_none=True)}, sort_keys=False
+        )
+
+    @field_validator("margins")
+    @classmethod
+    def _no_margins_is_none(cls, margins: list[list[str]] | None) -> list[list[str]] | None:
+        """`margins: []` means no margins, and is the same spec (and hash) as leaving it out."""
+        return margins or None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReleaseSpec:
+        self._check_contribution_bounds()
+        names = [s.name for s in self.statistics]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate statistic names {dupes}")
+        columns = self.key_columns
+        if len(set(columns)) != len(columns):
+            raise ValueError("a group-by column is listed twice")
+        self._check_margins()
+        outputs = (
+            ([LEVEL_COLUMN] if self.margins else [])
+            + columns
+            + [name for s in self.statistics for name in output_columns(s)]
+        )
+        clash = sorted({n for n in outputs if outputs.count(n) > 1})
+        if clash:
+            raise ValueError(
+                f"output column names {clash} would repeat: statistic names, group-by columns "
+                f"and the generated '<statistic>{MOE95_SUFFIX}' (and a mean's "
+                f"'<statistic>{UNDEFINED_SUFFIX}', and with margins '{LEVEL_COLUMN}') columns "
+                "must all differ; rename the statistic"
+            )
+        self._check_split()
+        return self
+
+    def _check_margins(self) -> None:
+        """Margins are distinct proper subsets of the group-by columns, and form at most two
+        nested chains: then an integer rounding that keeps every margin the sum of its cells
+        always exists (see `consistency.round_additive`)."""
+        if self.margins is None:
+            if self.level_weights is not None:
+                raise SpecError("level_weights", "level_weights split ε over margins: add them")
+            return
+        keys = self.key_columns
+        if not keys:
+            raise SpecError(
+                "margins", "margins need group_by (an ungrouped release is its own grand total)"
+            )
+        sets: list[frozenset[str]] = []
+        for index, margin in enumerate(self.margins):
+            unknown = [column for column in margin if column not in keys]
+            if unknown:
+                raise SpecError(
+                    f"margins[{index}]",
+                    f"{unknown[0]!r} is not a group-by column ({', '.join(keys)})",
+                )
+            if len(set(margin)) != len(margin):
+                raise SpecError(f"margins[{index}]", "a column is listed twice")
+            if set(margin) == set(keys):
+                raise SpecError(
+                    f"margins[{index}]",
+                    "these are all the group-by columns: the cells are always released; list "
+                    "only coarser margins",
+                )
+            if frozenset(margin) in sets:
+                raise SpecError(f"margins[{index}]", "this margin is listed twice")
+            sets.append(frozenset(margin))
+        for a, b, c in itertools.combinations(range(len(sets)), 3):
+            if all(
+                not (sets[i] <= sets[j] or sets[j] <= sets[i]) for i, j in ((a, b), (a, c), (b, c))
+            ):
+                raise SpecError(
+                    "margins",
+                    f"margins {self.margins[a]}, {self.margins[b]} and {self.margins[c]} cross "
+                    "(none holds another's columns): integer counts that keep every margin the "
+                    "sum of its cells are guaranteed only for at most two nested chains of "
+                    "margins; drop one or nest them",
+                )
+        levels = len(self.margins) + 1
+        if self.level_weights is not None and len(self.level_weights) != levels:
+            raise SpecError(
+                "level_weights",
+                f"give one weight per level: {levels} (the cells, then each margin in order)",
+            )
+
+    def _check_split(self) -> None:
+        """Accuracy targets split ε only if every statistic that spends has one; a mean that
+        reuses everything spends nothing, so it takes no weight either."""
+        targeted = [
+            s.target_moe95 is not None
+            for s in self.statistics
+            if isinstance(s, CountStatistic | SumStatistic)
+        ]
+        if any(targeted) and not all(targeted):
+            raise ValueError(
+                "either every count and sum has 'target_moe95' (accuracy-first split) "
+                "or none has (split by weights)"
+            )
+        for index, stat in enumerate(self.statistics):
+            if not isinstance(stat, MeanStatistic):
+                continue
+            reuse = self.reuse_of(stat)
+            if reuse.spends and any(targeted):
+                raise SpecError(
+                    f"statistics[{index}]",
+                    "with accuracy targets a mean must reuse a count and a sum of its column "
+                    "and bounds (it has no margin of its own to target): add them",
+                )
+            if not reuse.spends and stat.weight is not None:
+                raise SpecError(
+                    f"statistics[{index}].weight",
+                    f"this mean reuses {reuse.count!r} and {reuse.sum!r} and spends no ε of its "
+                    "own; remove 'weight'",
+                )
+
+    def _check_contribution_bounds(self) -> None:
+        """Bounds say what they do: only those the engine enforces may be set, R is explicit
+        unless it is the product G × R_g, and never larger than that product."""
+        groups, per_group = self.max_groups_per_unit, self.max_rows_per_group
+        if self.privacy_unit is None:
+            if self.max_rows_per_unit or groups or per_group:
+                raise SpecError(
+                    "privacy_unit",
+                    "contribution bounds need 'privacy_unit' (without it each row is a unit "
+                    "and contributes one row); remove the bounds or name the unit column",
+                )
+            return
+        if not self.group_by and (groups or per_group):
+            raise SpecError(
+                "max_groups_per_unit" if groups else "max_rows_per_group",
+                "max_groups_per_unit and max_rows_per_group bound groups, and this release has "
+                "no group_by; remove them and set max_rows_per_unit",
+            )
+        if self.max_rows_per_unit is None and not (groups and per_group):
+            raise SpecError(
+                "max_rows_per_unit",
+                "set max_rows_per_unit (the rows one unit may contribute), or both "
+                "max_groups_per_unit and max_rows_per_group (it then defaults to their product)",
+            )
+        if groups and per_group and (self.max_rows_per_unit or 0) > groups * per_group:
+            raise SpecError(
+                "max_rows_per_unit",
+                f"max_rows_per_unit ({self.max_rows_per_unit}) exceeds max_groups_per_unit × "
+                f"max_rows_per_group = {groups * per_group}, which no unit can exceed; lower it "
+                "or leave it out (it defaults to that product)",
+            )
+
+    def reuse_of(self, mean: MeanStatistic) -> MeanReuse:
+        """The release's first count, and its first sum of the mean's column and bounds (and
+        granularity, if the mean declares one): dividing those costs no ε and keeps the
+        published sum, count and mean consistent."""
+        count = next((s.name for s in self.statistics if isinstance(s, CountStatistic)), None)
+        total = next(
+            (
+                s.name
+                for s in self.statistics
+                if isinstance(s, SumStatistic)
+                and (s.column, s.lower, s.upper) == (mean.column, mean.lower, mean.upper)
+                and mean.granularity in (None, s.granularity)
+            ),
+            None,
+        )
+        return MeanReuse(count, total)
+
+    @property
+    def rows_per_unit(self) -> int:
+        """R, the rows one unit keeps after bounding: declared, else G × R_g; 1 without a unit."""
+        if self.max_rows_per_unit is not None:
+            return self.max_rows_per_unit
+        if self.max_groups_per_unit and self.max_rows_per_group:
+            return self.max_groups_per_unit * self.max_rows_per_group
+        return 1
+
+    @property
+    def key_columns(self) -> list[str]:
+        """All group-by columns, in declared order: the key columns of the released table."""
+        return [column for group in self.group_by for column in group.key_columns]
+
+    def canonical_json(self) -> str:
+        """The spec as canonical JSON, for its hash (a released slot's identity in the ledger).
+
+        The form is frozen at its first version: every statistic lists the fields all kinds
+        had then, and renamed fields keep their first names, so a spec released before a
+        refactor of this model is still the same spec. A field added later must enter only
+        when it is set. The engine is left out: every engine computes the same release."""
+        data = self.model_dump(mode="json", exclude={"engine"})
+        for later in ("margins", "level_weights"):
+            if data[later] is None:
+                del data[later]
+        data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]
+        data["postprocess"] = _canonical(data["postprocess"])
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+_FIRST_NAMES = {new: old for old, new in RENAMED.items()}
+_STATISTIC_FIELDS = ("column", "lower", "upper", "weight", "target_ci95", "granularity")
+
+
+def _canonical(section: dict[str, Any]) -> dict[str, Any]:
+    """A statistic or postprocess section under the canonical form's field names."""
+    named = {_FIRST_NAMES.get(key, key): value for key, value in section.items()}
+    if "kind" in named:
+        named = dict.fromkeys(_STATISTIC_FIELDS) | named
+    return named

@@ -1,0 +1,51 @@
+"""The `publish:` section of a spec file: which budget a release draws on, and when it runs.
+
+It is part of the spec file, not of the release spec: it does not change what a release computes
+(nor its hash), only how much of which scope's budget each release spends. Every interface reads
+it the same way, so `dprelease plan`, `dprelease release`, `dp.release` and the pipeline agree on
+the ε of a release.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from dprelease.period import Period
+from dprelease.spec._base import Strict
+
+
+class PublishSpec(Strict):
+    """`publish:`: the scope, the share of its cap one release spends, the periods released."""
+
+    scope: Annotated[str, Field(min_length=1)]
+    share: Fraction = Field(description="fraction of the scope's cap one release spends, e.g. 1/12")
+    first_period: str | None = Field(default=None, description="YYYY-MM; monthly specs only")
+    last_period: str | None = Field(default=None, description="YYYY-MM; open-ended if absent")
+
+    @field_validator("share", mode="before")
+    @classmethod
+    def _fraction(cls, value: object) -> Fraction:
+        try:
+            share = Fraction(str(value))
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"share must be a fraction like 1/12 or 0.25, got {value!r}") from None
+        if not 0 < share <= 1:
+            raise ValueError(f"share must be in (0, 1], got {value!r}")
+        return share
+
+    @field_validator("first_period", "last_period")
+    @classmethod
+    def _month(cls, value: str | None) -> str | None:
+        """A period in its one canonical spelling (`Period.parse`)."""
+        return None if value is None else str(Period.parse(value, ""))
+
+    @property
+    def first(self) -> Period | None:
+        return None if self.first_period is None else Period.parse(self.first_period)
+
+    @property
+    def last(self) -> Period | None:
+        return None if self.last_period is None else Period.parse(self.last_period)

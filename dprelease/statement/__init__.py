@@ -1,0 +1,62 @@
+"""What a release says: its manifest (a typed, versioned model with a published JSON Schema), the
+manifest's entries built from an allocation, the planner that states them before any data is
+read or budget spent, and the preview of a released table.
+
+    manifest = build_manifest(resolved, allocation, change, period, engine, margins, source)
+    plan(resolved, loss, change, targets=...)      # what that release will state, without data
+
+Every statement is a function of public inputs (the spec, the loss, the period, the engine, the
+noise source and the ledger's bookkeeping), never of the data; the numbers a release publishes
+are in its table. `python -m dprelease.statement` prints the manifest's JSON Schema
+(docs/manifest.schema.json).
+"""
+
+from dprelease.statement._entries import build_manifest, statistic_entry, with_outcome
+from dprelease.statement._manifest import (
+    MANIFEST_FORMAT,
+    NOT_RECORDED,
+    LedgerRecord,
+    LegacyManifest,
+    Manifest,
+    NoiseSourceEntry,
+    NotRecorded,
+    json_schema,
+    manifest_problems,
+    parse_manifest,
+)
+from dprelease.statement._planner import (
+    PLAN_FORMAT,
+    LevelAccuracy,
+    ReleasePlan,
+    StatisticAccuracy,
+    accuracy_of,
+    epsilon_for_targets,
+    plan,
+)
+from dprelease.statement._preview import Preview, level_blocks, preview
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "NOT_RECORDED",
+    "PLAN_FORMAT",
+    "LedgerRecord",
+    "LegacyManifest",
+    "LevelAccuracy",
+    "Manifest",
+    "NoiseSourceEntry",
+    "NotRecorded",
+    "Preview",
+    "ReleasePlan",
+    "StatisticAccuracy",
+    "accuracy_of",
+    "build_manifest",
+    "epsilon_for_targets",
+    "json_schema",
+    "level_blocks",
+    "manifest_problems",
+    "parse_manifest",
+    "plan",
+    "preview",
+    "statistic_entry",
+    "with_outcome",
+]

@@ -1,0 +1,335 @@
+"""What a release states about itself: the manifest's entries, built from the allocation.
+
+Everything here is a function of the resolved spec, the allocation (ε, Δ, granularity, scales),
+the period, the engine's name and the noise source, never of the data, so the manifest and the
+planner (which states the same entries before any data is read) can say it anywhere.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from dprelease._version import version
+from dprelease.change import ProtectedChange
+from dprelease.mechanism import (
+    ROUNDING_RULE,
+    Allocation,
+    MarginAccuracy,
+    Measurement,
+    Outcome,
+    StatisticAllocation,
+    sum_decimals,
+)
+from dprelease.spec import (
+    MOE95_SUFFIX,
+    UNDEFINED_SUFFIX,
+    CountStatistic,
+    PostProcessing,
+    ReleaseSpec,
+    ResolvedSpec,
+    StatisticKind,
+    SumStatistic,
+)
+from dprelease.statement._manifest import (
+    ContributionBounds,
+    CountEntry,
+    GroupByEntry,
+    LevelEntry,
+    LevelMeasurementEntry,
+    Manifest,
+    MarginsEntry,
+    MeanEntry,
+    MeasurementEntry,
+    MoeRange,
+    NoiseSourceEntry,
+    PostprocessingEntry,
+    StatisticEntry,
+    SumEntry,
+)
+
+MECHANISM = (
+    "discrete Laplace (geometric) mechanism, exact sampling after Canonne, Kamath & "
+    "Steinke 2020, integer arithmetic, OS CSPRNG bits"
+)
+ESTIMATOR = (
+    "weighted least squares (inverse-variance weights) of the cells from every level's noisy "
+    "values (Hay, Rastogi, Miklau & Suciu 2010): linear and unbiased unless constrained (see "
+    "nonnegative); every level is released as sums of the released cells, so each margin "
+    "equals the sum of its cells"
+)
+NONNEGATIVE = (
+    "cells constrained to ≥ 0 for {} (the least-squares solve under x ≥ 0, Clarabel): no longer "
+    "linear or unbiased. The margins of error are the linear estimator's, so cells are "
+    "over-covered but aggregates of sparse tables under-covered: with every true cell 0, only "
+    "about 81% of grand totals lie within theirs (8 regions of 2-6 cells, ε split equally). "
+    "postprocess.nonnegative: false releases the linear estimate, whose margins are exact"
+)
+ROUNDING = (
+    "controlled rounding (HiGHS): each cell goes to the integer (counts) or the decimal place "
+    "(sums, one place per statistic: 'decimals', else the second significant digit of its "
+    "smallest margin of error) just below or above its estimate, and each margin to its "
+    "estimate rounded down or up, keeping every margin the sum of its cells; each value moves "
+    "by less than its level's max_shift"
+)
+MARGIN_OF_ERROR = (
+    "exact 95% quantile of each released value's error, a known linear combination of every "
+    "level's discrete Laplace draws (characteristic-function inversion, conservative by at most "
+    "about 1.6% of its scale), plus the rounding's max_shift (counts: ⌈h + max_shift⌉ − 1, as "
+    "the truth is an integer); a mean's is the first-order propagation of its sum's and count's"
+)
+
+
+def _guarantee(spec: ReleaseSpec) -> str:
+    """What ε protects, in words; under parallel periods only a person within one period."""
+    unit = spec.privacy_unit or "row"
+    if spec.period is None:
+        return f"ε-DP for each privacy unit ({unit}) over the whole input"
+    if spec.period.composition == "sequential":
+        return (
+            f"ε-DP per period for each privacy unit ({unit}); periods compose sequentially: "
+            "every period's ε is charged to one lifetime budget, which bounds what all periods "
+            "together reveal about a unit"
+        )
+    return (
+        f"ε-DP per period; the privacy unit is a person within a period ({unit} within one "
+        "period): periods compose in parallel, each may spend the full budget, so someone "
+        "present in k periods is protected only at k times the per-period ε"
+    )
+
+
+def _bounds_entry(spec: ReleaseSpec) -> ContributionBounds:
+    if spec.privacy_unit is None:
+        return ContributionBounds(max_rows_per_unit=1, how="each row is a privacy unit")
+    how = "rows kept per unit are chosen at random (CSPRNG-salted hash order)"
+    if spec.max_rows_per_unit is None:
+        how += "; max_rows_per_unit defaults to max_groups_per_unit × max_rows_per_group"
+    return ContributionBounds(
+        max_rows_per_unit=spec.rows_per_unit,
+        max_groups_per_unit=spec.max_groups_per_unit,
+        max_rows_per_group=spec.max_rows_per_group,
+        null_units="rows with a null privacy unit are dropped",
+        how=how,
+    )
+
+
+def build_manifest(
+    resolved: ResolvedSpec,
+    allocation: Allocation,
+    neighbours: ProtectedChange,
+    period: str | None,
+    engine: str,
+    margins: MarginAccuracy | None,
+    noise_source: NoiseSourceEntry,
+) -> Manifest:
+    """What a release drawn from `noise_source` states, from public inputs only, before its
+    noise is drawn: with margins, as planned (`with_outcome` updates it should a solver fall
+    back), unrecorded until the ledger stores it (`Manifest.recorded`)."""
+    spec = resolved.spec
+    plan = allocation
+    outcome = None if margins is None else Outcome.planned(margins)
+    return Manifest(
+        release_id=None,
+        created_at=datetime.now(UTC).replace(microsecond=0),
+        library_version=version(),
+        engine=engine,
+        release=spec.name,
+        source=spec.source,
+        period=period,
+        period_composition=spec.period.composition if spec.period else None,
+        guarantee=_guarantee(spec),
+        spec_hash=resolved.hash,
+        mechanism=MECHANISM,
+        neighbours=neighbours,
+        privacy_unit=spec.privacy_unit or "each row is a privacy unit",
+        contribution_bounds=_bounds_entry(spec),
+        epsilon_total=float(plan.total.epsilon),
+        epsilon_total_exact=str(plan.total.epsilon),
+        budget_split=plan.split,
+        composition="sequential over the statistics"
+        + (" and, within each, over its levels" if margins else "")
+        + ": their ε add up to the total",
+        group_by=[
+            GroupByEntry(
+                columns=group.key_columns,
+                keys=domain.height,
+                domain=group.domain_kind,
+            )
+            for group, domain in zip(spec.group_by, resolved.domains, strict=True)
+        ],
+        cells=resolved.cells,
+        margins=None if margins is None or outcome is None else margins_entry(margins, outcome),
+        out_of_domain="rows whose keys are null, do not convert to the domain's key type, or "
+        "lie outside the public domain are dropped",
+        nulls="a null or NaN summed value (or text that does not parse as a number) counts "
+        "as 0 if 0 is within [lower, upper], else as lower; ±inf is clamped to the bounds",
+        postprocessing=PostprocessingEntry(**spec.postprocess.model_dump(), rounding=ROUNDING_RULE),
+        statistics=[
+            statistic_entry(p, spec.postprocess, margins, outcome) for p in plan.statistics
+        ],
+        noise_source=noise_source,
+    )
+
+
+def with_outcome(
+    manifest: Manifest,
+    allocation: Allocation,
+    post: PostProcessing,
+    margins: MarginAccuracy,
+    outcome: Outcome,
+) -> Manifest:
+    """The manifest as the release's post-processing left it: its rounding bounds and any
+    solver fallback (they depend on the noisy values only)."""
+    return manifest.model_copy(
+        update={
+            "margins": margins_entry(margins, outcome),
+            "statistics": [
+                statistic_entry(p, post, margins, outcome) for p in allocation.statistics
+            ],
+        }
+    )
+
+
+def margins_entry(margins: MarginAccuracy, outcome: Outcome) -> MarginsEntry:
+    """How the levels were made consistent, rounded and given margins of error."""
+    levels = margins.levels
+    constrained = sorted(name for name, laws in margins.accuracy.items() if laws.nonnegative)
+    return MarginsEntry(
+        levels=[
+            LevelEntry(
+                level=levels.name(k),
+                columns=list(columns),
+                rows=levels.sizes[k],
+                weight=weight,
+                share=str(share),
+            )
+            for k, (columns, weight, share) in enumerate(
+                zip(levels.columns, margins.weights, margins.shares, strict=True)
+            )
+        ],
+        estimator=ESTIMATOR,
+        nonnegative=None if not constrained else NONNEGATIVE.format(", ".join(constrained)),
+        rounding=ROUNDING,
+        margin_of_error=MARGIN_OF_ERROR,
+        fallbacks=list(outcome.fallbacks),
+    )
+
+
+def _measured(
+    m: Measurement, margins: MarginAccuracy | None, outcome: Outcome | None
+) -> dict[str, Any]:
+    """The fields every measurement states (see `manifest._Measured`), and with margins each
+    level's."""
+    fields = {
+        "epsilon": float(m.loss_spent.epsilon),
+        "epsilon_exact": str(m.loss_spent.epsilon),
+        "sensitivity": m.sensitivity,
+        "sensitivity_units": m.sensitivity_units,
+        "derivation": m.derivation,
+        "granularity": float(m.granularity),
+        "noise_scale": m.scale,
+        "noise_scale_units_exact": str(m.scale_units),
+        "moe95": m.moe95,
+        "variance": m.variance,
+    }
+    if margins is None or outcome is None:
+        return fields
+    laws = margins.accuracy[m.name]
+    shifts = outcome.shifts[m.name]
+    published = laws.published_moe95(shifts)
+    fields["moe95"] = float(published[0].max())
+    fields["levels"] = [
+        LevelMeasurementEntry(
+            level=margins.levels.name(k),
+            epsilon=float(level.epsilon),
+            epsilon_exact=str(level.epsilon),
+            sensitivity=level.sensitivity,
+            sensitivity_units=level.sensitivity_units,
+            derivation=level.derivation,
+            noise_scale=level.scale,
+            noise_scale_units_exact=str(level.scale_units),
+            measured_moe95=level.moe95,
+            moe95=_moe_range(moe),
+            max_shift=shift * laws.unit if laws.rounded else None,
+        )
+        for k, (level, moe, shift) in enumerate(zip(m.levels, published, shifts, strict=True))
+    ]
+    return fields
+
+
+def _moe_range(moe: np.ndarray) -> float | MoeRange:
+    """One number when every row of a level has the same margin of error, else its range."""
+    low, high = float(moe.min()), float(moe.max())
+    return low if low == high else MoeRange(min=low, max=high)
+
+
+def _decimals(
+    p: StatisticAllocation, post: PostProcessing, margins: MarginAccuracy | None
+) -> int | None:
+    if margins is None:
+        return sum_decimals(p, post)
+    return margins.accuracy[p.measurement.name].places
+
+
+def statistic_entry(
+    p: StatisticAllocation,
+    post: PostProcessing,
+    margins: MarginAccuracy | None = None,
+    outcome: Outcome | None = None,
+) -> StatisticEntry:
+    """What the manifest says about one statistic (the planner states the same)."""
+    stat, m = p.statistic, p.measurement
+    if isinstance(stat, CountStatistic | SumStatistic):
+        measured = _measured(m, margins, outcome)
+        target = stat.target_moe95
+        met = None if target is None else measured["moe95"] <= target
+    if isinstance(stat, CountStatistic):
+        return CountEntry(
+            **measured,
+            name=stat.name,
+            kind="count",
+            mechanism=MECHANISM,
+            target_moe95=target,
+            target_met=met,
+        )
+    if isinstance(stat, SumStatistic):
+        return SumEntry(
+            **measured,
+            name=stat.name,
+            kind="sum",
+            mechanism=MECHANISM,
+            column=stat.column,
+            lower=stat.lower,
+            upper=stat.upper,
+            decimals=_decimals(p, post, margins),
+            target_moe95=target,
+            target_met=met,
+        )
+    reused = " and ".join(repr(name) for name in p.reused)
+    return MeanEntry(
+        name=stat.name,
+        kind="mean",
+        epsilon=float(p.epsilon),
+        epsilon_exact=str(p.epsilon),
+        mechanism=MECHANISM,
+        column=stat.column,
+        lower=stat.lower,
+        upper=stat.upper,
+        how="noisy sum / noisy count (post-processing), clamped to [lower, upper]; "
+        + (f"reuses {reused} at no extra ε" if p.reused else "with a sum and a count of its own"),
+        reuses=list(p.reused),
+        margin_of_error=f"per cell in {stat.name}{MOE95_SUFFIX}: first-order propagation of "
+        "the sum's and the count's margins",
+        undefined=f"null where the noisy count is ≤ 0 (no mean is defined there); "
+        f"{stat.name}{UNDEFINED_SUFFIX} is true in those cells",
+        measurements=[
+            MeasurementEntry(
+                name=own.name,
+                kind="count" if own.kind is StatisticKind.COUNT else "sum",
+                **_measured(own, margins, outcome),
+            )
+            for own in p.own()
+        ],
+    )

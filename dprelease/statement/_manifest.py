@@ -1,0 +1,341 @@
+"""The manifest: a typed, versioned model of everything a release states besides its table.
+
+Each release publishes `manifest.json`; this module is its definition (`Manifest`, format
+"dprelease-manifest/2"), its JSON Schema for auditors (`docs/manifest.schema.json`, regenerate
+with `python -m dprelease.statement > docs/manifest.schema.json`), and the check a pipeline runs
+before publishing (`manifest_problems`). Manifests stored by earlier versions (format 1, no
+`format` field) stay readable as `LegacyManifest`.
+
+Every field is a function of the spec, ε, the period and the declared schema (or of the noise
+source and the ledger's bookkeeping), never of the data: see PRIVACY.md.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dprelease.change import ProtectedChange
+from dprelease.files import ReadableErrors
+
+MANIFEST_FORMAT: Final = "dprelease-manifest/2"
+
+#: An exact rational as text ("1/12", "3"): ε as the ledger charges it, a noise scale as sampled.
+ExactRational = Annotated[str, Field(pattern=r"^\d+(/\d+)?$", examples=["1/12"])]
+
+
+class _Model(ReadableErrors):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoiseSourceEntry(_Model):
+    """Where the noise bits came from; only a `private` source makes a publishable release."""
+
+    bits: str
+    seeded: bool
+    private: bool
+
+
+class ContributionBounds(_Model):
+    """What one privacy unit may contribute (R, G, R_g) and how rows are chosen."""
+
+    max_rows_per_unit: int = Field(description="R: rows kept per unit; Δ rests on it")
+    max_groups_per_unit: int | None = None
+    max_rows_per_group: int | None = None
+    null_units: str | None = None
+    how: str
+
+
+class GroupByEntry(_Model):
+    columns: list[str]
+    keys: int = Field(description="public keys (or key combinations) in the domain")
+    domain: Literal["values", "range", "file"]
+
+
+class PostprocessingEntry(_Model):
+    nonnegative: bool
+    decimals: int | None
+    moe95_columns: bool
+    rounding: str
+
+
+class MoeRange(_Model):
+    """Margins of error that differ between the rows of a level: their smallest and largest."""
+
+    min: float
+    max: float
+
+
+class LevelMeasurementEntry(_Model):
+    """One level of a measurement in a release with margins: its own noise, and the accuracy
+    of the values released for it."""
+
+    level: str = Field(description="the level's name, as in the table's `level` column")
+    epsilon: float
+    epsilon_exact: ExactRational
+    sensitivity: float = Field(description="Δ in the column's units, over this level's rows")
+    sensitivity_units: int
+    derivation: str
+    noise_scale: float
+    noise_scale_units_exact: ExactRational
+    measured_moe95: float = Field(
+        description="95% margin of error of this level's own noisy values alone (exact)"
+    )
+    moe95: float | MoeRange = Field(
+        description="95% margin of error of the released values of this level (the consistent "
+        "estimate, plus max_shift): one number when every row has it, else its range"
+    )
+    max_shift: float | None = Field(
+        description="the additive rounding moves each value of this level by less than this "
+        "(value units); None: not rounded"
+    )
+
+
+class _Measured(_Model):
+    """One noisy integer vector: its ε, Δ (and why), granularity, exact scale and accuracy.
+
+    With margins: ε is every level's together, Δ, the scale and the variance are the cells'
+    own noise, moe95 the largest margin of error of the released cells, and `levels` has each
+    level."""
+
+    epsilon: float
+    epsilon_exact: ExactRational
+    sensitivity: float = Field(description="Δ in the column's units")
+    sensitivity_units: int = Field(description="Δ in integer units of `granularity`")
+    derivation: str = Field(description="how Δ follows from the declared bounds")
+    granularity: float
+    noise_scale: float
+    noise_scale_units_exact: ExactRational
+    moe95: float = Field(
+        description="95% margin of error: P(|error| ≤ moe95) ≥ 0.95, exactly (with margins: "
+        "the largest over the released cells)"
+    )
+    variance: float
+    levels: list[LevelMeasurementEntry] | None = Field(
+        default=None, description="with margins: every level, the cells first"
+    )
+
+
+class MeasurementEntry(_Measured):
+    """A measurement a mean makes for itself (internal names contain ':')."""
+
+    name: str
+    kind: Literal["count", "sum"]
+
+
+class _Released(_Model):
+    name: str
+    epsilon: float = Field(description="what this statistic spends itself")
+    epsilon_exact: ExactRational
+    mechanism: str
+
+
+class CountEntry(_Released, _Measured):
+    kind: Literal["count"]
+    target_moe95: float | None = None
+    target_met: bool | None = None
+
+
+class SumEntry(_Released, _Measured):
+    kind: Literal["sum"]
+    column: str
+    lower: float
+    upper: float
+    decimals: int | None = Field(description="decimal places published (negative: tens, …)")
+    target_moe95: float | None = None
+    target_met: bool | None = None
+
+
+class MeanEntry(_Released):
+    kind: Literal["mean"]
+    column: str
+    lower: float
+    upper: float
+    how: str
+    reuses: list[str] = Field(description="statistics whose noisy values it divides, at no ε")
+    margin_of_error: str
+    undefined: str
+    measurements: list[MeasurementEntry] = Field(description="what it measures itself")
+
+
+StatisticEntry = Annotated[CountEntry | SumEntry | MeanEntry, Field(discriminator="kind")]
+
+
+class LevelEntry(_Model):
+    """One level of a release with margins."""
+
+    level: str = Field(description="its name in the table's `level` column")
+    columns: list[str] = Field(description="the key columns it keeps; [] is the grand total")
+    rows: int
+    weight: float
+    share: ExactRational = Field(description="the fraction of each measurement's ε it spends")
+
+
+class MarginsEntry(_Model):
+    """How a release with margins is made consistent (post-processing, no ε)."""
+
+    levels: list[LevelEntry] = Field(description="the cells first, then each margin")
+    estimator: str
+    nonnegative: str | None = Field(description="the constraint and its caveat; None: unused")
+    rounding: str
+    margin_of_error: str
+    fallbacks: list[str] = Field(
+        description="solver fallbacks on this release's noisy values (normally none)"
+    )
+
+
+class LedgerRecord(_Model):
+    """The ledger charge this release was stored under."""
+
+    recorded: Literal[True] = True
+    scope: str
+    charge_id: int
+    rerelease: bool
+
+
+NOT_RECORDED = (
+    "not recorded in any ledger: an exploratory release (dp.release without a ledger); its ε "
+    "was charged to no budget, so it must not be published"
+)
+
+
+class NotRecorded(_Model):
+    recorded: Literal[False] = False
+    note: str = NOT_RECORDED
+
+
+class Manifest(_Model):
+    """What a release states about itself (format "dprelease-manifest/2")."""
+
+    format: Literal["dprelease-manifest/2"] = MANIFEST_FORMAT
+    release_id: str | None = Field(description="the ledger slot asset/period; None: unrecorded")
+    created_at: AwareDatetime
+    library_version: str
+    engine: str
+    release: str
+    source: str
+    period: str | None
+    period_composition: Literal["sequential", "parallel"] | None
+    guarantee: str
+    spec_hash: str
+    mechanism: str
+    neighbours: ProtectedChange
+    privacy_unit: str
+    contribution_bounds: ContributionBounds
+    epsilon_total: float
+    epsilon_total_exact: ExactRational
+    budget_split: Literal["weights", "accuracy targets"]
+    composition: str
+    group_by: list[GroupByEntry]
+    cells: int
+    margins: MarginsEntry | None = Field(default=None, description="None: no margins")
+    out_of_domain: str
+    nulls: str
+    postprocessing: PostprocessingEntry
+    statistics: list[StatisticEntry]
+    noise_source: NoiseSourceEntry
+    ledger: LedgerRecord | NotRecorded = NotRecorded()
+
+    @model_validator(mode="after")
+    def _spends_its_total(self) -> Manifest:
+        _check_total(self.statistics, self.epsilon_total_exact)
+        return self
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The manifest as `manifest.json` holds it."""
+        return self.model_dump(mode="json")
+
+
+def _check_total(statistics: list[Any], total: str) -> None:
+    spent = sum((Fraction(s.epsilon_exact) for s in statistics), Fraction(0))
+    if spent != Fraction(total):
+        raise ValueError(f"statistics spend {spent}, the total says {total}")
+
+
+class _LegacyMeasurement(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    epsilon: float
+    sensitivity: float
+    derivation: str
+    granularity: float
+    noise_scale: float
+    noise_scale_units_exact: str
+    ci95_halfwidth: float
+
+
+class _LegacyStatistic(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str
+    epsilon_exact: ExactRational
+    measurements: list[_LegacyMeasurement]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flattened(cls, data: Any) -> Any:
+        """Counts and sums carried their one measurement's fields at the top level."""
+        if isinstance(data, dict) and "measurements" not in data:
+            return {**data, "measurements": [data]}
+        return data
+
+
+class LegacyManifest(BaseModel):
+    """A manifest stored by dprelease before format 2 (`_ci95` columns, hand-built dict):
+    what its publication check required, so stored releases stay valid."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    release_id: str | None
+    created_at: str
+    library_version: str
+    spec_hash: str
+    mechanism: str
+    noise_source: NoiseSourceEntry | None
+    neighbours: str
+    privacy_unit: str
+    contribution_bounds: dict[str, Any]
+    epsilon_total: float
+    epsilon_total_exact: ExactRational
+    budget_split: str
+    statistics: list[_LegacyStatistic]
+
+    @model_validator(mode="after")
+    def _spends_its_total(self) -> LegacyManifest:
+        _check_total(self.statistics, self.epsilon_total_exact)
+        return self
+
+
+def parse_manifest(data: dict[str, Any]) -> Manifest | LegacyManifest:
+    """A stored or published manifest as its model (by its `format`); ValidationError if it is
+    not a complete, consistent manifest of a format this version knows."""
+    if "format" in data:
+        return Manifest.model_validate(data)
+    return LegacyManifest.model_validate(data)
+
+
+def manifest_problems(data: dict[str, Any]) -> list[str]:
+    """Why a manifest may not be published (empty: complete, consistent, private noise)."""
+    try:
+        manifest = parse_manifest(data)
+    except ValidationError as exc:
+        return [
+            f"{'.'.join(str(part) for part in error['loc']) or 'manifest'}: {error['msg']}"
+            for error in exc.errors()
+        ]
+    problems = []
+    if manifest.release_id is None:
+        problems.append("missing release_id: not recorded in a ledger")
+    if manifest.noise_source is None:  # only a manifest of format 1 can lack it
+        problems.append("missing noise_source: no noise was drawn")
+    elif not manifest.noise_source.private:
+        problems.append("noise source is seeded: not a private release")
+    return problems
+
+
+def json_schema() -> str:
+    """The published JSON Schema of `Manifest`, as committed in docs/manifest.schema.json."""
+    return json.dumps(Manifest.model_json_schema(), indent=2, sort_keys=True) + "\n"

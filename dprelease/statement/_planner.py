@@ -1,0 +1,397 @@
+"""Plan before spending: what ε buys (per statistic: share, Δ, noise scale, 95% margin of error),
+and the inverse, the smallest ε that meets target margins. Reads no data.
+
+Both directions use the functions a release uses (`allocate`, the manifest's statistic entries),
+so a plan states exactly what the release at that ε will state in its manifest. Which ε a release
+of a spec spends is decided elsewhere, once for every interface (`dprelease.publish.decide_budget`).
+
+The inverse is exact against what a release draws: each margin is the exact 95% quantile of
+the discrete Laplace noise at the sampled (rounded-up) scale, in units of the granularity, not
+the continuous Δ·ln(20)/ε. Within a range of ε where no automatic granularity changes, every
+margin shrinks as ε grows, so bisection finds the smallest ε there; where a granularity halves
+a margin can step up by about 2^-21 of itself, so the search visits those ranges in order and
+returns the first that meets every target. The answer is a decimal: the smallest multiple of
+10^(k-5) that meets every target, where 10^k ≤ ε < 10^(k+1) (six significant digits).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Mapping
+from fractions import Fraction
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dprelease.change import ProtectedChange
+from dprelease.errors import SpecError
+from dprelease.loss import PrivacyLoss
+from dprelease.mechanism import (
+    LN_20,
+    Allocation,
+    Outcome,
+    allocate,
+    granularity_references,
+    margin_accuracy,
+    rows_reach,
+    sensitivity_bound,
+)
+from dprelease.spec import CountStatistic, PostProcessing, ReleaseSpec, ResolvedSpec, SumStatistic
+from dprelease.statement._entries import statistic_entry
+from dprelease.statement._manifest import (
+    ExactRational,
+    MeanEntry,
+    MeasurementEntry,
+    MoeRange,
+    StatisticEntry,
+    SumEntry,
+)
+
+PLAN_FORMAT: Final = "dprelease-plan/1"
+SIGNIFICANT_DIGITS = 6
+_MAX_DOUBLINGS = 200
+
+
+class LevelAccuracy(BaseModel):
+    """One level of a statistic in a release with margins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    level: str = Field(description="as in the released table's `level` column")
+    epsilon: float = Field(description="ε this level's noise spends")
+    scale: float = Field(description="the level's own noise scale, in the column's units")
+    moe95: float | MoeRange = Field(
+        description="95% margin of error of the released values (consistent and rounded)"
+    )
+
+
+class StatisticAccuracy(BaseModel):
+    """One statistic's accuracy at the planned (or released) ε.
+
+    For a mean, Δ and the scale are its sum's and `moe95` is None: its margin depends on each
+    cell's noisy count (see the `<mean>_moe95` column). With margins, the scale is the cells'
+    own noise, `moe95` the largest margin of error of the released cells, and `levels` each
+    level's.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    kind: Literal["count", "sum", "mean"]
+    epsilon: float = Field(description="ε this statistic spends itself")
+    epsilon_exact: ExactRational
+    sensitivity: float = Field(description="Δ in the column's units")
+    derivation: str = Field(description="how Δ follows from the declared bounds")
+    scale: float = Field(description="discrete Laplace noise scale, in the column's units")
+    moe95: float | None = Field(description="95% margin of error (half-width)")
+    target_moe95: float | None = None
+    target_met: bool | None = None
+    reuses: list[str] = Field(default_factory=list, description="what a mean divides, at no ε")
+    levels: list[LevelAccuracy] | None = Field(
+        default=None, description="with margins: every level, the cells first"
+    )
+
+
+class ReleasePlan(BaseModel):
+    """What a release of `release` at `epsilon_total` will state, and the smallest ε for the
+    targets (`dprelease plan --json` prints this; the keys are stable)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["dprelease-plan/1"] = PLAN_FORMAT
+    release: str
+    neighbours: ProtectedChange
+    epsilon_total: float
+    epsilon_total_exact: ExactRational
+    budget_split: Literal["weights", "accuracy targets"]
+    statistics: list[StatisticAccuracy]
+    targets: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        description="target margins checked: the spec's target_moe95, overridden by --target"
+    )
+    targets_met: bool | None = Field(description="None when there are no targets")
+    epsilon_for_targets: float | None
+    epsilon_for_targets_exact: ExactRational | None
+
+
+def accuracy_of(
+    entries: list[StatisticEntry], targets: Mapping[str, float] | None = None
+) -> list[StatisticAccuracy]:
+    """Per statistic accuracy from manifest entries (a plan's or a release's), with `targets`
+    (default: the entries' own) checked against the margins."""
+    by_name = {entry.name: entry for entry in entries}
+    rows = []
+    for entry in entries:
+        if isinstance(entry, MeanEntry):
+            total = _sum_of(entry, by_name)
+            rows.append(
+                StatisticAccuracy(
+                    name=entry.name,
+                    kind="mean",
+                    epsilon=entry.epsilon,
+                    epsilon_exact=entry.epsilon_exact,
+                    sensitivity=total.sensitivity,
+                    derivation=total.derivation,
+                    scale=total.noise_scale,
+                    moe95=None,
+                    reuses=entry.reuses,
+                )
+            )
+            continue
+        target = (targets or {}).get(entry.name, entry.target_moe95)
+        rows.append(
+            StatisticAccuracy(
+                name=entry.name,
+                kind=entry.kind,
+                epsilon=entry.epsilon,
+                epsilon_exact=entry.epsilon_exact,
+                sensitivity=entry.sensitivity,
+                derivation=entry.derivation,
+                scale=entry.noise_scale,
+                moe95=entry.moe95,
+                target_moe95=target,
+                target_met=None if target is None else entry.moe95 <= target,
+                levels=None
+                if entry.levels is None
+                else [
+                    LevelAccuracy(
+                        level=level.level,
+                        epsilon=level.epsilon,
+                        scale=level.noise_scale,
+                        moe95=level.moe95,
+                    )
+                    for level in entry.levels
+                ],
+            )
+        )
+    return rows
+
+
+def _sum_of(mean: MeanEntry, by_name: Mapping[str, StatisticEntry]) -> MeasurementEntry | SumEntry:
+    """The sum a mean divides: its own measurement, or the sum statistic it reuses."""
+    own = [part for part in mean.measurements if part.kind == "sum"]
+    if own:
+        return own[0]
+    reused = by_name[mean.reuses[0]]  # the sum comes first in `reuses`
+    assert isinstance(reused, SumEntry)
+    return reused
+
+
+def plan(
+    resolved: ResolvedSpec,
+    loss: PrivacyLoss | None,
+    neighbours: ProtectedChange,
+    *,
+    targets: Mapping[str, float] | None = None,
+) -> ReleasePlan:
+    """What a release of `resolved` spending `loss` states per statistic, without reading data.
+
+    `targets` (statistic name → wanted 95% margin of error) override the spec's `target_moe95`;
+    with targets the plan also gives the smallest ε that meets them all (and plans at that ε
+    when `loss` is None). SpecError names what is wrong.
+    """
+    spec = resolved.spec
+    wanted = _targets(spec, targets or {})
+    needed = epsilon_for_targets(resolved, wanted, neighbours) if wanted else None
+    if loss is not None:
+        total = loss.epsilon
+    elif needed is not None:
+        total = needed
+    else:
+        raise SpecError(
+            "epsilon", "give ε (--epsilon or --config), or target margins (target_moe95, --target)"
+        )
+    planned = allocate(resolved, PrivacyLoss.pure(total), neighbours)
+    entries = _entries(planned, spec.postprocess, resolved)
+    rows = accuracy_of(entries, wanted)
+    return ReleasePlan(
+        release=spec.name,
+        neighbours=neighbours,
+        epsilon_total=float(total),
+        epsilon_total_exact=str(total),
+        budget_split=planned.split,
+        statistics=rows,
+        targets=wanted,
+        targets_met=all(r.target_met for r in rows if r.target_moe95 is not None)
+        if wanted
+        else None,
+        epsilon_for_targets=None if needed is None else float(needed),
+        epsilon_for_targets_exact=None if needed is None else str(needed),
+    )
+
+
+def _entries(
+    planned: Allocation,
+    post: PostProcessing,
+    resolved: ResolvedSpec,
+    names: Collection[str] | None = None,
+) -> list[StatisticEntry]:
+    """The manifest's statistic entries of the planned release (only the statistics `names`,
+    if given); with margins every level's margins of error."""
+    chosen = [p for p in planned.statistics if names is None or p.statistic.name in names]
+    measured = {m.name for p in chosen for m in (p.measurement, p.count) if m is not None}
+    margins = margin_accuracy(resolved, planned, measured)
+    outcome = None if margins is None else Outcome.planned(margins)
+    return [statistic_entry(p, post, margins, outcome) for p in chosen]
+
+
+def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
+    """The spec's targets with `given` on top; only counts and sums have a margin to target."""
+    kinds = {s.name: s for s in spec.statistics}
+    for name, value in given.items():
+        if name not in kinds:
+            raise SpecError("target", f"no statistic {name!r} in release {spec.name!r}")
+        if not isinstance(kinds[name], CountStatistic | SumStatistic):
+            raise SpecError(
+                "target",
+                f"{name!r} is a mean: its margin depends on each cell's count; target the "
+                "count and the sum it reuses",
+            )
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise SpecError("target", f"the target of {name!r} must be a number > 0")
+    found = {
+        s.name: s.target_moe95
+        for s in spec.statistics
+        if isinstance(s, CountStatistic | SumStatistic) and s.target_moe95 is not None
+    }
+    return {**found, **{name: float(value) for name, value in given.items()}}
+
+
+def epsilon_for_targets(
+    resolved: ResolvedSpec, targets: Mapping[str, float], neighbours: ProtectedChange
+) -> Fraction:
+    """The smallest ε (six significant digits) at which every target margin is met, exactly
+    as the release at that ε states it (see the module docstring for the search)."""
+    spec = resolved.spec
+
+    def meets(epsilon: Fraction) -> bool:
+        try:
+            planned = allocate(resolved, PrivacyLoss.pure(epsilon), neighbours)
+        except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
+            return False
+        entries = _entries(planned, spec.postprocess, resolved, targets)
+        margin = {e.name: e.moe95 for e in entries if not isinstance(e, MeanEntry)}
+        return all(margin[name] <= target for name, target in targets.items())
+
+    low = _lower_bound(resolved, targets, neighbours)
+    while meets(low):  # a guard: against float rounding, and the margins' heuristic bound
+        low /= 2
+    high = low
+    for _ in range(_MAX_DOUBLINGS):
+        if meets(high):
+            break
+        high *= 2
+    else:
+        raise SpecError("target", "no ε meets these targets; loosen them or the bounds")
+    unit = _unit(high)
+    high = math.ceil(high / unit) * unit
+    while not meets(high):  # rounding up to the grid crossed a granularity change
+        high += unit
+    cuts = _granularity_cuts(resolved, targets, neighbours, low, high)
+    found = _smallest(meets, low, high, unit, cuts)
+    while _unit(found) < unit:  # a lower decade: one more digit there
+        unit = _unit(found)
+        found = _smallest(meets, max(low, found - 10 * unit), found, unit, cuts)
+    return found
+
+
+def _shares(resolved: ResolvedSpec, neighbours: ProtectedChange) -> dict[str, Fraction]:
+    """ε_j / ε per statistic (the split is linear in ε)."""
+    planned = allocate(resolved, PrivacyLoss.pure(Fraction(1)), neighbours)
+    return {p.statistic.name: p.epsilon for p in planned.statistics}
+
+
+def _lower_bound(
+    resolved: ResolvedSpec, targets: Mapping[str, float], neighbours: ProtectedChange
+) -> Fraction:
+    """An ε below which no target can be met. The exact margin is h·g with h ≥ b·ln 20 − 1 and
+    b ≥ Δ/ε_j (Δ in units of g, at least (Δ_bound − reach·g/2)/g once the bounds are rounded to
+    units), so meeting T needs ε_j ≥ (Δ_bound − reach·g/2)·ln 20 / (T + g). An automatic g is
+    far below T, so T stands in for it. With margins ε_j is the statistic's ε over all its
+    levels, as if the cells had it all: a heuristic (the consistent cells draw on every level,
+    each measured with less), which the search checks by halving."""
+    spec = resolved.spec
+    share = _shares(resolved, neighbours)
+    bounds = [Fraction(1, 10**12)]
+    for stat in _targeted(spec, targets):
+        target = Fraction(targets[stat.name])
+        if isinstance(stat, CountStatistic):
+            slack, rounding = Fraction(1), Fraction(0)
+        else:
+            slack = target if stat.granularity is None else Fraction(stat.granularity)
+            rounding = rows_reach(spec, neighbours) * slack / 2
+        delta = max(sensitivity_bound(stat, spec, neighbours) - rounding, Fraction(0))
+        need = delta * Fraction(LN_20) * Fraction(1023, 1024) / (target + slack)
+        bounds.append(need / share[stat.name])
+    return max(bounds)
+
+
+def _targeted(
+    spec: ReleaseSpec, targets: Mapping[str, float]
+) -> list[CountStatistic | SumStatistic]:
+    return [
+        s
+        for s in spec.statistics
+        if isinstance(s, CountStatistic | SumStatistic) and s.name in targets
+    ]
+
+
+def _granularity_cuts(
+    resolved: ResolvedSpec,
+    targets: Mapping[str, float],
+    neighbours: ProtectedChange,
+    low: Fraction,
+    high: Fraction,
+) -> list[Fraction]:
+    """The ε in (low, high] at which a targeted sum's automatic granularity changes (the scale
+    Δ_bound / ε of one of its levels crosses a power of two); between them every margin is
+    monotone in ε."""
+    share = _shares(resolved, neighbours)
+    cuts = []
+    for stat in _targeted(resolved.spec, targets):
+        if not isinstance(stat, SumStatistic) or stat.granularity is not None:
+            continue
+        for ref in granularity_references(stat, resolved, neighbours, share[stat.name]):
+            k = math.floor(math.log2(ref / high)) - 1
+            while (cut := ref / Fraction(2) ** k) > low:
+                if cut <= high:
+                    cuts.append(cut)
+                k += 1
+    return sorted(set(cuts))
+
+
+def _unit(value: Fraction) -> Fraction:
+    """10^(k-5) for 10^k ≤ value < 10^(k+1): the step of six significant digits."""
+    k = len(str(value.numerator // value.denominator)) - 1 if value >= 1 else -_leading(value)
+    return Fraction(10) ** (k - SIGNIFICANT_DIGITS + 1)
+
+
+def _leading(value: Fraction) -> int:
+    """For 0 < value < 1: j with 10^-j ≤ value < 10^-(j-1)."""
+    j = 1
+    while value * 10**j < 1:
+        j += 1
+    return j
+
+
+def _smallest(
+    meets: Callable[[Fraction], bool],
+    low: Fraction,
+    high: Fraction,
+    unit: Fraction,
+    cuts: list[Fraction],
+) -> Fraction:
+    """The smallest multiple of `unit` in (low, high] with `meets`, given that `meets(high)`
+    holds and `meets` is monotone on each range (a, b] between consecutive cuts."""
+    edges = [low, *(c for c in cuts if low < c < high), high]
+    for a, b in zip(edges, edges[1:], strict=False):
+        bottom, top = math.floor(a / unit), math.floor(b / unit)
+        if top <= bottom or not meets(top * unit):
+            continue
+        while top - bottom > 1:  # meets(top · unit), not meets at bottom (or bottom = a)
+            middle = (bottom + top) // 2
+            if meets(middle * unit):
+                top = middle
+            else:
+                bottom = middle
+        return top * unit
+    raise AssertionError("meets(high) holds, so the last range has a smallest multiple")

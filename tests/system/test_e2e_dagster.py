@@ -1,0 +1,352 @@
+"""End to end, as an operator runs it: `dg dev` (webserver + daemon) on the project's Dagster home,
+launched through the same GraphQL calls the UI makes, then looked at in headless Chromium.
+
+The server runs from the checkout exactly as the README starts it; only the confidential store,
+public directory and ledger point into a temporary directory, through their environment
+variables. These tests run in file order and share one server (module fixture); the last one
+stops it with SIGTERM to its PID and checks that nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from conftest import ROOT
+from dagster._core.instance.ref import InstanceRef  # not exported; only to read heartbeats
+from test_pipelines import write_tables
+
+from dprelease.ledger import Ledger
+
+pytestmark = pytest.mark.e2e
+MONTHLY = "visits_by_clinic"
+LOCATION, REPOSITORY = "dprelease", "__repository__"
+VISITS_MONTH = Fraction(4, 12)  # hospital_patients' profile ε 4.0, 1/12 per month
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+LAUNCH_RUN = """
+mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
+  launchPipelineExecution(executionParams: $executionParams) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on PipelineNotFoundError { message }
+  }
+}"""
+LAUNCH_BACKFILL = """
+mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $backfillParams) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+  }
+}"""
+RUNS = """
+query Runs($filter: RunsFilter!) {
+  runsOrError(filter: $filter) {
+    ... on Runs { results { runId status tags { key value } } }
+  }
+}"""
+FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+def _dev_module() -> Any:
+    spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below `pid`, from /proc (children of children included)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and " Z " not in Path(f"/proc/{pid}/stat").read_text()
+
+
+@dataclass
+class Server:
+    """`dg dev` on a loopback port, and the directories its resources point at."""
+
+    root: Path
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+    children: set[int] = field(default_factory=set)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def graphql(self, query: str, **variables: Any) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"{self.url}/graphql",
+            data=json.dumps({"query": query, "variables": variables}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            body = json.loads(response.read())
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+    def launch_materialization(self, asset: str, partition: str | None = None) -> str:
+        """What the UI's Materialize button sends for one asset (and one partition)."""
+        tags = [{"key": "dagster/partition", "value": partition}] if partition else []
+        params = {
+            "mode": "default",
+            "runConfigData": {},
+            "executionMetadata": {"tags": tags},
+            "selector": {
+                "repositoryLocationName": LOCATION,
+                "repositoryName": REPOSITORY,
+                "pipelineName": "__ASSET_JOB",
+                "assetSelection": [{"path": [asset]}],
+            },
+        }
+        result = self.graphql(LAUNCH_RUN, executionParams=params)["launchPipelineExecution"]
+        assert result["__typename"] == "LaunchRunSuccess", result
+        return str(result["run"]["runId"])
+
+    def launch_backfill(self, asset: str, partitions: list[str]) -> str:
+        """What the UI's partition dialog sends for an asset backfill."""
+        params = {
+            "assetSelection": [{"path": [asset]}],
+            "partitionNames": partitions,
+            "fromFailure": False,
+            "tags": [],
+        }
+        result = self.graphql(LAUNCH_BACKFILL, backfillParams=params)["launchPartitionBackfill"]
+        assert result["__typename"] == "LaunchBackfillSuccess", result
+        return str(result["backfillId"])
+
+    def runs(self, **run_filter: Any) -> list[dict[str, Any]]:
+        return list(self.graphql(RUNS, filter=run_filter)["runsOrError"]["results"])
+
+    def wait_for_runs(self, count: int, timeout: float = 300, **run_filter: Any) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            runs = self.runs(**run_filter)
+            if len(runs) >= count and all(r["status"] in FINISHED for r in runs):
+                return runs
+            time.sleep(2)
+        raise AssertionError(
+            f"runs {run_filter} not finished in {timeout}s: {self.runs(**run_filter)}"
+        )
+
+    def stop(self) -> int | None:
+        """SIGTERM to dg dev's PID, then anything of its tree still alive, each by its PID."""
+        self.children |= _descendants(self.process.pid)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        for pid in self.children:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        return self.process.returncode
+
+
+def _default_interrupts() -> None:
+    """Dagster maps SIGTERM to SIGINT's handler; a process started in the background of a
+    non-interactive shell inherits an ignored SIGINT and would then ignore SIGTERM too. Start
+    `dg dev` as a terminal does, with SIGINT at its default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _no_daemon_on(home: Path, stale_after: float = 60) -> None:
+    """Another `dg dev` on the project's home would run this test's runs with its own settings.
+    A live daemon beats every 30 s; a stopped one's last beat goes stale, so wait for that."""
+    if not (home / "dagster.yaml").exists():
+        return
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        deadline = time.monotonic() + stale_after + 15
+        while True:
+            beats = [beat.timestamp for beat in instance.get_daemon_heartbeats().values()]
+            if time.time() - max(beats, default=0) > stale_after:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"a Dagster daemon is running on {home}: stop `dg dev` first")
+            time.sleep(5)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    dev = _dev_module()
+    dev.ensure_dagster_home()  # what `python3 dev.py` does: .env names .dprelease/dagster
+    _no_daemon_on(dev.DAGSTER_HOME)
+    root = tmp_path_factory.mktemp("e2e")
+    write_tables(root / "confidential", patients=2_000)
+    environment = {
+        **{k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"},  # .env names it
+        "DPRELEASE_CONFIDENTIAL_DIR": str(root / "confidential"),
+        "DPRELEASE_PUBLIC_DIR": str(root / "public"),
+        "DPRELEASE_LEDGER_URL": str(root / "ledger.sqlite"),
+    }
+    port, log = _free_port(), root / "dg-dev.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "dg"),
+                "dev",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            cwd=ROOT,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_default_interrupts,
+        )
+    running = Server(root, port, process, log)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                loaded = running.graphql(
+                    "{ workspaceOrError { ... on Workspace { locationEntries { name "
+                    "locationOrLoadError { __typename } } } } }"
+                )["workspaceOrError"]["locationEntries"]
+                if (
+                    loaded
+                    and loaded[0]["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+                ):
+                    assert loaded[0]["name"] == LOCATION
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(1)
+        running.children = _descendants(process.pid)
+        yield running
+    finally:
+        running.stop()
+
+
+def test_ui_launches_publish_every_month_and_charge_once(server: Server) -> None:
+    single = server.launch_materialization(MONTHLY, "2024-06")
+    backfill = server.launch_backfill(MONTHLY, ["2024-01", "2024-02", "2024-03"])
+    budget = server.launch_materialization("privacy_budget")
+    runs = server.wait_for_runs(1, runIds=[single]) + server.wait_for_runs(1, runIds=[budget])
+    runs += server.wait_for_runs(3, tags=[{"key": "dagster/backfill", "value": backfill}])
+    assert [r["status"] for r in runs] == ["SUCCESS"] * 5
+    partitions = sorted(
+        t["value"] for r in runs for t in r["tags"] if t["key"] == "dagster/partition"
+    )
+    assert partitions == ["2024-01", "2024-02", "2024-03", "2024-06"]  # one run per month
+    history = {r["runId"] for r in server.runs()}
+    assert {r["runId"] for r in runs} <= history
+    for month in partitions:
+        directory = server.root / "public" / MONTHLY / month
+        assert sorted(p.name for p in directory.iterdir()) == [
+            "manifest.json",
+            "release.csv",
+            "release.parquet",
+        ]
+    with Ledger(str(server.root / "ledger.sqlite")) as book:
+        status = book.status("hospital_patients")[0]
+        charges = [e.period for e in book.history("hospital_patients") if e.kind == "reserved"]
+    assert status.spent == 4 * VISITS_MONTH and status.releases == 4
+    assert sorted(charges) == partitions  # each month charged exactly once
+
+
+def test_browser_shows_the_graph_and_the_budget_with_both_plots(server: Server) -> None:
+    from playwright.sync_api import Error, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{server.url}/asset-groups", wait_until="networkidle", timeout=120_000)
+            with contextlib.suppress(Error):  # a first visit may greet with a newsletter dialog
+                page.get_by_role("button", name="Skip").click(timeout=5_000)
+            graph = f"{server.url}/locations/{LOCATION}/asset-groups/releases"
+            page.goto(graph, wait_until="networkidle")
+            for asset in (MONTHLY, "case_control_by_region", "visits", "case_control"):
+                page.get_by_text(asset, exact=True).first.wait_for(timeout=60_000)
+            # The confidential tables are external data: their group never says "Never
+            # materialized", whatever this Dagster home has run before (releases not run in
+            # this test, such as case_control_by_region, may well say it on the other graph).
+            sources = f"{server.url}/locations/{LOCATION}/asset-groups/confidential"
+            page.goto(sources, wait_until="networkidle")
+            for asset in ("visits", "case_control"):
+                page.get_by_text(asset, exact=True).first.wait_for(timeout=60_000)
+            assert page.get_by_text("Never materialized").count() == 0
+            page.goto(f"{server.url}/assets/privacy_budget", wait_until="networkidle")
+            page.get_by_text("[Show Markdown]").first.click(timeout=60_000)
+            dialog = page.get_by_role("dialog")
+            dialog.get_by_text("ε_min is reached at P10 = 1").first.wait_for(timeout=30_000)
+            plots = dialog.locator("img[src^='data:image/png;base64,']")
+            plots.nth(3).wait_for(timeout=30_000)  # two scopes × (profile, ε per P10) plots
+            widths = plots.evaluate_all("images => images.map(image => image.naturalWidth)")
+            assert len(widths) == 4 and all(width > 100 for width in widths)
+        finally:
+            browser.close()
+
+
+def test_sigterm_stops_dg_dev_and_leaves_no_temporary_home(server: Server) -> None:
+    children = _descendants(server.process.pid)
+    assert children, "dg dev runs the webserver, daemon and code server as child processes"
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(timeout=60) == 0
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [pid for pid in children if _alive(pid)]
+    assert not list(ROOT.glob(".tmp_dagster_home_*"))
+    assert "Loaded environment variables from .env file: DAGSTER_HOME" in server.log.read_text()

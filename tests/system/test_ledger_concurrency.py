@@ -1,0 +1,133 @@
+"""Real processes racing on one ledger (SQLite file and PostgreSQL): no overspend, no double
+charge, and a run killed between reserve and commit is resumed without a second charge."""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections import Counter
+from fractions import Fraction
+
+import ledger_workers as workers
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from dprelease.ledger import MIGRATIONS, Ledger, make_release_id
+from dprelease.ledger.schema import charges, schema_version
+
+pytestmark = pytest.mark.races
+CTX = multiprocessing.get_context("spawn")
+TIMEOUT_S = 120
+
+
+def _run_all(target: object, arg_lists: list[tuple[object, ...]]) -> list[int]:
+    procs = [CTX.Process(target=target, args=args) for args in arg_lists]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(TIMEOUT_S)
+    assert all(p.exitcode is not None for p in procs), "a worker hung"
+    return [p.exitcode for p in procs]  # type: ignore[misc]
+
+
+def _charge_count(url: str) -> int:
+    with create_engine(url).connect() as conn:
+        return conn.execute(select(func.count()).select_from(charges)).scalar_one()
+
+
+def test_sixteen_racers_for_five_budgets_exactly_five_release(ledger_url: str) -> None:
+    eps = Fraction(1, 10)
+    Ledger(ledger_url).ensure_scope("visits", 5 * eps)  # admits exactly 5 releases
+    barrier = CTX.Barrier(16)
+    periods = [f"2024-{m:02d}" for m in range(1, 17)]
+    codes = _run_all(
+        workers.release_once,
+        [
+            (ledger_url, "visits", make_release_id("visits_release", p), p, eps, barrier)
+            for p in periods
+        ],
+    )
+
+    assert Counter(codes) == {workers.RELEASED: 5, workers.EXHAUSTED: 11}
+    ledger = Ledger(ledger_url)
+    status = ledger.status("visits")[0]
+    assert status.spent == Fraction(1, 2) <= status.cap
+    assert (status.releases, status.open_reservations) == (5, 0)
+    released = [p for p, code in zip(periods, codes, strict=True) if code == workers.RELEASED]
+    for p in released:
+        assert ledger.stored_release(make_release_id("visits_release", p)) is not None
+
+
+def test_racers_on_one_slot_charge_once_and_publish_one_table(ledger_url: str) -> None:
+    Ledger(ledger_url).ensure_scope("s", 1)
+    barrier = CTX.Barrier(4)
+    codes = _run_all(workers.release_once, [(ledger_url, "s", "r/p", "p", 0.5, barrier)] * 4)
+
+    # the first reserves; the others resume its reservation (or find it committed) and the
+    # later commits lose to the first: one charge, one stored table, whatever the interleaving
+    assert set(codes) <= {workers.RELEASED, workers.CONFLICT, workers.STORED}
+    assert workers.RELEASED in codes
+    ledger = Ledger(ledger_url)
+    assert ledger.status("s")[0].spent == Fraction(1, 2)
+    assert _charge_count(ledger_url) == 1
+    assert Counter(e.kind for e in ledger.history("s"))["committed"] == 1
+
+
+def test_racers_on_one_slot_with_different_eps_charge_once(ledger_url: str) -> None:
+    """Two ε for one slot (say, before and after a cap change): one charge; the other run gets
+    the stored copy or is told to void, never a second charge."""
+    Ledger(ledger_url).ensure_scope("s", 1)
+    barrier = CTX.Barrier(6)
+    args = [(ledger_url, "s", "r/p", "p", eps, barrier) for eps in ("1/4", "1/2") * 3]
+    codes = _run_all(workers.release_once, args)
+
+    assert set(codes) <= {workers.RELEASED, workers.CONFLICT, workers.STORED, workers.MISMATCH}
+    ledger = Ledger(ledger_url)
+    stored = ledger.stored_release("r/p")
+    assert stored is not None and _charge_count(ledger_url) == 1
+    assert ledger.status("s")[0].spent == stored.epsilon
+
+
+def test_concurrent_first_open_migrates_once(ledger_url: str) -> None:
+    barrier = CTX.Barrier(4)
+    codes = _run_all(workers.open_and_ensure, [(ledger_url, "s", barrier)] * 4)
+    assert codes == [0] * 4
+    with create_engine(ledger_url).connect() as conn:
+        versions = conn.execute(select(schema_version.c.version)).scalars().all()
+    assert versions == list(range(1, len(MIGRATIONS) + 1))
+    assert [e.kind for e in Ledger(ledger_url).history()] == ["scope_created"]
+
+
+def test_sigkill_after_reserve_then_same_slot_resumes_with_one_charge(ledger_url: str) -> None:
+    ledger = Ledger(ledger_url)
+    ledger.ensure_scope("s", 0.5)
+    rid = make_release_id("visits_release", "2024-03")
+    (code,) = _run_all(workers.reserve_then_die, [(ledger_url, "s", rid, "2024-03", 0.5)])
+    assert code == -signal.SIGKILL
+
+    assert ledger.stored_release(rid) is None  # nothing committed, so nothing publishable
+    status = ledger.status("s")[0]
+    assert (status.spent, status.open_reservations) == (Fraction(1, 2), 1)
+
+    resumed = ledger.reserve(rid, "s", "2024-03", 0.5, spec_hash=workers.SPEC_HASH, run_id="retry")
+    assert resumed.status == "resumed"
+    ledger.commit(resumed, b"table", {})
+    status = ledger.status("s")[0]
+    assert (status.spent, status.releases, status.open_reservations) == (Fraction(1, 2), 1, 0)
+    assert [(e.kind, e.run_id) for e in ledger.history("s")][1:] == [
+        ("reserved", "doomed"),
+        ("resumed", "retry"),
+        ("committed", "retry"),
+    ]
+
+
+def test_sigkill_then_void_frees_the_budget_for_another_spec(ledger_url: str) -> None:
+    ledger = Ledger(ledger_url)
+    ledger.ensure_scope("s", 0.5)
+    rid = make_release_id("visits_release", "2024-03")
+    (code,) = _run_all(workers.reserve_then_die, [(ledger_url, "s", rid, "2024-03", 0.5)])
+    assert code == -signal.SIGKILL
+
+    ledger.void(rid, reason="worker killed before commit")
+    fresh = ledger.reserve(rid, "s", "2024-03", 0.5, spec_hash="fixed spec", run_id="after")
+    assert fresh.charged and ledger.status("s")[0].spent == Fraction(1, 2)

@@ -1,0 +1,129 @@
+"""Start-up: what `import dprelease` and `dprelease --help` load, and how the house is laid out.
+
+Start-up time is paid by every command, Dagster run worker and notebook, so heavy modules
+(scipy, SQLAlchemy, matplotlib, Spark) are imported where they are used. These tests look at
+`sys.modules` of a fresh interpreter, so a regression cannot hide behind a warm cache. Timings
+are measured in bench/bench_startup.py, not here.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+HEAVY = ("scipy", "sqlalchemy", "matplotlib", "pyspark", "clarabel", "dagster")
+
+
+def loaded_after(code: str) -> set[str]:
+    """Top-level packages a fresh interpreter has imported after running `code`."""
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    return {name.partition(".")[0] for name in json.loads(out.splitlines()[-1])}
+
+
+def test_import_dprelease_loads_no_third_party_package() -> None:
+    loaded = loaded_after("import dprelease")
+    assert not loaded & {*HEAVY, "polars", "numpy", "pydantic", "pandas", "typer", "rich"}
+
+
+def test_a_name_of_the_package_loads_on_first_use() -> None:
+    loaded = loaded_after("import dprelease as dp\nassert dp.ReleaseSpec.__name__")
+    assert "pydantic" in loaded
+    assert not loaded & set(HEAVY)
+
+
+def test_the_command_line_help_loads_no_heavy_module() -> None:
+    loaded = loaded_after(
+        "import sys\nfrom dprelease.cli import main\nsys.argv = ['dprelease', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    assert not loaded & set(HEAVY)
+
+
+@pytest.mark.parametrize("command", ["epsilon", "plan", "release", "ledger"])
+def test_each_command_help_loads_no_heavy_module(command: str) -> None:
+    loaded = loaded_after(
+        "import sys\nfrom dprelease.cli import main\n"
+        f"sys.argv = ['dprelease', '{command}', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+    assert not loaded & set(HEAVY)
+
+
+def test_a_release_without_margins_loads_no_solver() -> None:
+    """scipy and Clarabel serve releases with margins only."""
+    loaded = loaded_after(
+        "import polars as pl\nimport dprelease as dp\n"
+        "spec = dp.ReleaseSpec(name='r', source='r', statistics=[{'name': 'n', 'kind': 'count'}])\n"
+        "dp.release(pl.DataFrame({'x': [1, 2]}), spec, epsilon=1)"
+    )
+    assert not loaded & {"scipy", "clarabel", "matplotlib", "pyspark", "dagster"}
+
+
+# -- the layout: folders with one face, imports only going down ---------------------------------
+
+#: The floors of the package, lowest first; a module may import its own folder and lower floors.
+FLOORS = [
+    {"change", "loss", "_version"},  # the vocabulary itself, importing nothing of the package
+    {"errors"},  # states amounts in its messages
+    {"period", "operator", "files"},
+    {"spec", "budget", "ledger"},
+    {"mechanism"},
+    {"statement"},
+    {"publish"},
+    {"api", "cli"},
+]
+
+
+def _floor(room: str) -> int:
+    return next(level for level, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def _imports(path: object) -> set[str]:
+    tree = ast.parse(path.read_text())  # type: ignore[attr-defined]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {name for name in found if name.startswith("dprelease.")}
+
+
+def test_imports_only_go_down_the_floors() -> None:
+    package = ROOT / "dprelease"
+    upward = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package)
+        if relative.name == "__init__.py" and len(relative.parts) == 1:
+            continue  # the package's lazy face names everything
+        room = relative.parts[0].removesuffix(".py")
+        for module in _imports(path):
+            target = module.split(".")[1]
+            if target != room and _floor(target) >= _floor(room):
+                upward.append(f"{relative} imports {module}")
+    assert upward == []
+
+
+def test_the_top_level_holds_only_faces_and_vocabulary() -> None:
+    modules = sorted(p.name for p in (ROOT / "dprelease").glob("*.py") if p.name != "__init__.py")
+    assert len(modules) <= 8, modules
+    for folder in (p for p in (ROOT / "dprelease").iterdir() if (p / "__init__.py").exists()):
+        face = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+        assert face, f"{folder.name}/__init__.py says what the folder is"
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "dprelease").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 500
+    }
+    assert long == {}

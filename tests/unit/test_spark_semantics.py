@@ -1,0 +1,493 @@
+"""Both engines implement one contract (PRIVACY.md, "What a release computes"), checked three ways.
+
+(a) Where nothing is truncated, each engine's exact pre-noise aggregates equal a row-by-row
+    reference written from the contract, for every spec here and in the repo: so the polars and
+    Spark engines agree exactly.
+(b) With truncation, every unit keeps exactly min(its rows, R), within the G and R_g bounds.
+(c) The kept rows and groups are a uniform choice (χ² over many salts), and a fresh one per salt.
+
+Every check runs on both engines: the polars cases are in the fast tier, the Spark cases are
+marked `spark` (they need a local Spark session).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import ROOT, allocation_of
+
+from dprelease.mechanism import Allocation, Measurement
+from dprelease.mechanism.engines import Engine, ExactAggregates, get_engine, new_salt
+from dprelease.spec import ResolvedSpec, StatisticKind, load_spec, parse_spec, period_of
+from pipelines.demo_data import generate_case_control, generate_visits
+
+SPECS = ROOT / "pipelines" / "specs"
+
+
+@pytest.fixture(scope="module")
+def spark_session():
+    """One local Spark session for the module's Spark cases (imported only by them)."""
+    from sparktest import local_session
+
+    return local_session()
+
+
+@pytest.fixture(params=["polars", pytest.param("spark", marks=pytest.mark.spark)])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """Each engine in turn; the Spark one on the module's session, started only for it."""
+    if request.param == "polars":
+        return get_engine("polars")
+    from dprelease.mechanism.engines.spark import SparkEngine
+
+    return SparkEngine(request.getfixturevalue("spark_session"))
+
+
+def run_engine(
+    chosen: Engine, data: Path, loaded: ResolvedSpec, plan: Allocation, period: str | None
+) -> ExactAggregates:
+    """Check, then aggregate with a fresh salt, as a release does."""
+    month = period_of(loaded.spec.period, period)
+    chosen.check(data, loaded, plan, month)
+    return chosen.aggregate(data, loaded, plan, month, new_salt())
+
+
+def values(exact: ExactAggregates, m: Measurement) -> list[int]:
+    return [int(v) for v in exact.of(m)]
+
+
+# --------------------------------------------------------------------------- the reference
+
+
+def _as_key(value: Any, dtype: pl.DataType) -> Any:
+    """Non-strict typing to the domain's dtype; what does not convert is None. An integer
+    domain takes integral numbers only (2.0 is 2, 2.5 and NaN are no key)."""
+    if isinstance(value, Decimal):
+        value = float(value)  # as polars does (exact below 2^53)
+    if isinstance(value, float) and dtype.is_integer():
+        value = int(value) if math.isfinite(value) and value.is_integer() else None
+    if isinstance(value, int) and dtype.is_integer():
+        widths = {pl.Int8: 8, pl.Int16: 16, pl.Int32: 32, pl.UInt8: 8, pl.UInt16: 16}
+        bits = next((b for t, b in widths.items() if dtype == t), 32 if dtype == pl.UInt32 else 64)
+        signed = not dtype.is_unsigned_integer()
+        low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1)) if signed else (0, 2**bits)
+        return value if low <= value < min(high, 2**63) else None
+    return value
+
+
+def _as_unit(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _units(value: Any, m: Measurement) -> int:
+    """Contract §7: null/NaN → 0 or lower; clamp; round half to even in units of g; clamp."""
+    assert m.lower is not None and m.upper is not None
+    x = None if value is None else float(value)
+    if x is None or math.isnan(x):
+        x = 0.0 if m.lower <= 0 <= m.upper else m.lower
+    x = min(max(x, m.lower), m.upper)
+    units = round(x / float(m.granularity))  # Python rounds half to even, exactly
+    return min(max(units, m.lower_units), m.upper_units)
+
+
+def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: str | None) -> dict:
+    """The contract row by row, for data in which no unit exceeds a bound (no truncation); and
+    the input summary's counts under "summary"."""
+    spec = loaded.spec
+    keys = spec.key_columns
+    cells = {row: i for i, row in enumerate(loaded.key_grid.iter_rows())} if keys else {(): 0}
+    out: dict[str, Any] = {m.name: [0] * len(cells) for m in plan.measurements}
+    summary = {"rows": df.height, "period_rows": 0, "unit_rows": 0, "keyed": Counter()}
+    for row in df.iter_rows(named=True):
+        if spec.period is not None:
+            when = row[spec.period.column]
+            if when is None or f"{when.year:04d}-{when.month:02d}" != period:
+                continue
+        key = tuple(_as_key(row[k], loaded.key_dtype(k)) for k in keys)
+        unit = _as_unit(row[spec.privacy_unit]) if spec.privacy_unit is not None else 0
+        summary["period_rows"] += 1
+        summary["unit_rows"] += unit is not None
+        summary["keyed"].update(k for k, value in zip(keys, key, strict=True) if value is not None)
+        cell = cells.get(key)
+        if cell is None or unit is None:
+            continue
+        for m in plan.measurements:
+            out[m.name][cell] += 1 if m.kind is StatisticKind.COUNT else _units(row[m.column], m)
+    if spec.privacy_unit is None:
+        summary["unit_rows"] = None
+    return {**out, "summary": summary}
+
+
+# --------------------------------------------------------------------------- data and cases
+
+
+def synthetic(
+    rows_per_unit: int = 3,
+    groups_per_unit: int | None = None,
+    rows_per_group: int | None = None,
+    units: int = 400,
+    seed: int = 11,
+) -> pl.DataFrame:
+    """Units within the given bounds (so nothing is truncated), keys partly null or outside the
+    domains, values with nulls, NaN, ±inf, outliers and half-unit ties. Test data, not noise."""
+    rng = np.random.default_rng(seed)
+    keys = [(r, a) for r in ["n", "s", "e", "x", None] for a in [1, 2, 3, 0, 7, None]]
+    out: dict[str, list] = {"pid": [], "region": [], "age": []}
+    for unit in range(1, units + 1):
+        groups = rng.integers(1, (groups_per_unit or rows_per_unit) + 1)
+        rows = []
+        for index in rng.choice(len(keys), groups, replace=False):
+            rows += [keys[index]] * int(rng.integers(1, (rows_per_group or 1) + 1))
+        for region, age in rows[:rows_per_unit]:
+            out["pid"].append(unit)
+            out["region"].append(region)
+            out["age"].append(age)
+    n = len(out["pid"])
+    cost = rng.normal(40, 60, n).round(3)
+    special = [None, float("nan"), float("inf"), -float("inf"), 1e300, 0.125, 0.375, -0.125]
+    picks = rng.random(n) < 0.15
+    day0 = date(2024, 1, 1)
+    return pl.DataFrame(
+        {
+            **out,
+            "cost": [
+                special[rng.integers(len(special))] if pick else c
+                for pick, c in zip(picks, cost, strict=True)
+            ],
+            "visits": pl.Series(rng.integers(0, 30, n)).scatter(np.arange(0, n, 17), None),
+            "flag": rng.random(n) < 0.3,
+            "day": [day0 + timedelta(days=int(d)) for d in rng.integers(0, 91, n)],
+            "at": [
+                datetime(2024, 1, 31, 12) + timedelta(hours=int(h)) for h in rng.integers(0, 24, n)
+            ],
+        },
+        schema_overrides={"age": pl.Int32, "cost": pl.Float64},
+    )
+
+
+def spec(**overrides: Any) -> dict:
+    base: dict = {
+        "name": "t",
+        "source": "t",
+        "privacy_unit": "pid",
+        "max_rows_per_unit": 3,
+        "group_by": [
+            {"column": "region", "domain": {"values": ["n", "s", "e"]}},
+            {"column": "age", "domain": {"min": 1, "max": 3}},
+        ],
+        "statistics": [
+            {"name": "n", "kind": "count"},
+            {"name": "cost", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
+            {"name": "stay", "kind": "mean", "column": "cost", "lower": -10, "upper": 20},
+            {"name": "visits", "kind": "sum", "column": "visits", "lower": 0, "upper": 20},
+        ],
+    }
+    return {**base, **overrides}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    load: Callable[[Path], ResolvedSpec]  # given a folder for keys files
+    data: Callable[[], pl.DataFrame]
+    periods: tuple[str | None, ...] = (None,)
+
+
+def parsed(**overrides: Any) -> Callable[[Path], ResolvedSpec]:
+    return lambda folder: parse_spec(spec(**overrides), base_dir=folder)
+
+
+def joint_keys(folder: Path) -> ResolvedSpec:
+    pl.DataFrame({"region": ["n", "n", "s", "e"], "age": [1, 2, 2, 3]}).write_csv(
+        folder / "keys.csv"
+    )
+    return parse_spec(
+        spec(group_by=[{"columns": ["region", "age"], "domain": {"file": "keys.csv"}}]),
+        base_dir=folder,
+    )
+
+
+def narrow_keys(folder: Path) -> ResolvedSpec:
+    pl.DataFrame({"age": pl.Series([0, 1, 2, 255], dtype=pl.UInt8)}).write_parquet(
+        folder / "ages.parquet"
+    )
+    return parse_spec(
+        spec(group_by=[{"column": "age", "domain": {"file": "ages.parquet"}}]), base_dir=folder
+    )
+
+
+def visits_within_bounds() -> pl.DataFrame:
+    """The demo visits, cut to the spec's 4 rows per patient and month (so none is truncated)."""
+    visits = generate_visits(n_patients=2_000)
+    month = pl.col("visit_date").dt.month()
+    return visits.filter(pl.int_range(pl.len()).over("patient_id", month) < 4)
+
+
+def with_float_ages(df: pl.DataFrame) -> pl.DataFrame:
+    """Ages as floats: whole ones (2.0) are keys, 2.5 and NaN are outside the domain."""
+    fraction = pl.Series([0.0, 0.0, 0.5, float("nan")] * df.height)[: df.height]
+    return df.with_columns(pl.col("age").cast(pl.Float64) + fraction)
+
+
+PERIOD_SPEC = {"column": "day", "every": "month"}
+CASES = [
+    Case("grouped", parsed(), synthetic),
+    Case("ungrouped", parsed(group_by=[]), synthetic),
+    Case(
+        "each_row_a_unit",
+        parsed(privacy_unit=None, max_rows_per_unit=None),
+        lambda: synthetic(rows_per_unit=1).drop("pid"),
+    ),
+    Case(
+        "groups_and_rows_per_group",
+        parsed(max_groups_per_unit=2, max_rows_per_group=2, max_rows_per_unit=4),
+        lambda: synthetic(rows_per_unit=4, groups_per_unit=2, rows_per_group=2),
+    ),
+    Case("joint_domain", joint_keys, synthetic),
+    Case(
+        "mean_with_own_count_and_bounds_above_zero",
+        parsed(
+            statistics=[
+                {"name": "avg", "kind": "mean", "column": "cost", "lower": 10, "upper": 20},
+                {
+                    "name": "c",
+                    "kind": "sum",
+                    "column": "cost",
+                    "lower": -50,
+                    "upper": 50,
+                    "granularity": 0.25,
+                },
+            ]
+        ),  # fmt: skip
+        synthetic,
+    ),
+    Case(
+        "boolean_domain",
+        parsed(group_by=[{"column": "flag", "domain": {"values": [True, False]}}]),
+        synthetic,
+    ),
+    Case("period_date", parsed(period=PERIOD_SPEC), synthetic, ("2024-02", "2024-03", "2023-12")),
+    Case(
+        "period_timestamp",
+        parsed(period={"column": "at", "every": "month"}),
+        synthetic,
+        ("2024-01", "2024-02"),
+    ),
+    Case(
+        "period_timestamp_utc",
+        parsed(period={"column": "at", "every": "month"}),
+        lambda: synthetic().with_columns(pl.col("at").dt.replace_time_zone("UTC")),
+        ("2024-01", "2024-02"),
+    ),
+    Case(
+        "repo_case_control_by_genotype",
+        lambda _: load_spec(SPECS / "case_control_by_genotype.yaml"),
+        generate_case_control,
+    ),
+    Case(
+        "repo_case_control_by_region",
+        lambda _: load_spec(SPECS / "case_control_by_region.yaml"),
+        generate_case_control,
+    ),
+    Case(
+        "repo_visits_monthly",
+        lambda _: load_spec(SPECS / "visits_monthly.yaml"),
+        visits_within_bounds,
+        ("2024-01", "2024-12", "2025-01"),
+    ),
+    Case(
+        "null_and_nan_units_are_dropped",
+        parsed(),
+        lambda: synthetic().with_columns(
+            pl.when(pl.col("pid") % 5 == 0)
+            .then(None)
+            .when(pl.col("pid") % 7 == 0)
+            .then(float("nan"))
+            .otherwise(pl.col("pid"))
+            .cast(pl.Float64)
+            .alias("pid")
+        ),
+    ),
+    Case("integral_floats_in_an_integer_domain", parsed(), lambda: with_float_ages(synthetic())),
+    Case(
+        "unsigned_and_decimal_columns",  # Spark reads parquet UINT64 as DECIMAL(20,0)
+        parsed(),
+        lambda: synthetic().with_columns(
+            pl.col("age").cast(pl.UInt64).replace({7: 2**64 - 1}),
+            (pl.col("visits") / 4).cast(pl.Decimal(12, 2)),
+            pl.col("pid").cast(pl.Decimal(20, 0)),
+        ),
+    ),
+    Case(
+        "keys_outside_a_narrow_domain_type",
+        narrow_keys,
+        lambda: synthetic().with_columns(pl.col("age").cast(pl.Int64).replace({7: -1, 0: 300})),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_exact_aggregates_follow_the_contract(case: Case, engine: Engine, tmp_path: Path) -> None:
+    loaded = case.load(tmp_path)
+    df = case.data()
+    path = tmp_path / "input.parquet"
+    df.write_parquet(path)
+    plan = allocation_of(loaded)
+    keys = loaded.spec.key_columns
+    for period in case.periods:
+        exact = run_engine(engine, path, loaded, plan, period)
+        expected = reference(df, loaded, plan, period)
+        assert exact.keys.equals(loaded.key_grid)
+        for m in plan.measurements:
+            assert values(exact, m) == expected[m.name], (period, m.name)
+        facts = exact.summary
+        assert (facts.rows, facts.period_rows, facts.unit_rows) == (
+            expected["summary"]["rows"],
+            expected["summary"]["period_rows"],
+            expected["summary"]["unit_rows"],
+        )
+        assert facts.keyed_rows == {k: expected["summary"]["keyed"][k] for k in keys}
+        # not vacuous: every period but a case's last (where some cases test an empty month)
+        assert any(any(expected[m.name]) for m in plan.measurements) or period == case.periods[-1]
+
+
+# --------------------------------------------------------------------------- (b) truncation
+
+
+def per_unit(rows: dict[tuple[int, str], int], units: int) -> pl.DataFrame:
+    """rows[(unit, region)] rows for each unit and region; `who` repeats the unit as a key."""
+    out: dict[str, list] = {"pid": [], "who": [], "region": [], "w": []}
+    for (unit, region), count in rows.items():
+        for i in range(count):
+            out["pid"].append(unit)
+            out["who"].append(unit)
+            out["region"].append(region)
+            out["w"].append(2**i)
+    return pl.DataFrame(out)  # in unit order: keeping the first rows in file order would show
+
+
+def unit_spec(units: int, regions: list[str] | None = None, **bounds: int) -> ResolvedSpec:
+    group_by: list[dict] = [{"column": "who", "domain": {"min": 1, "max": units}}]
+    if regions:
+        group_by.append({"column": "region", "domain": {"values": regions}})
+    return parse_spec(
+        spec(
+            group_by=group_by,
+            statistics=[
+                {"name": "n", "kind": "count"},
+                {
+                    "name": "w",
+                    "kind": "sum",
+                    "column": "w",
+                    "lower": 0,
+                    "upper": 16,
+                    "granularity": 1,
+                },
+            ],  # fmt: skip
+            **bounds,
+        )
+    )
+
+
+def counts(
+    engine: Engine, df: pl.DataFrame, loaded: ResolvedSpec, tmp_path: Path, runs: int
+) -> list[pl.DataFrame]:
+    """The exact aggregates of `runs` releases (each with a fresh salt)."""
+    path = tmp_path / "units.parquet"
+    df.write_parquet(path)
+    plan = allocation_of(loaded)
+    exacts = (run_engine(engine, path, loaded, plan, None) for _ in range(runs))
+    return [exact.keys.with_columns(exact.values.values()) for exact in exacts]
+
+
+def test_every_unit_keeps_min_of_its_rows_and_r(engine: Engine, tmp_path: Path) -> None:
+    units = 64
+    rows = {(u, "n"): 1 + u % 8 for u in range(1, units + 1)}
+    loaded = unit_spec(units, max_rows_per_unit=3)
+    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, runs=3):
+        assert grid.get_column("n").to_list() == [min(1 + u % 8, 3) for u in range(1, units + 1)]
+
+
+def test_groups_per_unit_and_rows_per_group_are_bounded(engine: Engine, tmp_path: Path) -> None:
+    """Unit u has k = 1 + u%4 groups of m = 1 + (u//4)%3 rows; G = 2, Rg = 2, R = 3: at most
+    G groups and Rg rows each, and exactly min(R, min(G, k)·min(Rg, m)) rows in all."""
+    units, regions = 48, ["a", "b", "c", "d"]
+    rows = {
+        (u, region): 1 + (u // 4) % 3
+        for u in range(1, units + 1)
+        for region in regions[: 1 + u % 4]
+    }
+    loaded = unit_spec(
+        units, regions, max_groups_per_unit=2, max_rows_per_group=2, max_rows_per_unit=3
+    )
+    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, runs=3):
+        assert grid.get_column("n").max() <= 2
+        for u, cells in grid.group_by("who", maintain_order=True):
+            unit = u[0]
+            kept = cells.get_column("n")
+            assert (kept > 0).sum() <= 2, unit
+            k, m = 1 + unit % 4, 1 + (unit // 4) % 3
+            assert kept.sum() == min(3, min(2, k) * min(2, m)), unit
+
+
+# --------------------------------------------------------------------------- (c) uniform choice
+
+#: Per statistical check; 8 such checks (2 per test): family false-alarm rate ≤ 8e-4.
+FALSE_ALARM = 1e-4
+
+
+def assert_uniform_and_fresh(choices: list[list], categories: int) -> None:
+    """`choices[run][unit]`: one of `categories` equally likely choices per unit and salt.
+
+    χ² of all choices against uniform; and as many repeats of a unit's first-run choice in the
+    later runs as independent salts give (binomial, p = 1/categories): a choice that ignored the
+    salt would repeat every time.
+    """
+    from scipy.stats import binom, chisquare
+
+    counts = Counter(choice for run in choices for choice in run)
+    assert len(counts) <= categories
+    frequencies = list(counts.values()) + [0] * (categories - len(counts))
+    assert chisquare(frequencies).pvalue > FALSE_ALARM, counts
+    first, later = choices[0], choices[1:]
+    repeats = sum(a == b for run in later for a, b in zip(first, run, strict=True))
+    trials = len(first) * len(later)
+    assert binom.sf(repeats - 1, trials, 1 / categories) > FALSE_ALARM, (repeats, trials)
+
+
+def test_kept_rows_are_a_uniform_choice(engine: Engine, tmp_path: Path) -> None:
+    """300 units of 5 rows (w = 1, 2, 4, 8, 16), R = 2, over 5 salts: each unit's sum names the
+    pair it kept, one of 10 equally likely pairs."""
+    units = 300
+    loaded = unit_spec(units, max_rows_per_unit=2)
+    rows = {(u, "n"): 5 for u in range(1, units + 1)}
+    choices = []
+    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, runs=5):
+        assert set(grid.get_column("n")) == {2}
+        choices.append(grid.get_column("w").to_list())
+    assert {w for run in choices for w in run} <= {2**i + 2**j for i in range(5) for j in range(i)}
+    assert_uniform_and_fresh(choices, 10)
+
+
+def test_kept_groups_are_a_uniform_choice(engine: Engine, tmp_path: Path) -> None:
+    """300 units with one row in each of 4 groups, G = 2, over 5 salts: 6 equally likely pairs."""
+    units, regions = 300, ["a", "b", "c", "d"]
+    rows = {(u, region): 1 for u in range(1, units + 1) for region in regions}
+    loaded = unit_spec(
+        units, regions, max_groups_per_unit=2, max_rows_per_group=1, max_rows_per_unit=2
+    )
+    choices = []
+    for grid in counts(engine, per_unit(rows, units), loaded, tmp_path, runs=5):
+        kept = grid.filter(pl.col("n") > 0).group_by("who").agg(pl.col("region").sort())
+        assert kept.height == units and set(kept.get_column("region").list.len()) == {2}
+        choices.append([tuple(pair) for pair in kept.sort("who").get_column("region")])
+    assert_uniform_and_fresh(choices, 6)
