@@ -5,22 +5,24 @@ sum(visits, 0, 20) by region × age_band (500 public cells), at most 4 random ro
 ε = 1. Variants, each a fresh process (repeats interleaved), both Spark ones on the same
 PySpark, local[2], 4 GB of driver memory:
 
-* spark: dprelease `prepare(path, spec, 1, engine="spark").run()`: schema, plan, the Spark
-  aggregation, noise for the full grid, manifest;
+* spark: dprelease `dp.release(path, spec, epsilon=1, engine="spark")` (no ledger): schema, plan,
+  the Spark aggregation with the input summary, noise for the full grid, manifest;
 * tumult: Tumult Analytics `Session.from_dataframe` over `spark.read.parquet(path)` with
   `AddRowsWithID("person_id")`, then three queries (Tumult answers one aggregation per query),
   each `replace_null_and_nan` (income: null counts as 0, as in dprelease) →
   `enforce(MaxRowsPerID(4))` → `groupby(KeySet)` → count or sum, ε/3 each, collected;
-* polars: dprelease with the polars engine (prepare + run), as in bench_engine.py.
+* polars: the same `dp.release` with the polars engine.
 
 Time is measured inside the process once the SparkSession is up (JVM start and imports excluded;
-the first query of a fresh JVM, as in a release job). Best of `--repeats` runs. Peak memory is not
-reported: the JVM is not the measured process (bench_engine.py measures the polars engine's).
+the first query of a fresh JVM, as in a release job). Median and range of `--repeats` runs, with
+the load average at the start of each (the machine may be shared); ratios are of medians. Peak
+memory is not reported: the JVM is not the measured process (bench_engine.py measures the polars
+engine's).
 
     python3 dev.py test                 # once: .venv with the [spark] extra
     bash bench/setup_tumult.sh          # once: .venv-tumult (Python 3.12) with Tumult Analytics
     .venv/bin/python bench/bench_spark.py --rows 1000000
-    .venv/bin/python bench/bench_spark.py --rows 10000000 --repeats 2   # on a quiet machine
+    .venv/bin/python bench/bench_spark.py --rows 10000000   # minutes per Tumult run
 
 Generates the data (bench_engine.generate, seeded synthetic rows) in a temporary folder, prints a
 markdown table and writes it to bench/results/spark.md.
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,7 +50,6 @@ from bench_engine import (
     VISITS,
     bench_spec,
     generate,
-    run_dprelease,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -74,17 +76,21 @@ def _session():
 
 
 def run_spark(path: str) -> tuple[float, dict]:
-    from dprelease.publish import decide_budget, prepare
-    from dprelease.spec import parse_spec
-
     session = _session()  # the engine's spark_session() finds it (getOrCreate)
+    seconds, facts = _release(path, "spark")
+    return seconds, {**facts, "spark": session.version}
+
+
+def _release(path: str, engine: str) -> tuple[float, dict]:
+    """`dp.release` without a ledger: everything a release computes, nothing recorded."""
+    import dprelease as dp
+    from dprelease.spec import ReleaseSpec
+
+    spec = ReleaseSpec.model_validate(bench_spec())
     start = time.perf_counter()
-    resolved = parse_spec(bench_spec())
-    prepared = prepare(path, resolved, decide_budget(resolved, epsilon=EPSILON), engine="spark")
-    result = prepared.draw()
+    result = dp.release(path, spec, epsilon=EPSILON, engine=engine)
     seconds = time.perf_counter() - start
-    total = int(result.table["n"].sum())
-    return seconds, {"cells": result.table.height, "total": total, "spark": session.version}
+    return seconds, {"cells": result.table.height, "total": int(result.table["n"].sum())}
 
 
 def run_tumult(path: str) -> tuple[float, dict]:
@@ -133,7 +139,7 @@ def run_tumult(path: str) -> tuple[float, dict]:
 
 
 def run_polars(path: str) -> tuple[float, dict]:
-    return run_dprelease(path)
+    return _release(path, "polars")
 
 
 VARIANTS = {"spark": run_spark, "tumult": run_tumult, "polars": run_polars}
@@ -167,11 +173,14 @@ def measure(python: Path, variant: str, path: Path, log: Path) -> dict:
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "load": load}
 
 
-def best(runs: list[dict]) -> dict:
+def summary(runs: list[dict]) -> dict:
+    """Median and range of the runs' times, and each run's load; the first failure if any."""
     failed = [r for r in runs if "error" in r]
     if failed:
         return failed[0]
-    return {**min(runs, key=lambda r: r["seconds"]), "times": [r["seconds"] for r in runs]}
+    times = [r["seconds"] for r in runs]
+    return {**runs[0], "seconds": statistics.median(times), "times": times,
+            "loads": [r["load"] for r in runs]}  # fmt: skip
 
 
 def main() -> int:
@@ -198,7 +207,7 @@ def main() -> int:
             for variant, python in plan:
                 runs[variant].append(measure(python, variant, path, Path(tmp) / "err"))
                 print(f"  {LABELS[variant]}: {_brief(runs[variant][-1])}", file=sys.stderr)
-        results = {variant: best(variant_runs) for variant, variant_runs in runs.items()}
+        results = {variant: summary(variant_runs) for variant, variant_runs in runs.items()}
     table = _report(args, results, notes)
     print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -226,23 +235,26 @@ def _report(args: argparse.Namespace, results: dict, notes: list) -> str:
         f"Spark {SPARK_CONF['spark.master']}, driver memory {SPARK_CONF['spark.driver.memory']}. "
         "Query: count, sum(income, 0, 200000), sum(visits, 0, 20) by region × age_band (500 "
         "public cells), "
-        f"≤ {MAX_ROWS} random rows per person, ε = {EPSILON:g}. Time: best of {args.repeats} "
-        "fresh processes per variant, interleaved, measured once the SparkSession is up.",
+        f"≤ {MAX_ROWS} random rows per person, ε = {EPSILON:g}. Time: median (range) of "
+        f"{args.repeats} fresh processes per variant, interleaved, measured once the SparkSession "
+        "is up; ratios of medians.",
         "",
-        "| rows | variant | time (s) | time / Spark engine | load average at its start | kept "
-        "rows (noisy) |",
-        "| ---: | --- | ---: | ---: | ---: | ---: |",
+        "| rows | variant | time (s) | range (s) | time / Spark engine | load averages at the "
+        "starts | kept rows (noisy) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for variant, r in results.items():
         if "error" in r:
             lines.append(
-                f"| {args.rows:.0e} | {LABELS[variant]} | — | — | — | failed: {r['error']} |"
+                f"| {args.rows:.0e} | {LABELS[variant]} | — | — | — | — | failed: {r['error']} |"
             )
             continue
         ratio = f"{r['seconds'] / spark['seconds']:.1f}×" if "seconds" in spark else "—"
+        spread = f"{min(r['times']):.2f}–{max(r['times']):.2f}"
+        loads = ", ".join(f"{load:.1f}" for load in r["loads"])
         lines.append(
-            f"| {args.rows:.0e} | {LABELS[variant]} | {r['seconds']:.2f} | {ratio} | "
-            f"{r['load']:.1f} | {r['total']:,} |"
+            f"| {args.rows:.0e} | {LABELS[variant]} | {r['seconds']:.2f} | {spread} | {ratio} | "
+            f"{loads} | {r['total']:,} |"
         )
     return "\n".join(lines + [""] + notes) + "\n"
 

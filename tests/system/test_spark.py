@@ -196,3 +196,32 @@ def test_salts_never_appear_in_query_plans(parquet: Path, spark, capsys) -> None
     plans = capsys.readouterr().out
     assert "xxhash64" in plans
     assert str(salt) not in plans and str(spark_engine._signed(salt)) not in plans
+
+
+def test_the_input_summary_is_the_same_observed_or_counted_in_a_job_of_its_own(
+    parquet: Path, tmp_path: Path, spark, monkeypatch
+) -> None:
+    """From Spark 4.3 the summary is observed in the aggregation's pass; before, and when no
+    row reaches the aggregation (adaptive execution then drops the observing stage), it is a
+    job of its own. Every way gives the facts `summarize` gives."""
+    from dataclasses import asdict
+
+    resolved = parse_spec(SPEC)
+    allocation = prepare_release(parquet, resolved).allocation
+    engine = spark_engine.SparkEngine(spark)
+    nothing_kept = tmp_path / "outside.parquet"  # every region outside the domain
+    ROWS.with_columns(pl.lit("x").alias("region")).write_parquet(nothing_kept)
+
+    def summaries(path: Path) -> list[dict]:
+        aggregated = engine.aggregate(path, resolved, allocation, None, new_salt())
+        alone = engine.summarize(path, resolved, allocation, None)
+        return [asdict(aggregated.summary), asdict(alone)]
+
+    assert spark_engine._observes_exactly(spark)  # the Spark the tests run on observes
+    observed = summaries(parquet) + summaries(nothing_kept)
+    monkeypatch.setattr(spark_engine, "_observes_exactly", lambda session: False)
+    counted = summaries(parquet) + summaries(nothing_kept)
+    assert observed == counted
+    assert observed[0] == observed[1] and observed[2] == observed[3]
+    assert observed[0]["rows"] == observed[2]["rows"] == ROWS.height
+    assert observed[2]["keyed_rows"] == {"region": ROWS.height}

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import WindowSpec
 
 from dprelease.errors import ConfigError, SchemaError
 from dprelease.mechanism._accounting import Allocation, Measurement
@@ -237,13 +238,14 @@ def _epoch_seconds(day: date) -> int:
 
 def _units(value: Column, m: Measurement) -> Column:
     """The value as a number, null/NaN filled by the nulls rule, clamped, in integer units
-    (round half to even, as polars' `round`)."""
+    (round half to even, as polars' `round`): a BIGINT (|units| ≤ 2^53), narrower than the
+    DECIMAL(38,0) sums while rows are shuffled and sorted."""
     assert m.lower is not None and m.upper is not None
     fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
     number = F.when(value.isNull() | F.isnan(value), F.lit(fill)).otherwise(value)
     number = F.least(F.greatest(number, F.lit(m.lower)), F.lit(m.upper))
     units = F.rint(number / F.lit(float(m.granularity))).try_cast(T.LongType())
-    return F.least(F.greatest(units, F.lit(m.lower_units)), F.lit(m.upper_units)).cast(_SUM)
+    return F.least(F.greatest(units, F.lit(m.lower_units)), F.lit(m.upper_units))
 
 
 def _sums(plan: Allocation) -> list[Measurement]:
@@ -275,23 +277,42 @@ def _signed(salt: int) -> int:
     return salt - 2**64 if salt >= 2**63 else salt
 
 
+def _salt_frame(session: SparkSession, salt: int) -> DataFrame:
+    """The salt as a one-row table: it then never appears in query plans (Spark UI, event logs,
+    Connect server logs), as a literal would. Made from Arrow, it is a local relation: a Python
+    list would become an RDD whose first use starts Python workers."""
+    salts = pl.DataFrame({"salt": [_signed(salt)]}, schema={"salt": pl.Int64})
+    return session.createDataFrame(salts.to_arrow(compat_level=pl.CompatLevel.oldest()))
+
+
 def _bounded(df: DataFrame, loaded: ResolvedSpec) -> DataFrame:
     """Per unit, keep a random choice of rows: ≤ G groups, ≤ R_g rows per group, ≤ R rows.
 
     `order` is a salted hash of what the row holds, so the rows one unit keeps depend on its own
-    rows only; the group order hashes (unit, cell). Spark applies each `≤ k` per partition before
-    its shuffle as well.
+    rows only; the group order hashes (unit, cell). Positions are running counts, not
+    `row_number()`/`dense_rank()`: Spark would apply a rank's `≤ k` before the shuffle too,
+    sorting every row once more where units are spread over all partitions, for nothing.
     """
     spec = loaded.spec
     unit = Window.partitionBy("unit")
+    if spec.max_groups_per_unit is not None or spec.max_rows_per_group is not None:
+        df = df.withColumn("in_group", _position(Window.partitionBy("unit", "cell")))
     if spec.max_groups_per_unit is not None:
-        group = F.xxhash64("salt", "unit", "cell")
-        df = _top(df, F.dense_rank().over(unit.orderBy(group, "cell")), spec.max_groups_per_unit)
-    df = df.drop("salt")
+        # a group's rank among its unit's groups: how many groups start at or before it in
+        # (hash, cell) order (the default RANGE frame takes in the whole group)
+        first = F.when(F.col("in_group") == 1, 1).otherwise(0)
+        group = unit.orderBy(F.xxhash64("salt", "unit", "cell"), "cell")
+        df = _top(df, F.sum(first).over(group), spec.max_groups_per_unit)
     if spec.max_rows_per_group is not None:
-        by_group = Window.partitionBy("unit", "cell").orderBy("order")
-        df = _top(df, F.row_number().over(by_group), spec.max_rows_per_group)
-    return _top(df, F.row_number().over(unit.orderBy("order")), spec.rows_per_unit)
+        df = df.filter(F.col("in_group") <= spec.max_rows_per_group)
+    return _top(df.drop("in_group", "salt"), _position(unit), spec.rows_per_unit)
+
+
+def _position(window: WindowSpec) -> Column:
+    """1, 2, … for a unit's rows in salted-hash order within `window`: a running row count, so
+    equal hashes (identical rows) still take distinct places."""
+    ordered = window.orderBy("order").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    return F.count(F.lit(1)).over(ordered)
 
 
 def _top(df: DataFrame, rank: Column, limit: int) -> DataFrame:
@@ -340,9 +361,11 @@ def _in_period(selected: DataFrame, month: Period | None) -> Column:
     )
 
 
-def _summary_frame(selected: DataFrame, loaded: ResolvedSpec, month: Period | None) -> DataFrame:
-    """One row of private facts for the operator and the ledger (see `InputSummary`), from the
-    same typed rows as the aggregation."""
+def _summary_metrics(
+    selected: DataFrame, loaded: ResolvedSpec, month: Period | None
+) -> list[Column]:
+    """Aggregates giving one row of private facts for the operator and the ledger (see
+    `InputSummary`), over the same typed rows as the aggregation."""
     in_period = _in_period(selected, month)
 
     def rows_where(condition: Column) -> Column:
@@ -354,7 +377,7 @@ def _summary_frame(selected: DataFrame, loaded: ResolvedSpec, month: Period | No
         if loaded.spec.privacy_unit is not None
         else F.lit(None).cast(T.LongType())
     )
-    return selected.agg(
+    return [
         F.count(F.lit(1)).alias("input_rows"),
         rows_where(F.lit(True)).alias("period_rows"),
         unit_rows.alias("unit_rows"),
@@ -363,7 +386,22 @@ def _summary_frame(selected: DataFrame, loaded: ResolvedSpec, month: Period | No
             rows_where(F.col(f"key{i}").isNotNull()).alias(f"key{i}")
             for i in range(len(loaded.spec.key_columns))
         ),
-    )
+    ]
+
+
+def _one_row(selected: DataFrame, metrics: list[Column]) -> dict[str, Any]:
+    """The input summary as a job of its own."""
+    row = selected.agg(*metrics).first()
+    assert row is not None  # a global aggregate has one row
+    return row.asDict()
+
+
+def _observes_exactly(session: SparkSession) -> bool:
+    """Whether Spark counts each row once in observed metrics even when it re-runs a task (a lost
+    executor, speculation, adaptive re-planning): from Spark 4.3 on, which keeps only each
+    task's last successful attempt. Before, the summary takes a pass of its own."""
+    major, minor = (int(part) for part in session.version.split(".")[:2])
+    return (major, minor) >= (4, 3)
 
 
 def _summary(row: Mapping[str, Any], loaded: ResolvedSpec) -> InputSummary:
@@ -382,8 +420,8 @@ def _cells(
 ) -> DataFrame:
     """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell.
 
-    The salt joins as a one-row table rather than as a literal, so it never appears in query
-    plans (Spark UI, event logs, Connect server logs).
+    One shuffle, by unit, of rows narrowed to what bounding and the sums need; the salt joins
+    as a one-row table (`_salt_frame`).
     """
     spec = loaded.spec
     session = selected.sparkSession
@@ -394,7 +432,7 @@ def _cells(
         df = df.filter(_in_period(df, month))
     if spec.privacy_unit is not None:  # the row's order: a salted hash of all it holds
         row = df.columns
-        df = df.crossJoin(F.broadcast(session.createDataFrame([(_signed(salt),)], "salt long")))
+        df = df.crossJoin(F.broadcast(_salt_frame(session, salt)))
         df = df.withColumn("order", F.xxhash64("salt", *row))
     keys = {column: f"key{i}" for i, column in enumerate(spec.key_columns)}
     cell, stride = F.lit(0).cast(T.LongType()), 1
@@ -406,19 +444,17 @@ def _cells(
         df = df.join(domain_frame, on=names, how="inner")
         df = df.withColumn("cell", cell + F.col("index") * stride).drop("index", *names)
         cell, stride = F.col("cell"), stride * domain.height
-    if not keys:
-        df = df.withColumn("cell", cell)
-    if spec.privacy_unit is not None:
-        df = _bounded(df, loaded)
     summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
     units = [
         _units(F.col(f"value{summed.index(str(m.column))}"), m).alias(f"units{i}")
         for i, m in enumerate(_sums(plan))
     ]
-    df = df.select("cell", *units)
-    return df.groupBy("cell").agg(
-        F.count(F.lit(1)).alias("rows"), *(F.sum(u).alias(u) for u in df.columns[1:])
-    )
+    bounding = ["unit", "order", "salt"] if spec.privacy_unit is not None else []
+    df = df.select(cell.alias("cell"), *units, *bounding)
+    if spec.privacy_unit is not None:
+        df = _bounded(df, loaded)
+    sums = [F.sum(F.col(f"units{i}").cast(_SUM)).alias(f"units{i}") for i in range(len(units))]
+    return df.groupBy("cell").agg(F.count(F.lit(1)).alias("rows"), *sums)
 
 
 class SparkEngine:
@@ -438,7 +474,7 @@ class SparkEngine:
             validate_schema(polars_schema(frame.schema), loaded)
             selected = _selected(frame, loaded, plan)
             _cells(selected, loaded, plan, month, salt=0).schema  # noqa: B018 - analysis only
-            _summary_frame(selected, loaded, month).schema  # noqa: B018
+            selected.agg(*_summary_metrics(selected, loaded, month)).schema  # noqa: B018
 
     def aggregate(
         self,
@@ -450,12 +486,21 @@ class SparkEngine:
     ) -> ExactAggregates:
         """Run the plan on Spark and lay it on the full public key grid, missing groups = 0.
 
-        The input summary is a second, small Spark job over the same typed rows."""
+        The input summary is observed on the typed rows as the aggregation reads them: one pass
+        over the input. It is a second job where Spark may count a row twice (before 4.3, see
+        `_observes_exactly`) and where no row reached the aggregation."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
             selected = _selected(read(data, self._session), loaded, plan)
-            table = _cells(selected, loaded, plan, month, salt).toArrow()
-            summary = _summary_frame(selected, loaded, month).first()
-        assert summary is not None  # a global aggregate has one row
+            metrics = _summary_metrics(selected, loaded, month)
+            observation = Observation() if _observes_exactly(selected.sparkSession) else None
+            rows = selected if observation is None else selected.observe(observation, *metrics)
+            table = _cells(rows, loaded, plan, month, salt).toArrow()
+            # No row reached the aggregation: adaptive execution may then have swapped the stage
+            # that observed the input for an empty relation, and its metrics are gone with it.
+            if observation is not None and table.num_rows > 0:
+                summary = observation.get
+            else:
+                summary = _one_row(selected, metrics)
         observed = pl.DataFrame(pl.from_arrow(table))
         at = observed.get_column("cell")
 
@@ -467,7 +512,7 @@ class SparkEngine:
         values = {
             m.name: laid_out(column.get(m.name, "rows")).alias(m.name) for m in plan.measurements
         }
-        return ExactAggregates(loaded.key_grid, values, _summary(summary.asDict(), loaded))
+        return ExactAggregates(loaded.key_grid, values, _summary(summary, loaded))
 
     def summarize(
         self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
@@ -475,6 +520,5 @@ class SparkEngine:
         """The input summary alone: for a re-run that returns a stored release."""
         with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
             selected = _selected(read(data, self._session), loaded, plan)
-            row = _summary_frame(selected, loaded, month).first()
-        assert row is not None
-        return _summary(row.asDict(), loaded)
+            row = _one_row(selected, _summary_metrics(selected, loaded, month))
+        return _summary(row, loaded)
