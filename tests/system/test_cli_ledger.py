@@ -58,6 +58,7 @@ def test_status_table_fits_80_columns(url: str) -> None:
     assert _cells(result.stdout, "visits") == [
         "visits",
         "sequential",
+        "ε",
         "0.5",
         "0.375",
         "0.125",
