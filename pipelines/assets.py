@@ -26,7 +26,7 @@ from pydantic import Field
 from dprelease.budget import budget_markdown, markdown_table, write_plots
 from dprelease.errors import BudgetExhausted, DPReleaseError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Ledger, ScopeStatus
-from dprelease.loss import typed_text
+from dprelease.loss import amount_text, typed_text
 from dprelease.operator import LOGGER_NAME
 from dprelease.publish import (
     Recorded,
@@ -206,9 +206,9 @@ def check_results(
             check_name="ledger_within_cap",
             passed=scope.spent <= highest,
             metadata={
-                "spent": float(scope.spent),
-                "cap": float(scope.cap),
-                "highest_cap": float(highest),
+                "spent": amount_text(scope.spent),
+                "cap": amount_text(scope.cap),
+                "highest_cap": amount_text(highest),
             },
         ),
         dg.AssetCheckResult(
@@ -219,9 +219,19 @@ def check_results(
     ]
 
 
+def _cell(value: object) -> str:
+    """A released value as the files hold it, but a whole number without a trailing .0 (a
+    margin of 108, not 108.0) and a null as –."""
+    if value is None:
+        return "–"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _preview(table: pl.DataFrame) -> dg.MetadataValue:
     """The first rows of the released table (of each level, with margins), with a caption."""
-    shown = preview(table, rows=PREVIEW_ROWS)
+    shown = preview(table, rows=PREVIEW_ROWS, cell=_cell)
     rows = [row for block in shown.blocks for row in block]
     caption = f"Shown: {shown.caption} (all of them are in the published files)."
     return dg.MetadataValue.md(f"{caption}\n\n{markdown_table((shown.columns, rows))}")
@@ -332,11 +342,11 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                 "charged": recorded.charged,
                 "published": published,
                 "release_id": recorded.release_id,
-                "epsilon": recorded.stored.manifest["epsilon_total"],
+                "epsilon": amount_text(recorded.stored.epsilon),
                 "scope": scope,
-                "scope_cap": float(status.cap),
-                "scope_spent": float(status.spent),
-                "scope_remaining": float(status.remaining),
+                "scope_cap": amount_text(status.cap),
+                "scope_spent": amount_text(status.spent),
+                "scope_remaining": amount_text(status.remaining),
                 "manifest": dg.MetadataValue.json(recorded.stored.manifest),
                 "preview": _preview(recorded.table),
             },
@@ -381,11 +391,11 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                 dg.TableRecord(
                     {
                         "scope": scope,
-                        "epsilon_min": choice.epsilon_min,
-                        "profile_epsilon": choice.epsilon,
-                        "ledger_cap": None if status is None else float(status.cap),
-                        "spent": 0.0 if status is None else float(status.spent),
-                        "remaining": float(
+                        "epsilon_min": approximate_text(choice.epsilon_min),
+                        "profile_epsilon": amount_text(budget.profile_cap),
+                        "ledger_cap": None if status is None else amount_text(status.cap),
+                        "spent": amount_text(0 if status is None else status.spent),
+                        "remaining": amount_text(
                             budget.profile_cap if status is None else status.remaining
                         ),
                         "releases": 0 if status is None else status.releases,
@@ -407,13 +417,18 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                 "scopes": dg.MetadataValue.table(
                     records=rows,
                     schema=dg.TableSchema(
-                        columns=[dg.TableColumn("scope", "string")]
-                        + [
-                            dg.TableColumn(c, "float")
-                            for c in ("epsilon_min", "profile_epsilon", "ledger_cap", "spent")
+                        columns=[
+                            dg.TableColumn(c, "string")
+                            for c in (
+                                "scope",
+                                "epsilon_min",
+                                "profile_epsilon",
+                                "ledger_cap",
+                                "spent",
+                                "remaining",
+                            )
                         ]
                         + [
-                            dg.TableColumn("remaining", "float"),
                             dg.TableColumn("releases", "int"),
                             dg.TableColumn("unpublished", "int"),
                             dg.TableColumn("note", "string"),
@@ -430,17 +445,24 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
     return privacy_budget
 
 
+def approximate_text(value: float) -> str:
+    """A number the profile gives through logarithms (ε_min = ½·ln 2): not exact as a double
+    either, so shown rounded, and marked so."""
+    return f"≈ {value:.4g}"
+
+
 def _cap_note(scope: str, budget: ScopeProfile, status: ScopeStatus | None) -> str:
     """The cap in force and how it relates to the profile, in words."""
-    allowed = f"{float(budget.profile_cap):.6g}"
+    allowed = amount_text(budget.profile_cap)
     if status is None:
         return f"Not in the ledger yet: its first release creates it with cap {allowed}."
-    cap = f"{float(status.cap):.6g}"
+    cap = amount_text(status.cap)
     if status.cap > budget.profile_cap:
         return (
             f"The ledger's cap {cap} is above what the profile now allows ({allowed}): new "
             f"releases are refused until `dprelease ledger set-cap {scope} "
-            f"{budget.profile_cap}`; released periods still re-run from the stored copy."
+            f"{typed_text(budget.profile_cap)}`; released periods still re-run from the stored "
+            "copy."
         )
     if status.cap < budget.profile_cap:
         return (

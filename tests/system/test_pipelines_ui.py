@@ -1,0 +1,90 @@
+"""The Dagster code location as an operator sees it, in process: metadata in exact, readable
+amounts, a refusal as one message, a privacy budget that follows the releases, and the budget
+report at the cap in force (issue 18, "The Dagster UI, as an operator saw it")."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from test_pipelines import MONTHLY, materialize, resources, write_tables
+
+from pipelines.definitions import build_definitions
+
+#: A double printed whole (0.3333333333333333, 3.6666666666666665): never shown to an operator.
+RAW_FLOAT = re.compile(r"\d\.\d{7,}")
+#: A whole number printed as a float in a table cell (| 108.0 |).
+WHOLE_FLOAT_CELL = re.compile(r"\|\s*-?\d+\.0\s*(?=\|)")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    write_tables(tmp_path / "confidential")
+    return tmp_path
+
+
+def _values(metadata: dict[str, dg.MetadataValue]) -> dict[str, Any]:
+    return {key: value.value for key, value in metadata.items()}
+
+
+def _texts(value: Any) -> list[str]:
+    """Every piece of text an operator reads in a metadata value (a table's cells included)."""
+    if isinstance(value, dg.TableMetadataValue):
+        return [str(cell) for record in value.records for cell in record.data.values()]
+    if isinstance(value, dg.MetadataValue):
+        return _texts(value.value)
+    return [str(value)]
+
+
+def test_metadata_shows_exact_amounts_and_whole_numbers(root: Path) -> None:
+    """ε, the scope's cap, spent and remaining as exact amounts with a rounded decimal; margins
+    (and every released number) that are whole as integers; in every asset's and check's
+    metadata. The manifest keeps its JSON numbers."""
+    defs = build_definitions(resources=resources(root))
+    instance = dg.DagsterInstance.ephemeral()
+    month = materialize(defs, instance, [MONTHLY], "2024-03")
+    budget = materialize(defs, instance, ["privacy_budget"])
+    metadata = _values(month.asset_materializations_for_node(MONTHLY)[0].metadata)
+    assert metadata["epsilon"] == "1/3 ≈ 0.333"
+    assert (metadata["scope_cap"], metadata["scope_spent"]) == ("4", "1/3 ≈ 0.333")
+    assert metadata["scope_remaining"] == "11/3 ≈ 3.67"
+    assert metadata["manifest"]["epsilon_total"] == 1 / 3  # the manifest stays as it is
+    header, *rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in metadata["preview"].splitlines()
+        if line.startswith("|") and not line.startswith("|---")
+    ]
+    margins = {row[header.index("visits_moe95")] for row in rows}
+    assert margins == {"108"}  # the demo's count margin (README), not 108.0
+    assert WHOLE_FLOAT_CELL.search(metadata["preview"]) is None
+    within = next(
+        e for e in month.get_asset_check_evaluations() if e.check_name == "ledger_within_cap"
+    )
+    assert _values(within.metadata) == {
+        "spent": "1/3 ≈ 0.333",
+        "cap": "4",
+        "highest_cap": "4",
+    }
+    shown = budget.asset_materializations_for_node("privacy_budget")[0].metadata
+    scopes = {r.data["scope"]: r.data for r in shown["scopes"].value.records}
+    visits = scopes["hospital_patients"]
+    assert (visits["profile_epsilon"], visits["ledger_cap"]) == ("4", "4")
+    assert (visits["spent"], visits["remaining"]) == ("1/3 ≈ 0.333", "11/3 ≈ 3.67")
+    assert visits["epsilon_min"] == "≈ 4.003"  # ½ ln 3000, from the profile: not exact
+    assert scopes["case_control_study"]["epsilon_min"] == "≈ 0.3466"  # ½ ln 2
+    assert scopes["case_control_study"]["ledger_cap"] is None  # not in the ledger yet
+    shown_texts = [
+        text
+        for result in (month, budget)
+        for event in result.get_asset_materialization_events()
+        for key, value in event.materialization.metadata.items()
+        if key != "manifest"
+        for text in _texts(value)
+    ] + [text for e in month.get_asset_check_evaluations() for v in e.metadata.values()
+         for text in _texts(v)]  # fmt: skip
+    for text in shown_texts:
+        visible = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", text)
+        assert RAW_FLOAT.search(visible) is None, visible
