@@ -14,13 +14,15 @@ Metadata holds noisy values and spec-derived facts only.
 import json
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
+from dagster._core.errors import DagsterUserCodeProcessError  # not exported: see `Refusal`
+from dagster_shared.error import SerializableErrorInfo
 from pydantic import Field
 
 from dprelease.budget import budget_markdown, markdown_table, write_plots
@@ -41,6 +43,7 @@ from pipelines.ledger_state import unpublished
 from pipelines.release_specs import publish_of
 from pipelines.resources import (
     ConfidentialStore,
+    ConfidentialTableMissing,
     LedgerResource,
     PrivacyPolicy,
     PublicStore,
@@ -123,6 +126,43 @@ def refusal(exc: DPReleaseError) -> str:
         exc = exc.with_action(_budget_action(exc))
     hint = PRODUCTION_HINTS.get(type(exc))
     return in_dagster_words(str(exc)) + (f". {hint}" if hint else "")
+
+
+class Refusal(DagsterUserCodeProcessError, dg.Failure):
+    """A refused release as the Dagster UI shows it: one message, and its facts as metadata.
+
+    Under the message of whatever fails a step, Dagster shows the Python stack it was raised
+    through: Dagster's own frames and the one `raise`, which tell an operator nothing about a
+    refusal (not a crash) and bury the message the README promises. An error that stands for
+    one raised in another process (`DagsterUserCodeProcessError`, how Dagster passes on a code
+    server's error) is reported as the error it carries, so a Failure that is also one is shown
+    with its message alone, and Dagster still records it as a Failure with its description and
+    metadata. (That class is not exported by Dagster: `tests/system/test_pipelines_ui.py` and
+    the browser test in `test_e2e_dagster.py` fail if a Dagster upgrade shows a stack again.)
+    """
+
+    def __init__(self, description: str, metadata: Mapping[str, str]) -> None:
+        dg.Failure.__init__(self, description, metadata, allow_retries=False)
+        self.user_code_process_error_infos = [
+            SerializableErrorInfo(message=description, stack=[], cls_name=type(self).__name__)
+        ]
+
+
+def refused(
+    release: str, period: str | None, scope: str, exc: DPReleaseError | ConfidentialTableMissing
+) -> Refusal:
+    """The refusal of one release (and month) in words, its facts (exact amounts) beside it."""
+    facts = {"release": release, "period": period or "all", "scope": scope}
+    facts["refused"] = type(exc).__name__
+    if isinstance(exc, BudgetExhausted):
+        facts |= {
+            "spent": amount_text(exc.spent),
+            "cap": amount_text(exc.cap),
+            "requested": amount_text(exc.requested),
+            "remaining": amount_text(exc.remaining),
+        }
+    words = refusal(exc) if isinstance(exc, DPReleaseError) else str(exc)
+    return Refusal(f"{release} {period or ''}".strip() + f": {words}", facts)
 
 
 def _budget_action(exc: BudgetExhausted) -> str:
@@ -323,8 +363,8 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                 )
                 status = book.status(scope)[0]
                 highest = highest_cap(book, status)
-        except DPReleaseError as exc:  # typed, data-free messages: the refusal in words
-            raise dg.Failure(f"{spec.name} {period or ''}".strip() + f": {refusal(exc)}") from None
+        except (DPReleaseError, ConfidentialTableMissing) as exc:  # typed and data-free
+            raise refused(spec.name, period, scope, exc) from None
         _observe_schema(context, spec.source, path)
         checks = check_results(release, recorded, status, highest)
         directory = public.release_dir(spec.name, period)

@@ -5,13 +5,15 @@ report at the cap in force (issue 18, "The Dagster UI, as an operator saw it")."
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import pytest
-from test_pipelines import MONTHLY, materialize, resources, write_tables
+from test_pipelines import MONTHLY, SCOPE, materialize, resources, spent, write_tables
 
+from dprelease.ledger import Ledger
 from pipelines.definitions import build_definitions
 
 #: A double printed whole (0.3333333333333333, 3.6666666666666665): never shown to an operator.
@@ -88,3 +90,57 @@ def test_metadata_shows_exact_amounts_and_whole_numbers(root: Path) -> None:
     for text in shown_texts:
         visible = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", text)
         assert RAW_FLOAT.search(visible) is None, visible
+
+
+def test_a_refusal_is_one_message_with_its_facts_and_no_stack(root: Path) -> None:
+    """A refused month fails its step with the message alone: no Python stack (Dagster's frames
+    and the one raise say nothing to an operator), no class name before it, its facts as the
+    failure's metadata; the run's failure carries the same one message."""
+    defs = build_definitions(resources=resources(root))
+    instance = dg.DagsterInstance.ephemeral()
+    assert materialize(defs, instance, [MONTHLY], "2024-01").success
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        book.set_cap(SCOPE, Fraction(1, 4), reason="no more months")  # spent: 1/3
+    refused = materialize(defs, instance, [MONTHLY], "2024-02")
+    assert not refused.success
+    message = (
+        "visits_by_clinic 2024-02: privacy budget exhausted for scope 'hospital_patients': "
+        "spent 0.333333 of cap 0.25, requested 0.0208333, remaining 0; nothing was charged. The "
+        "scope composes sequentially: what it has spent never comes back, and a new period "
+        "draws on the same cap. To go on, raise the scope's cap on purpose: `dprelease ledger "
+        "set-cap hospital_patients CAP --reason TEXT`."
+    )
+    [step] = refused.get_step_failure_events()
+    failed = step.step_failure_data
+    assert (failed.error.message, failed.error.stack) == (message, [])
+    assert failed.error.cause is None and failed.error.context is None
+    assert failed.user_failure_data is not None
+    assert failed.user_failure_data.description == message
+    assert _values(failed.user_failure_data.metadata) == {
+        "release": MONTHLY,
+        "period": "2024-02",
+        "scope": SCOPE,
+        "refused": "BudgetExhausted",
+        "spent": "1/3 ≈ 0.333",
+        "cap": "0.25",
+        "requested": "1/48 ≈ 0.0208",
+        "remaining": "0",
+    }
+    [run] = [e for e in refused.all_events if e.event_type == dg.DagsterEventType.RUN_FAILURE]
+    assert run.job_failure_data.error == failed.error
+    assert spent(root, SCOPE) == (Fraction(1, 3), 1)
+
+
+def test_a_missing_confidential_table_is_a_refusal_too(root: Path) -> None:
+    """The README's refusal table lists it: one message, no stack, nothing charged."""
+    (root / "confidential" / "visits.parquet").unlink()
+    defs = build_definitions(resources=resources(root))
+    refused = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-01")
+    [step] = refused.get_step_failure_events()
+    error = step.step_failure_data.error
+    assert error.stack == []
+    assert error.message == (
+        f"visits_by_clinic 2024-01: confidential table 'visits' not found at "
+        f"{root / 'confidential' / 'visits.parquet'}; set DPRELEASE_CONFIDENTIAL_DIR"
+    )
+    assert not (root / "ledger.sqlite").exists()  # refused before the ledger is opened
