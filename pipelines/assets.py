@@ -396,14 +396,27 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
     return release_
 
 
+#: The privacy budget follows the releases: materialized once after any release has been (by the
+#: UI, a backfill, the schedule, `dg launch` or the publish sensor), when no release and no budget
+#: run is in progress, so a backfill's months are followed by one budget run. A refused release
+#: spends nothing and materializes nothing, so it asks for nothing.
+FOLLOWS_RELEASES = (
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("after releases")
+
+
 def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
     """Per budget scope: the profile's ε and plots, the ledger's cap and spending, and every
-    release recorded but not published."""
+    release recorded but not published; downstream of every release, which it follows."""
     scopes = sorted({publish_of(r).scope for r in releases})
 
     @dg.asset(
         key=BUDGET_KEY,
         group_name="privacy",
+        deps=[dg.AssetKey(r.spec.name) for r in releases],
+        automation_condition=FOLLOWS_RELEASES,
         kinds={"python"},
         description="Per budget scope: ε_min from its odds risk profile (with plots), the "
         "ledger's cap (never above the profile's ε), spent and remaining, and releases "

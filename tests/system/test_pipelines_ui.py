@@ -144,3 +144,42 @@ def test_a_missing_confidential_table_is_a_refusal_too(root: Path) -> None:
         f"{root / 'confidential' / 'visits.parquet'}; set DPRELEASE_CONFIDENTIAL_DIR"
     )
     assert not (root / "ledger.sqlite").exists()  # refused before the ledger is opened
+
+
+def _requested(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: Any = None) -> Any:
+    """One tick of the code location's automation: the assets it asks to materialize."""
+    return dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+
+
+def _budget_spent(result: dg.ExecuteInProcessResult, scope: str) -> str:
+    table = result.asset_materializations_for_node("privacy_budget")[0].metadata["scopes"].value
+    return str(next(r.data["spent"] for r in table.records if r.data["scope"] == scope))
+
+
+# Dagster's own test helper selects assets with a beta parameter; nothing of ours is in beta.
+@pytest.mark.filterwarnings("ignore:Parameter `include_sources`:dagster.BetaWarning")
+def test_the_privacy_budget_follows_the_releases(root: Path) -> None:
+    """After a release is materialized (whoever launched it) the automation asks for the privacy
+    budget once, so it shows what the ledger spent without anyone materializing it by hand; a
+    refused month, which spends nothing, asks for nothing."""
+    defs = build_definitions(resources=resources(root))
+    sensor = defs.resolve_sensor_def("privacy_budget_follows_releases")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING  # on in `dg dev` as shipped
+    budget = dg.AssetKey("privacy_budget")
+    assert defs.resolve_asset_graph().get(budget).parent_keys >= {dg.AssetKey(MONTHLY)}
+    instance = dg.DagsterInstance.ephemeral()
+    tick = _requested(defs, instance)
+    assert tick.total_requested == 0  # nothing released yet: nothing to follow
+    assert materialize(defs, instance, [MONTHLY], "2024-03").success
+    tick = _requested(defs, instance, tick.cursor)
+    assert tick.get_num_requested(budget) == tick.total_requested == 1
+    followed = materialize(defs, instance, ["privacy_budget"])  # the run the tick asks for
+    assert _budget_spent(followed, SCOPE) == "1/3 ≈ 0.333"
+    tick = _requested(defs, instance, tick.cursor)
+    assert tick.total_requested == 0  # handled: once per update
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        book.set_cap(SCOPE, Fraction(1, 4), reason="no more months")
+    assert not materialize(defs, instance, [MONTHLY], "2024-04").success
+    assert _requested(defs, instance, tick.cursor).total_requested == 0
+    assert materialize(defs, instance, ["case_control_by_genotype"]).success
+    assert _requested(defs, instance, tick.cursor).get_num_requested(budget) == 1
