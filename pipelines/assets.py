@@ -432,7 +432,8 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
             cap_changes = [e for s in scopes for e in book.history(s) if e.kind == "cap_changed"]
         rows, sections = [], []
         for scope, budget in budgets.items():
-            choice, status = budget.choice, statuses.get(scope)
+            status = statuses.get(scope)  # in the ledger: the report is at its cap in force
+            choice = budget.choice if status is None else budget.choice.at_cap(status.cap)
             directory = public.budget_dir(scope)
             plots = write_plots(choice, directory)
             (directory / "budget.json").write_text(

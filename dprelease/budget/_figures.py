@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dprelease.budget._choice import BudgetChoice
+from dprelease.budget._choice import BudgetChoice, cap_from_profile
 from dprelease.budget._profiles import epsilon_for_bound
 from dprelease.files import atomic_path
+from dprelease.loss import amount_text
 
 if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: start-up stays fast
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 PROFILE_PNG = "profile.png"
 EPSILON_PNG = "epsilon.png"
@@ -64,33 +67,37 @@ def _mark_argmin(axes: Axes, choice: BudgetChoice, x_left: float, y: float) -> N
     )
 
 
-def _new_axes() -> Axes:
+def _new_figure(panels: int = 1) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7, 4.2), layout="constrained")
+    figure = Figure(figsize=(9, 4.2 * panels), layout="constrained")
     FigureCanvasAgg(figure)
-    return figure.add_subplot()
+    figure.subplots(panels, 1, sharex=True, squeeze=False)
+    return figure
 
 
-def _finish(axes: Axes, ylabel: str, title: str, path: Path) -> Path:
+def _finish(axes: Axes, ylabel: str, title: str) -> None:
+    """Log P10 axis, labels, and the legend beside the plot, never over the curves."""
     axes.set_xscale("log")
     axes.set_xlabel("adversary's prior odds ratio P10 (log scale)")
     axes.set_ylabel(ylabel)
     axes.set_title(title)
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(loc="upper right", fontsize=8)
-    from matplotlib.figure import Figure
+    axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
 
+
+def _save(figure: Figure, path: Path) -> Path:
     with atomic_path(path) as temporary:  # whole or not at all; never into a device or FIFO
-        cast(Figure, axes.figure).savefig(temporary, dpi=120, format="png")  # made on a Figure
+        figure.savefig(temporary, dpi=120, format="png")
     return path
 
 
-def plot_profile(choice: BudgetChoice, path: Path) -> Path:
+def profile_figure(choice: BudgetChoice) -> Figure:
     """Figure 1: B(P10) on a log P10 axis, each adversary marked and labelled."""
     p10 = _p10_axis(choice)
-    axes = _new_axes()
+    figure = _new_figure()
+    [axes] = figure.axes
     for index, profile in enumerate(choice.profiles):
         axes.plot(p10, profile.bound(p10), label=_label(choice, index))
     for row in choice.adversaries:
@@ -103,13 +110,15 @@ def plot_profile(choice: BudgetChoice, path: Path) -> Path:
             fontsize=8,
         )
     _mark_argmin(axes, choice, float(p10[0]), choice.bound_at_argmin)
-    return _finish(axes, "tolerated factor B(P10) on the odds ratio", "Odds risk profile", path)
+    _finish(axes, "tolerated factor B(P10) on the odds ratio", "Odds risk profile")
+    return figure
 
 
-def plot_epsilon(choice: BudgetChoice, path: Path) -> Path:
-    """Figure 2: ε_P10 on a log P10 axis with ε_min (and the rounded ε) marked."""
+def epsilon_figure(choice: BudgetChoice) -> Figure:
+    """Figure 2: ε_P10 on a log P10 axis with ε_min, the ε used and the cap in force marked."""
     p10 = _p10_axis(choice)
-    axes = _new_axes()
+    figure = _new_figure()
+    [axes] = figure.axes
     for index, profile in enumerate(choice.profiles):
         epsilon = epsilon_for_bound(choice.neighbours, profile.bound(p10))
         axes.plot(p10, epsilon, label=f"ε_P10 of {_label(choice, index)}")
@@ -124,19 +133,27 @@ def plot_epsilon(choice: BudgetChoice, path: Path) -> Path:
             choice.epsilon,
             color="grey",
             linestyle=":",
-            label=f"ε used = {choice.epsilon:.4g} ({_epsilon_reason(choice)})",
+            label=f"profile's ε = {choice.epsilon:.4g} ({_epsilon_reason(choice)})",
+        )
+    if (cap := _cap_differing(choice)) is not None:
+        axes.axhline(
+            float(cap),
+            color="tab:green",
+            linestyle="-.",
+            label=f"cap in force: ε = {amount_text(cap)} (the ledger's)",
         )
     _mark_argmin(axes, choice, float(p10[0]), choice.epsilon_min)
     title = f"ε per prior odds ratio, {_NEIGHBOURS_TEXT[choice.neighbours.value]}"
-    return _finish(axes, "largest ε allowed at P10", title, path)
+    _finish(axes, "largest ε allowed at P10", title)
+    return figure
 
 
 def write_plots(choice: BudgetChoice, directory: Path) -> tuple[Path, Path]:
     """Both figures into `directory` (created if needed): profile.png, epsilon.png."""
     directory.mkdir(parents=True, exist_ok=True)
     return (
-        plot_profile(choice, directory / PROFILE_PNG),
-        plot_epsilon(choice, directory / EPSILON_PNG),
+        _save(profile_figure(choice), directory / PROFILE_PNG),
+        _save(epsilon_figure(choice), directory / EPSILON_PNG),
     )
 
 
@@ -144,9 +161,10 @@ Table = tuple[list[str], list[list[str]]]
 
 
 def _odds_factor_text(choice: BudgetChoice, multiple: str = "") -> str:
-    return (
-        f"e^{{2{multiple}ε}}" if choice.neighbours.value == "add_remove" else f"e^{{{multiple}ε}}"
-    )
+    """exp(2ε) (add/remove) or exp(ε) (substitute): plain text, which reads the same in a
+    terminal and in Markdown (where e^{2ε} shows its braces)."""
+    group = choice.neighbours.value_change_group
+    return f"exp({group if group > 1 else ''}{multiple}ε)"
 
 
 def adversary_table(choice: BudgetChoice) -> Table:
@@ -192,13 +210,25 @@ def _epsilon_reason(choice: BudgetChoice) -> str:
     return ", ".join(reasons)
 
 
+def _cap_differing(choice: BudgetChoice) -> Fraction | None:
+    """The cap in force (`BudgetChoice.at_cap`) when it is not the cap the profile allows."""
+    cap = choice.cap_in_force
+    return None if cap is None or cap == cap_from_profile(choice) else cap
+
+
 def budget_summary(choice: BudgetChoice) -> list[str]:
-    """Two plain sentences: the ε used and where ε_min binds."""
+    """Plain sentences: the ε used (and the cap in force, where it is another) and where ε_min
+    binds."""
     reason = _epsilon_reason(choice)
     why = f", {reason}" if reason else ""
+    allowed = f"ε = {choice.epsilon:.4g} (ε_min = {choice.epsilon_min:.4f}{why})"
+    if (cap := _cap_differing(choice)) is not None:
+        allowed = (
+            f"Cap in force: ε = {amount_text(cap)}, the ledger's, at which the tables are; "
+            f"the profile allows {allowed}"
+        )
     return [
-        f"ε = {choice.epsilon:.4g} (ε_min = {choice.epsilon_min:.4f}{why}); "
-        f"neighbours: {_NEIGHBOURS_TEXT[choice.neighbours.value]}.",
+        f"{allowed}; neighbours: {_NEIGHBOURS_TEXT[choice.neighbours.value]}.",
         f"ε_min is reached at {argmin_text(choice)}, where the profile tolerates "
         f"B = {choice.bound_at_argmin:.4g}.",
     ]

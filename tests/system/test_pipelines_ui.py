@@ -183,3 +183,26 @@ def test_the_privacy_budget_follows_the_releases(root: Path) -> None:
     assert _requested(defs, instance, tick.cursor).total_requested == 0
     assert materialize(defs, instance, ["case_control_by_genotype"]).success
     assert _requested(defs, instance, tick.cursor).get_num_requested(budget) == 1
+
+
+def test_the_budget_report_is_at_the_cap_in_force_after_set_cap(root: Path) -> None:
+    """After `dprelease ledger set-cap hospital_patients 1.5 …` the budget asset headlines the
+    ledger's cap, with the profile's ε = 4 beside it, and its tables, plot legend and
+    budget.json are at 1.5."""
+    defs = build_definitions(resources=resources(root))
+    instance = dg.DagsterInstance.ephemeral()
+    assert materialize(defs, instance, [MONTHLY], "2024-01").success
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        book.set_cap(SCOPE, Fraction(3, 2), reason="board decision")
+    budget = materialize(defs, instance, ["privacy_budget"])
+    report = budget.asset_materializations_for_node("privacy_budget")[0].metadata["report"]
+    visits = report.value.split("## Scope `hospital_patients`")[1]
+    assert "Cap 1.5 (the profile would allow 4;" in visits
+    assert (
+        "Cap in force: ε = 1.5, the ledger's, at which the tables are; the profile allows ε = 4 "
+        "(ε_min = 4.0032, rounded down to a multiple of 0.05)"
+    ) in visits
+    assert "| 1 | 1.5 | 20.09 |" in visits  # household of one: exp(2 · 1.5)
+    assert "ε = 4 (ε_min" not in visits.replace("allows ε = 4 (ε_min", "")
+    stated = (root / "public/privacy_budget" / SCOPE / "budget.json").read_text()
+    assert '"cap_in_force": 1.5' in stated
