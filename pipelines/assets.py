@@ -25,7 +25,7 @@ from dagster._core.errors import DagsterUserCodeProcessError  # not exported: se
 from dagster_shared.error import SerializableErrorInfo
 from pydantic import Field
 
-from dprelease.budget import budget_markdown, markdown_table, write_plots
+from dprelease.budget import BudgetChoice, budget_markdown, markdown_table, write_plots
 from dprelease.errors import BudgetExhausted, DPReleaseError, LedgerNotFound, UnknownScope
 from dprelease.ledger import Ledger, ScopeStatus
 from dprelease.loss import amount_text, typed_text
@@ -418,9 +418,9 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
         deps=[dg.AssetKey(r.spec.name) for r in releases],
         automation_condition=FOLLOWS_RELEASES,
         kinds={"python"},
-        description="Per budget scope: ε_min from its odds risk profile (with plots), the "
-        "ledger's cap (never above the profile's ε), spent and remaining, and releases "
-        "recorded but not yet published.",
+        description="Per budget scope: ε_min from its odds risk profile (and ρ_max for a zCDP "
+        "scope), with plots; the ledger's cap (never above what the profile allows), spent and "
+        "remaining; and releases recorded but not yet published.",
     )
     def privacy_budget(
         policy: PrivacyPolicy, ledger: LedgerResource, public: PublicStore
@@ -434,6 +434,7 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
         for scope, budget in budgets.items():
             status = statuses.get(scope)  # in the ledger: the report is at its cap in force
             choice = budget.choice if status is None else budget.choice.at_cap(status.cap)
+            zcdp = choice.zcdp
             directory = public.budget_dir(scope)
             plots = write_plots(choice, directory)
             (directory / "budget.json").write_text(
@@ -445,8 +446,10 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                 dg.TableRecord(
                     {
                         "scope": scope,
+                        "measure": _measure_text(choice),
                         "epsilon_min": approximate_text(choice.epsilon_min),
-                        "profile_epsilon": amount_text(budget.profile_cap),
+                        "rho_max": None if zcdp is None else approximate_text(zcdp.rho_max),
+                        "profile_cap": amount_text(budget.profile_cap),
                         "ledger_cap": None if status is None else amount_text(status.cap),
                         "spent": amount_text(0 if status is None else status.spent),
                         "remaining": amount_text(
@@ -475,8 +478,10 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                             dg.TableColumn(c, "string")
                             for c in (
                                 "scope",
+                                "measure",
                                 "epsilon_min",
-                                "profile_epsilon",
+                                "rho_max",
+                                "profile_cap",
                                 "ledger_cap",
                                 "spent",
                                 "remaining",
@@ -497,6 +502,13 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
         )
 
     return privacy_budget
+
+
+def _measure_text(choice: BudgetChoice) -> str:
+    """What the scope's amounts are: ε of pure DP, or ρ of zCDP with its δ."""
+    if choice.zcdp is None:
+        return "ε-DP (ε)"
+    return f"ρ-zCDP (ρ), δ = {choice.zcdp.delta:g}"
 
 
 def approximate_text(value: float) -> str:

@@ -221,9 +221,13 @@ class BudgetChoice:
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON types only; the CLI's `--json` output and release manifests use it."""
-        return {
+        return {  # under zCDP, the ρ budget beside ε_min
             "epsilon_min": self.epsilon_min,
             "epsilon": self.epsilon,
+            "measure": self.measure.value,
+            "delta": None if self.zcdp is None else self.zcdp.delta,
+            "rho_max": None if self.zcdp is None else self.zcdp.rho_max,
+            "rho": None if self.zcdp is None else self.zcdp.rho,
             "argmin_p10": self.argmin_p10,
             "bound_at_argmin": self.bound_at_argmin,
             "argmin_attained": self.argmin_attained,
@@ -234,10 +238,6 @@ class BudgetChoice:
             "group_privacy": [vars(row).copy() for row in self.group_privacy],
             "profiles": [profile.describe() for profile in self.profiles],
             "prior_risk_epsilon": self.prior_risk_epsilon,
-            "measure": self.measure.value,
-            "delta": None if self.zcdp is None else self.zcdp.delta,
-            "rho_max": None if self.zcdp is None else self.zcdp.rho_max,
-            "rho": None if self.zcdp is None else self.zcdp.rho,
             "cap_in_force": None if self.cap_in_force is None else float(self.cap_in_force),
         }
 

@@ -185,7 +185,7 @@ def test_every_release_publishes_in_one_step_and_checks_pass(root: Path) -> None
     assert set(observed[0].asset_observation.metadata) == {"dagster/column_schema"}
     scopes = budget.asset_materializations_for_node("privacy_budget")[0].metadata["scopes"]
     rows = {r.data["scope"]: r.data for r in scopes.value.records}
-    assert rows["hospital_patients"]["profile_epsilon"] == "4"
+    assert rows["hospital_patients"]["profile_cap"] == "4"
     assert rows["hospital_patients"]["ledger_cap"] == "4"
     assert rows["case_control_study"]["epsilon_min"] == "≈ 0.3466"
     assert rows["case_control_study"]["spent"] == "0.3"

@@ -4,6 +4,7 @@ report at the cap in force (issue 18, "The Dagster UI, as an operator saw it")."
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -11,7 +12,15 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from test_pipelines import MONTHLY, SCOPE, materialize, resources, spent, write_tables
+from test_pipelines import (
+    MONTHLY,
+    PRIVACY,
+    SCOPE,
+    materialize,
+    resources,
+    spent,
+    write_tables,
+)
 
 from dprelease.ledger import Ledger
 from pipelines.definitions import build_definitions
@@ -73,7 +82,7 @@ def test_metadata_shows_exact_amounts_and_whole_numbers(root: Path) -> None:
     shown = budget.asset_materializations_for_node("privacy_budget")[0].metadata
     scopes = {r.data["scope"]: r.data for r in shown["scopes"].value.records}
     visits = scopes["hospital_patients"]
-    assert (visits["profile_epsilon"], visits["ledger_cap"]) == ("4", "4")
+    assert (visits["profile_cap"], visits["ledger_cap"]) == ("4", "4")
     assert (visits["spent"], visits["remaining"]) == ("1/3 ≈ 0.333", "11/3 ≈ 3.67")
     assert visits["epsilon_min"] == "≈ 4.003"  # ½ ln 3000, from the profile: not exact
     assert scopes["case_control_study"]["epsilon_min"] == "≈ 0.3466"  # ½ ln 2
@@ -206,3 +215,34 @@ def test_the_budget_report_is_at_the_cap_in_force_after_set_cap(root: Path) -> N
     assert "ε = 4 (ε_min" not in visits.replace("allows ε = 4 (ε_min", "")
     stated = (root / "public/privacy_budget" / SCOPE / "budget.json").read_text()
     assert '"cap_in_force": 1.5' in stated
+
+
+def test_the_budget_of_a_zcdp_scope_shows_rho_max_and_its_probability(root: Path) -> None:
+    """A scope whose profile says `measure: zcdp` (a config of the test's own: the demo's
+    releases are pure ε) shows ρ_max beside ε_min, the odds statement with its probability, and
+    tables that say so; the other scope stays pure."""
+    privacy = root / "privacy.yaml"
+    privacy.write_text(
+        PRIVACY.read_text().replace(
+            "  hospital_patients:\n", "  hospital_patients:\n    measure: zcdp\n    delta: 1.0e-9\n"
+        )
+    )
+    defs = build_definitions(resources=resources(root, privacy=privacy))
+    budget = materialize(defs, dg.DagsterInstance.ephemeral(), ["privacy_budget"])
+    shown = budget.asset_materializations_for_node("privacy_budget")[0].metadata
+    scopes = {r.data["scope"]: r.data for r in shown["scopes"].value.records}
+    tail = math.log(1e9)
+    rho_max = ((math.sqrt(tail + math.log(3000)) - math.sqrt(tail)) / 2) ** 2  # B = 3000 at P10 = 1
+    visits = scopes["hospital_patients"]
+    assert (visits["measure"], visits["rho_max"]) == ("ρ-zCDP (ρ), δ = 1e-09", f"≈ {rho_max:.4g}")
+    assert visits["profile_cap"] == "0.15"  # ρ_max ≈ 0.163, rounded down to the 0.05 grid
+    study = scopes["case_control_study"]
+    assert (study["measure"], study["rho_max"]) == ("ε-DP (ε)", None)
+    report = shown["report"].value.split("## Scope `hospital_patients`")[1]
+    assert (
+        f"ρ = 0.15 (ρ_max = {rho_max:.4g}, rounded down to a multiple of 0.05) under ρ-zCDP "
+        "with δ = 1e-09, beside ε_min = 4.0032"
+    ) in report
+    assert "With probability at least 1 − δ over the release, an adversary's posterior" in report
+    assert "| ρ_P10 | max posterior odds ratio at ρ, with probability ≥ 1 − δ |" in report
+    assert "| group size k | k²ρ | odds factor, with probability ≥ 1 − δ |" in report
