@@ -110,6 +110,7 @@ def budget_sensor(budget: dg.AssetsDefinition) -> dg.AutomationConditionSensorDe
     return dg.AutomationConditionSensorDefinition(
         "privacy_budget_follows_releases",
         target=[budget],
+        run_tags=NO_RETRIES,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Materializes privacy_budget after releases have been materialized, once "
         "none is in progress.",

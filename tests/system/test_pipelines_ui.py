@@ -174,6 +174,8 @@ def test_the_privacy_budget_follows_the_releases(root: Path) -> None:
     defs = build_definitions(resources=resources(root))
     sensor = defs.resolve_sensor_def("privacy_budget_follows_releases")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING  # on in `dg dev` as shipped
+    assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
+    assert sensor.run_tags["dagster/max_retries"] == "0"  # as every job of the location
     budget = dg.AssetKey("privacy_budget")
     assert defs.resolve_asset_graph().get(budget).parent_keys >= {dg.AssetKey(MONTHLY)}
     instance = dg.DagsterInstance.ephemeral()
