@@ -11,6 +11,7 @@ are in its table. `python -m dprelease.statement` prints the manifest's JSON Sch
 (docs/manifest.schema.json).
 """
 
+from dprelease.statement._compare import MeasureComparison, StatisticComparison, compare_measures
 from dprelease.statement._entries import build_manifest, statistic_entry, with_outcome
 from dprelease.statement._manifest import (
     MANIFEST_FORMAT,
@@ -27,6 +28,7 @@ from dprelease.statement._manifest import (
 from dprelease.statement._planner import (
     PLAN_FORMAT,
     LevelAccuracy,
+    MeasurementAccuracy,
     ReleasePlan,
     StatisticAccuracy,
     accuracy_of,
@@ -42,13 +44,17 @@ __all__ = [
     "LedgerRecord",
     "LegacyManifest",
     "LevelAccuracy",
+    "MeasureComparison",
+    "MeasurementAccuracy",
     "Manifest",
     "NoiseSourceEntry",
     "NotRecorded",
     "Preview",
     "ReleasePlan",
     "StatisticAccuracy",
+    "StatisticComparison",
     "accuracy_of",
+    "compare_measures",
     "build_manifest",
     "epsilon_for_targets",
     "json_schema",
