@@ -25,7 +25,7 @@ from dagster._core.errors import DagsterUserCodeProcessError  # not exported: se
 from dagster_shared.error import SerializableErrorInfo
 from pydantic import Field
 
-from dprelease.budget import BudgetChoice, budget_markdown, markdown_table, write_plots
+from dprelease.budget import budget_markdown, markdown_table, write_plots
 from dprelease.errors import (
     BudgetExhausted,
     ConfigError,
@@ -35,7 +35,7 @@ from dprelease.errors import (
 )
 from dprelease.files import unwritable_directory
 from dprelease.ledger import Ledger, ScopeStatus
-from dprelease.loss import amount_text, typed_text
+from dprelease.loss import Measure, amount_text, typed_text
 from dprelease.operator import LOGGER_NAME
 from dprelease.publish import (
     Recorded,
@@ -391,7 +391,9 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                 "charged": recorded.charged,
                 "published": published,
                 "release_id": recorded.release_id,
-                "epsilon": amount_text(recorded.stored.epsilon),
+                "measure": _measure_text(status.measure, status.delta),
+                # the release's loss, in its scope's unit: ε, or ρ for a zCDP scope
+                _LOSS_KEY[status.measure]: amount_text(recorded.stored.epsilon),
                 "scope": scope,
                 "scope_cap": amount_text(status.cap),
                 "scope_spent": amount_text(status.spent),
@@ -455,7 +457,7 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                 dg.TableRecord(
                     {
                         "scope": scope,
-                        "measure": _measure_text(choice),
+                        "measure": _measure_text(choice.measure, zcdp.delta if zcdp else None),
                         "epsilon_min": approximate_text(choice.epsilon_min),
                         "rho_max": None if zcdp is None else approximate_text(zcdp.rho_max),
                         "profile_cap": amount_text(budget.profile_cap),
@@ -464,6 +466,9 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                         "remaining": amount_text(
                             budget.profile_cap if status is None else status.remaining
                         ),
+                        "epsilon_delta_spent": None
+                        if status is None or (implied := status.epsilon_delta()) is None
+                        else approximate_text(implied),
                         "releases": 0 if status is None else status.releases,
                         "unpublished": len(waiting),
                         "note": note,
@@ -494,6 +499,7 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                                 "ledger_cap",
                                 "spent",
                                 "remaining",
+                                "epsilon_delta_spent",
                             )
                         ]
                         + [
@@ -513,11 +519,13 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
     return privacy_budget
 
 
-def _measure_text(choice: BudgetChoice) -> str:
-    """What the scope's amounts are: ε of pure DP, or ρ of zCDP with its δ."""
-    if choice.zcdp is None:
-        return "ε-DP (ε)"
-    return f"ρ-zCDP (ρ), δ = {choice.zcdp.delta:g}"
+#: The metadata entry of a release's loss: its scope's unit.
+_LOSS_KEY = {Measure.PURE: "epsilon", Measure.ZCDP: "rho"}
+
+
+def _measure_text(measure: Measure, delta: float | None) -> str:
+    """What a scope's amounts are: ε of pure DP, or ρ of zCDP with its δ."""
+    return "ε-DP (ε)" if measure is Measure.PURE else f"ρ-zCDP (ρ), δ = {delta:g}"
 
 
 def approximate_text(value: float) -> str:

@@ -219,10 +219,11 @@ def test_the_budget_report_is_at_the_cap_in_force_after_set_cap(root: Path) -> N
     assert '"cap_in_force": 1.5' in stated
 
 
-def test_the_budget_of_a_zcdp_scope_shows_rho_max_and_its_probability(root: Path) -> None:
+def test_a_zcdp_scope_shows_rho_max_its_probability_and_amounts_in_rho(root: Path) -> None:
     """A scope whose profile says `measure: zcdp` (a config of the test's own: the demo's
-    releases are pure ε) shows ρ_max beside ε_min, the odds statement with its probability, and
-    tables that say so; the other scope stays pure."""
+    releases are pure ε): its release states ρ, not ε; its budget shows ρ_max beside ε_min,
+    the odds statement with its probability, tables that say so, and the ε of (ε, δ)-DP that
+    the spent ρ implies; the other scope stays pure."""
     privacy = root / "privacy.yaml"
     privacy.write_text(
         PRIVACY.read_text().replace(
@@ -230,16 +231,28 @@ def test_the_budget_of_a_zcdp_scope_shows_rho_max_and_its_probability(root: Path
         )
     )
     defs = build_definitions(resources=resources(root, privacy=privacy))
-    budget = materialize(defs, dg.DagsterInstance.ephemeral(), ["privacy_budget"])
+    instance = dg.DagsterInstance.ephemeral()
+    month = materialize(defs, instance, [MONTHLY], "2024-05")
+    released = _values(month.asset_materializations_for_node(MONTHLY)[0].metadata)
+    assert (released["rho"], released["measure"]) == ("0.0125", "ρ-zCDP (ρ), δ = 1e-09")
+    assert "epsilon" not in released  # 1/80 is a ρ: ρ_max ≈ 0.163 rounded down to 0.15, / 12
+    assert (released["scope_cap"], released["scope_spent"]) == ("0.15", "0.0125")
+    budget = materialize(defs, instance, ["privacy_budget"])
     shown = budget.asset_materializations_for_node("privacy_budget")[0].metadata
     scopes = {r.data["scope"]: r.data for r in shown["scopes"].value.records}
     tail = math.log(1e9)
     rho_max = ((math.sqrt(tail + math.log(3000)) - math.sqrt(tail)) / 2) ** 2  # B = 3000 at P10 = 1
     visits = scopes["hospital_patients"]
     assert (visits["measure"], visits["rho_max"]) == ("ρ-zCDP (ρ), δ = 1e-09", f"≈ {rho_max:.4g}")
-    assert visits["profile_cap"] == "0.15"  # ρ_max ≈ 0.163, rounded down to the 0.05 grid
+    assert visits["profile_cap"] == visits["ledger_cap"] == "0.15"  # ρ_max rounded down
+    implied = 1 / 80 + 2 * math.sqrt(tail / 80)  # ρ + 2√(ρ·ln(1/δ)) at the spent ρ
+    assert visits["epsilon_delta_spent"] == f"≈ {implied:.4g}"
     study = scopes["case_control_study"]
-    assert (study["measure"], study["rho_max"]) == ("ε-DP (ε)", None)
+    assert (study["measure"], study["rho_max"], study["epsilon_delta_spent"]) == (
+        "ε-DP (ε)",
+        None,
+        None,
+    )
     report = shown["report"].value.split("## Scope `hospital_patients`")[1]
     assert (
         f"ρ = 0.15 (ρ_max = {rho_max:.4g}, rounded down to a multiple of 0.05) under ρ-zCDP "
