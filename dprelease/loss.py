@@ -85,6 +85,37 @@ def typed_text(value: Fraction) -> str:
     return decimal if Fraction(decimal) == value else str(value)
 
 
+#: A terminating decimal with more significant digits than this is shown as a fraction instead.
+_LONGEST_DECIMAL = 15
+
+
+def amount_text(value: Fraction | int) -> str:
+    """`value` for people to read, exactly and at a glance: an integer or a short terminating
+    decimal as itself (4, 0.25, 0.346573590279), any other rational as its fraction with a
+    rounded decimal beside it (1/3 ≈ 0.333). A scope's cap, what it spent and what a release
+    charged are exact rationals; as a double, 1/3 shows as 0.3333333333333333 and 11/3 as
+    3.6666666666666665, which are neither exact nor readable."""
+    exact = Fraction(value)
+    unfactored, powers = exact.denominator, 0
+    for prime in (2, 5):
+        while unfactored % prime == 0:
+            unfactored, powers = unfactored // prime, powers + 1
+    if unfactored == 1:  # exact.denominator divides 10**powers: the decimal terminates
+        with localcontext(prec=len(str(abs(exact.numerator))) + powers + 1):
+            decimal = Decimal(exact.numerator) / Decimal(exact.denominator)
+        if len(decimal.normalize().as_tuple().digits) <= _LONGEST_DECIMAL:
+            return f"{decimal.normalize():f}"
+    return f"{exact} ≈ {_about(exact)}"
+
+
+def _about(exact: Fraction) -> str:
+    """Three significant digits, without an exponent where positional digits read better."""
+    text = decimal_text(exact, 3)
+    if "e" in text and Fraction(1, 10**6) <= abs(exact) < 10**15:
+        return f"{Decimal(text):f}"
+    return text
+
+
 def split_by_weights(total: Fraction, weights: Sequence[Fraction]) -> list[Fraction]:
     """`total` in shares proportional to `weights`, exactly: the shares sum to `total` with no
     drift, so sequential composition of the parts never spends more than the whole."""

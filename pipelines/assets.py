@@ -14,13 +14,15 @@ Metadata holds noisy values and spec-derived facts only.
 import json
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
+from dagster._core.errors import DagsterUserCodeProcessError  # not exported: see `Refusal`
+from dagster_shared.error import SerializableErrorInfo
 from pydantic import Field
 
 from dprelease.budget import budget_markdown, markdown_table, write_plots
@@ -33,7 +35,7 @@ from dprelease.errors import (
 )
 from dprelease.files import unwritable_directory
 from dprelease.ledger import Ledger, ScopeStatus
-from dprelease.loss import typed_text
+from dprelease.loss import Measure, amount_text, typed_text
 from dprelease.operator import LOGGER_NAME
 from dprelease.publish import (
     Recorded,
@@ -48,6 +50,7 @@ from pipelines.ledger_state import unpublished
 from pipelines.release_specs import publish_of
 from pipelines.resources import (
     ConfidentialStore,
+    ConfidentialTableMissing,
     LedgerResource,
     PrivacyPolicy,
     PublicStore,
@@ -132,6 +135,43 @@ def refusal(exc: DPReleaseError) -> str:
     return in_dagster_words(str(exc)) + (f". {hint}" if hint else "")
 
 
+class Refusal(DagsterUserCodeProcessError, dg.Failure):
+    """A refused release as the Dagster UI shows it: one message, and its facts as metadata.
+
+    Under the message of whatever fails a step, Dagster shows the Python stack it was raised
+    through: Dagster's own frames and the one `raise`, which tell an operator nothing about a
+    refusal (not a crash) and bury the message the README promises. An error that stands for
+    one raised in another process (`DagsterUserCodeProcessError`, how Dagster passes on a code
+    server's error) is reported as the error it carries, so a Failure that is also one is shown
+    with its message alone, and Dagster still records it as a Failure with its description and
+    metadata. (That class is not exported by Dagster: `tests/system/test_pipelines_ui.py` and
+    the browser test in `test_e2e_dagster.py` fail if a Dagster upgrade shows a stack again.)
+    """
+
+    def __init__(self, description: str, metadata: Mapping[str, str]) -> None:
+        dg.Failure.__init__(self, description, metadata, allow_retries=False)
+        self.user_code_process_error_infos = [
+            SerializableErrorInfo(message=description, stack=[], cls_name=type(self).__name__)
+        ]
+
+
+def refused(
+    release: str, period: str | None, scope: str, exc: DPReleaseError | ConfidentialTableMissing
+) -> Refusal:
+    """The refusal of one release (and month) in words, its facts (exact amounts) beside it."""
+    facts = {"release": release, "period": period or "all", "scope": scope}
+    facts["refused"] = type(exc).__name__
+    if isinstance(exc, BudgetExhausted):
+        facts |= {
+            "spent": amount_text(exc.spent),
+            "cap": amount_text(exc.cap),
+            "requested": amount_text(exc.requested),
+            "remaining": amount_text(exc.remaining),
+        }
+    words = refusal(exc) if isinstance(exc, DPReleaseError) else str(exc)
+    return Refusal(f"{release} {period or ''}".strip() + f": {words}", facts)
+
+
 def _budget_action(exc: BudgetExhausted) -> str:
     """What an operator can do about a refused budget in the pipeline, where a release's ε is
     its spec's `publish.share` of the scope's cap (no ε is typed): a smaller share while some
@@ -213,9 +253,9 @@ def check_results(
             check_name="ledger_within_cap",
             passed=scope.spent <= highest,
             metadata={
-                "spent": float(scope.spent),
-                "cap": float(scope.cap),
-                "highest_cap": float(highest),
+                "spent": amount_text(scope.spent),
+                "cap": amount_text(scope.cap),
+                "highest_cap": amount_text(highest),
             },
         ),
         dg.AssetCheckResult(
@@ -226,9 +266,19 @@ def check_results(
     ]
 
 
+def _cell(value: object) -> str:
+    """A released value as the files hold it, but a whole number without a trailing .0 (a
+    margin of 108, not 108.0) and a null as –."""
+    if value is None:
+        return "–"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _preview(table: pl.DataFrame) -> dg.MetadataValue:
     """The first rows of the released table (of each level, with margins), with a caption."""
-    shown = preview(table, rows=PREVIEW_ROWS)
+    shown = preview(table, rows=PREVIEW_ROWS, cell=_cell)
     rows = [row for block in shown.blocks for row in block]
     caption = f"Shown: {shown.caption} (all of them are in the published files)."
     return dg.MetadataValue.md(f"{caption}\n\n{markdown_table((shown.columns, rows))}")
@@ -323,8 +373,8 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                 )
                 status = book.status(scope)[0]
                 highest = highest_cap(book, status)
-        except DPReleaseError as exc:  # typed, data-free messages: the refusal in words
-            raise dg.Failure(f"{spec.name} {period or ''}".strip() + f": {refusal(exc)}") from None
+        except (DPReleaseError, ConfidentialTableMissing) as exc:  # typed and data-free
+            raise refused(spec.name, period, scope, exc) from None
         _observe_schema(context, spec.source, path)
         checks = check_results(release, recorded, status, highest)
         failed = [str(c.check_name) for c in checks if not c.passed]
@@ -341,11 +391,13 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                 "charged": recorded.charged,
                 "published": published,
                 "release_id": recorded.release_id,
-                "epsilon": recorded.stored.manifest["epsilon_total"],
+                "measure": _measure_text(status.measure, status.delta),
+                # the release's loss, in its scope's unit: ε, or ρ for a zCDP scope
+                _LOSS_KEY[status.measure]: amount_text(recorded.stored.epsilon),
                 "scope": scope,
-                "scope_cap": float(status.cap),
-                "scope_spent": float(status.spent),
-                "scope_remaining": float(status.remaining),
+                "scope_cap": amount_text(status.cap),
+                "scope_spent": amount_text(status.spent),
+                "scope_remaining": amount_text(status.remaining),
                 "manifest": dg.MetadataValue.json(recorded.stored.manifest),
                 "preview": _preview(recorded.table),
             },
@@ -355,18 +407,31 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
     return release_
 
 
+#: The privacy budget follows the releases: materialized once after any release has been (by the
+#: UI, a backfill, the schedule, `dg launch` or the publish sensor), when no release and no budget
+#: run is in progress, so a backfill's months are followed by one budget run. A refused release
+#: spends nothing and materializes nothing, so it asks for nothing.
+FOLLOWS_RELEASES = (
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("after releases")
+
+
 def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
     """Per budget scope: the profile's ε and plots, the ledger's cap and spending, and every
-    release recorded but not published."""
+    release recorded but not published; downstream of every release, which it follows."""
     scopes = sorted({publish_of(r).scope for r in releases})
 
     @dg.asset(
         key=BUDGET_KEY,
         group_name="privacy",
+        deps=[dg.AssetKey(r.spec.name) for r in releases],
+        automation_condition=FOLLOWS_RELEASES,
         kinds={"python"},
-        description="Per budget scope: ε_min from its odds risk profile (with plots), the "
-        "ledger's cap (never above the profile's ε), spent and remaining, and releases "
-        "recorded but not yet published.",
+        description="Per budget scope: ε_min from its odds risk profile (and ρ_max for a zCDP "
+        "scope), with plots; the ledger's cap (never above what the profile allows), spent and "
+        "remaining; and releases recorded but not yet published.",
     )
     def privacy_budget(
         policy: PrivacyPolicy, ledger: LedgerResource, public: PublicStore
@@ -378,7 +443,9 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
             cap_changes = [e for s in scopes for e in book.history(s) if e.kind == "cap_changed"]
         rows, sections = [], []
         for scope, budget in budgets.items():
-            choice, status = budget.choice, statuses.get(scope)
+            status = statuses.get(scope)  # in the ledger: the report is at its cap in force
+            choice = budget.choice if status is None else budget.choice.at_cap(status.cap)
+            zcdp = choice.zcdp
             directory = public.budget_dir(scope)
             plots = write_plots(choice, directory)
             (directory / "budget.json").write_text(
@@ -390,13 +457,18 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                 dg.TableRecord(
                     {
                         "scope": scope,
-                        "epsilon_min": choice.epsilon_min,
-                        "profile_epsilon": choice.epsilon,
-                        "ledger_cap": None if status is None else float(status.cap),
-                        "spent": 0.0 if status is None else float(status.spent),
-                        "remaining": float(
+                        "measure": _measure_text(choice.measure, zcdp.delta if zcdp else None),
+                        "epsilon_min": approximate_text(choice.epsilon_min),
+                        "rho_max": None if zcdp is None else approximate_text(zcdp.rho_max),
+                        "profile_cap": amount_text(budget.profile_cap),
+                        "ledger_cap": None if status is None else amount_text(status.cap),
+                        "spent": amount_text(0 if status is None else status.spent),
+                        "remaining": amount_text(
                             budget.profile_cap if status is None else status.remaining
                         ),
+                        "epsilon_delta_spent": None
+                        if status is None or (implied := status.epsilon_delta()) is None
+                        else approximate_text(implied),
                         "releases": 0 if status is None else status.releases,
                         "unpublished": len(waiting),
                         "note": note,
@@ -416,13 +488,21 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                 "scopes": dg.MetadataValue.table(
                     records=rows,
                     schema=dg.TableSchema(
-                        columns=[dg.TableColumn("scope", "string")]
-                        + [
-                            dg.TableColumn(c, "float")
-                            for c in ("epsilon_min", "profile_epsilon", "ledger_cap", "spent")
+                        columns=[
+                            dg.TableColumn(c, "string")
+                            for c in (
+                                "scope",
+                                "measure",
+                                "epsilon_min",
+                                "rho_max",
+                                "profile_cap",
+                                "ledger_cap",
+                                "spent",
+                                "remaining",
+                                "epsilon_delta_spent",
+                            )
                         ]
                         + [
-                            dg.TableColumn("remaining", "float"),
                             dg.TableColumn("releases", "int"),
                             dg.TableColumn("unpublished", "int"),
                             dg.TableColumn("note", "string"),
@@ -439,17 +519,33 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
     return privacy_budget
 
 
+#: The metadata entry of a release's loss: its scope's unit.
+_LOSS_KEY = {Measure.PURE: "epsilon", Measure.ZCDP: "rho"}
+
+
+def _measure_text(measure: Measure, delta: float | None) -> str:
+    """What a scope's amounts are: ε of pure DP, or ρ of zCDP with its δ."""
+    return "ε-DP (ε)" if measure is Measure.PURE else f"ρ-zCDP (ρ), δ = {delta:g}"
+
+
+def approximate_text(value: float) -> str:
+    """A number the profile gives through logarithms (ε_min = ½·ln 2): not exact as a double
+    either, so shown rounded, and marked so."""
+    return f"≈ {value:.4g}"
+
+
 def _cap_note(scope: str, budget: ScopeProfile, status: ScopeStatus | None) -> str:
     """The cap in force and how it relates to the profile, in words."""
-    allowed = f"{float(budget.profile_cap):.6g}"
+    allowed = amount_text(budget.profile_cap)
     if status is None:
         return f"Not in the ledger yet: its first release creates it with cap {allowed}."
-    cap = f"{float(status.cap):.6g}"
+    cap = amount_text(status.cap)
     if status.cap > budget.profile_cap:
         return (
             f"The ledger's cap {cap} is above what the profile now allows ({allowed}): new "
             f"releases are refused until `dprelease ledger set-cap {scope} "
-            f"{budget.profile_cap}`; released periods still re-run from the stored copy."
+            f"{typed_text(budget.profile_cap)}`; released periods still re-run from the stored "
+            "copy."
         )
     if status.cap < budget.profile_cap:
         return (

@@ -1,4 +1,5 @@
-"""When releases run by themselves: the monthly schedule and the publish-pending sensor."""
+"""When releases run by themselves: the monthly schedule and the publish-pending sensor; and the
+privacy budget, which follows them."""
 
 from __future__ import annotations
 
@@ -100,3 +101,17 @@ def pending_sensor(release: ResolvedSpec, asset: dg.AssetsDefinition) -> dg.Sens
         )
 
     return sensor
+
+
+def budget_sensor(budget: dg.AssetsDefinition) -> dg.AutomationConditionSensorDefinition:
+    """Evaluates the privacy budget's automation condition (it follows the releases,
+    `pipelines.assets.FOLLOWS_RELEASES`); on by default, so the budget a UI shows is the
+    ledger's without anyone materializing it by hand."""
+    return dg.AutomationConditionSensorDefinition(
+        "privacy_budget_follows_releases",
+        target=[budget],
+        run_tags=NO_RETRIES,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Materializes privacy_budget after releases have been materialized, once "
+        "none is in progress.",
+    )

@@ -1,9 +1,10 @@
 """The Dagster code location `dprelease` (`dg dev` and `workspace.yaml` load `defs` from here).
 
 Everything is built from the spec files in `pipelines/specs/`: one external asset per
-confidential table, the privacy budget, and per spec a release asset and a sensor that publishes
-anything recorded but unpublished. Unperiodic releases run in `publish_releases`; each monthly
-release gets a partitioned job and a schedule that releases the month just ended.
+confidential table, the privacy budget (with the sensor that has it follow the releases), and
+per spec a release asset and a sensor that publishes anything recorded but unpublished.
+Unperiodic releases run in `publish_releases`; each monthly release gets a partitioned job and a
+schedule that releases the month just ended.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 
 from pipelines.assets import confidential_source, privacy_budget_asset, release_asset
-from pipelines.automation import NO_RETRIES, monthly_schedule, pending_sensor
+from pipelines.automation import NO_RETRIES, budget_sensor, monthly_schedule, pending_sensor
 from pipelines.release_specs import SPECS_DIR, load_releases
 from pipelines.resources import deployment_resources
 
@@ -32,7 +33,7 @@ def build_definitions(
     unperiodic: list[dg.AssetKey] = []
     jobs = []
     schedules: list[dg.ScheduleDefinition] = []
-    sensors: list[dg.SensorDefinition] = []
+    sensors: list[dg.SensorDefinition] = [budget_sensor(budget)]
     for release in releases:
         asset = release_asset(release)
         assets.append(asset)

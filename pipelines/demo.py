@@ -45,7 +45,7 @@ def _releases(result: dg.ExecuteInProcessResult) -> list[tuple[str, str, str, st
                     materialization.asset_key.to_user_string(),
                     materialization.partition or "-",
                     str(metadata["ledger"].value),
-                    f"{metadata['epsilon'].value:.4f}",
+                    str(metadata["epsilon"].value),
                 )
             )
     return rows

@@ -41,6 +41,10 @@ PRIVACY_ENV = "DPRELEASE_PRIVACY_CONFIG"
 DEMO_CONFIDENTIAL_DIR = ".dprelease/confidential"
 
 
+class ConfidentialTableMissing(FileNotFoundError):
+    """The confidential store has no such table: a refusal (README), said in one line."""
+
+
 class ConfidentialStore(dg.ConfigurableResource):
     """A directory of parquet files, one per confidential table; read only by release assets."""
 
@@ -55,7 +59,7 @@ class ConfidentialStore(dg.ConfigurableResource):
         if not path.exists() and self.generate_demo_data:
             write_demo_data(Path(self.directory))
         if not path.exists():
-            raise FileNotFoundError(
+            raise ConfidentialTableMissing(
                 f"confidential table {table!r} not found at {path}; set {CONFIDENTIAL_ENV}"
             )
         return path

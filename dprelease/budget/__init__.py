@@ -40,8 +40,10 @@ from dprelease.budget._figures import (
     budget_markdown,
     budget_summary,
     companion_text,
+    epsilon_figure,
     group_privacy_table,
     markdown_table,
+    profile_figure,
     write_plots,
 )
 from dprelease.budget._prior_risk import (
@@ -95,6 +97,7 @@ __all__ = [
     "choose_budget",
     "choose_budget_for",
     "companion_text",
+    "epsilon_figure",
     "epsilon_for_bound",
     "epsilon_min",
     "group_privacy",
@@ -104,6 +107,7 @@ __all__ = [
     "markdown_table",
     "odds_factor",
     "prior_odds_ratio",
+    "profile_figure",
     "round_down",
     "theorem2_epsilon",
     "write_plots",

@@ -196,17 +196,38 @@ class BudgetChoice:
     profiles: tuple[OddsRiskProfile, ...]
     prior_risk_epsilon: float | None = None
     zcdp: Zcdp | None = None  # a zCDP budget (then `rounding` applies to ρ, not ε)
+    cap_in_force: Fraction | None = None  # a ledger scope's cap (ε, or ρ): the tables are at it
 
     @property
     def measure(self) -> Measure:
         """How this budget composes: ε (pure) or ρ (zCDP)."""
         return Measure.PURE if self.zcdp is None else Measure.ZCDP
 
+    def at_cap(self, cap: Fraction) -> BudgetChoice:
+        """This choice beside the cap in force (ε, or ρ under zCDP), e.g. a ledger scope's, which
+        `dprelease ledger set-cap` may have set below what the profile allows (or which a
+        profile made stricter since has left above it). Everything the scope releases together
+        is bounded by that cap, so the adversary and household tables are recomputed at it; the
+        profile's own ε (or ρ) stays, to be shown beside it."""
+        adversaries = [Adversary(row.name, row.q, row.q0) for row in self.adversaries]
+        if self.zcdp is None:
+            rows = adversary_rows(self.profiles, adversaries, float(cap), self.neighbours)
+            groups = group_privacy(float(cap), self.neighbours)
+        else:
+            at = replace(self.zcdp, rho=float(cap))
+            rows = adversary_rows(self.profiles, adversaries, self.epsilon, self.neighbours, at)
+            groups = group_privacy(self.epsilon, self.neighbours, zcdp=at)
+        return replace(self, adversaries=tuple(rows), group_privacy=tuple(groups), cap_in_force=cap)
+
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON types only; the CLI's `--json` output and release manifests use it."""
-        return {
+        return {  # under zCDP, the ρ budget beside ε_min
             "epsilon_min": self.epsilon_min,
             "epsilon": self.epsilon,
+            "measure": self.measure.value,
+            "delta": None if self.zcdp is None else self.zcdp.delta,
+            "rho_max": None if self.zcdp is None else self.zcdp.rho_max,
+            "rho": None if self.zcdp is None else self.zcdp.rho,
             "argmin_p10": self.argmin_p10,
             "bound_at_argmin": self.bound_at_argmin,
             "argmin_attained": self.argmin_attained,
@@ -217,10 +238,7 @@ class BudgetChoice:
             "group_privacy": [vars(row).copy() for row in self.group_privacy],
             "profiles": [profile.describe() for profile in self.profiles],
             "prior_risk_epsilon": self.prior_risk_epsilon,
-            "measure": self.measure.value,
-            "delta": None if self.zcdp is None else self.zcdp.delta,
-            "rho_max": None if self.zcdp is None else self.zcdp.rho_max,
-            "rho": None if self.zcdp is None else self.zcdp.rho,
+            "cap_in_force": None if self.cap_in_force is None else float(self.cap_in_force),
         }
 
 

@@ -121,3 +121,33 @@ def test_the_dprelease_entry_point_prints_json() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["epsilon_min"] == pytest.approx(0.5 * math.log(2))
+
+
+ZCDP_PROFILE = """privacy:
+  profile: {kind: piecewise_linear, points: [[0, 10], [1, 2], [10, 5]]}
+  adversaries: [{name: naive, q: 0.5, q0: 0.5}]
+  measure: zcdp
+  delta: 1.0e-9
+"""
+
+
+def test_zcdp_shows_rho_max_beside_epsilon_min_in_tables_and_json(tmp_path: Path) -> None:
+    """ε_min = ½ ln 2 and ρ_max = ((√(L + 2ε_min) − √L)/2)², L = ln(1/δ) (issue 20)."""
+    config = tmp_path / "zcdp.yaml"
+    config.write_text(ZCDP_PROFILE)
+    tail = math.log(1e9)
+    rho_max = ((math.sqrt(tail + math.log(2)) - math.sqrt(tail)) / 2) ** 2
+    shown = run("--config", str(config))
+    assert shown.exit_code == 0, shown.output
+    words = " ".join(shown.stdout.split())  # rich wraps long sentences
+    assert f"(ρ_max = {rho_max:.4g}) under ρ-zCDP with δ = 1e-09, beside ε_min = 0.3466" in words
+    assert "With probability at least 1 − δ over the release" in words
+    assert "ρ_P10" in words and "with probability ≥ 1 − δ" in words and "k²ρ" in words
+    data = json.loads(run("--config", str(config), "--json").stdout)
+    assert list(data)[:6] == ["epsilon_min", "epsilon", "measure", "delta", "rho_max", "rho"]
+    assert (data["measure"], data["delta"]) == ("zcdp", 1e-9)
+    assert data["rho_max"] == pytest.approx(rho_max, rel=1e-12) and data["rho"] == data["rho_max"]
+    assert data["adversaries"][0]["rho"] == pytest.approx(rho_max, rel=1e-12)  # P10 = 1
+    assert [row["rho"] for row in data["group_privacy"][:2]] == pytest.approx(
+        [rho_max, 4 * rho_max]
+    )

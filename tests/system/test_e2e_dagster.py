@@ -73,6 +73,21 @@ query Runs($filter: RunsFilter!) {
     ... on Runs { results { runId status tags { key value } } }
   }
 }"""
+STEP_FAILURES = """
+query StepFailures($runId: ID!) {
+  logsForRun(runId: $runId) {
+    ... on EventConnection {
+      events {
+        __typename
+        ... on ExecutionStepFailureEvent {
+          error { message stack }
+          failureMetadata { metadataEntries { label ... on TextMetadataEntry { text } } }
+        }
+        ... on RunFailureEvent { error { message stack } }
+      }
+    }
+  }
+}"""
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
@@ -335,6 +350,40 @@ def test_browser_shows_the_graph_and_the_budget_with_both_plots(server: Server) 
             plots.nth(3).wait_for(timeout=30_000)  # two scopes × (profile, ε per P10) plots
             widths = plots.evaluate_all("images => images.map(image => image.naturalWidth)")
             assert len(widths) == 4 and all(width > 100 for width in widths)
+        finally:
+            browser.close()
+
+
+def test_a_refused_month_is_one_message_on_its_run_page(server: Server) -> None:
+    """A month the budget cannot cover, launched as the UI's Materialize does: the run fails
+    with the refusal's one message, its facts beside it, and no Python stack under it, both in
+    what the UI fetches (GraphQL) and on the run page in the browser."""
+    from playwright.sync_api import sync_playwright
+
+    with Ledger(str(server.root / "ledger.sqlite")) as book:
+        book.set_cap("hospital_patients", Fraction(1), reason="e2e: no more months")
+    run = server.launch_materialization(MONTHLY, "2024-07")
+    assert [r["status"] for r in server.wait_for_runs(1, runIds=[run])] == ["FAILURE"]
+    message = (
+        "visits_by_clinic 2024-07: privacy budget exhausted for scope 'hospital_patients': "
+        "spent 1.33333 of cap 1, requested 0.0833333, remaining 0; nothing was charged."
+    )
+    events = server.graphql(STEP_FAILURES, runId=run)["logsForRun"]["events"]
+    [step] = [e for e in events if e["__typename"] == "ExecutionStepFailureEvent"]
+    assert step["error"]["message"].startswith(message) and step["error"]["stack"] == []
+    facts = {e["label"]: e.get("text") for e in step["failureMetadata"]["metadataEntries"]}
+    assert facts["refused"] == "BudgetExhausted" and facts["spent"] == "4/3 ≈ 1.33"
+    [failed] = [e for e in events if e["__typename"] == "RunFailureEvent"]
+    assert failed["error"] == step["error"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{server.url}/runs/{run}", wait_until="networkidle", timeout=120_000)
+            page.get_by_text(message).first.wait_for(timeout=60_000)
+            shown = page.inner_text("body")
+            assert "Stack Trace" not in shown and 'File "' not in shown
+            assert "dagster._core" not in shown and "Failure:" not in shown
         finally:
             browser.close()
 
