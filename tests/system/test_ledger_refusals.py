@@ -169,7 +169,7 @@ def test_the_api_offers_a_smaller_epsilon(ws: Path) -> None:
 
 
 def test_the_pipeline_offers_a_smaller_publish_share_or_set_cap() -> None:
-    from pipelines.assets import refusal
+    from pipelines.messages import refusal
 
     exc = BudgetExhausted("hospital_patients", Fraction(11, 3), Fraction(4), Fraction(1, 3))
     text = refusal(exc)
