@@ -13,7 +13,6 @@ from rich.table import Table
 from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors
 from dprelease.errors import ConfigError
-from dprelease.files import replaceable_target
 
 if TYPE_CHECKING:
     from dprelease.budget import BudgetChoice
@@ -53,6 +52,7 @@ def _plot_directory(plot: Path) -> Path:
     """Fail before anything is written if the plot directory cannot be one, or holds a figure's
     name as something other than a regular file (a FIFO would block, a device be replaced)."""
     from dprelease.budget import EPSILON_PNG, PROFILE_PNG
+    from dprelease.files import replaceable_target
 
     if plot.exists() and not plot.is_dir():
         raise ConfigError("--plot", f"{plot} exists and is not a directory; give a directory")

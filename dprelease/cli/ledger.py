@@ -16,7 +16,6 @@ from rich.table import Table
 from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors, parse_epsilon
 from dprelease.errors import ConfigError
-from dprelease.files import atomic_path, replaceable_target
 from dprelease.loss import decimal_text
 
 if TYPE_CHECKING:  # SQLAlchemy loads with the ledger, when a command opens one
@@ -185,6 +184,8 @@ def export(
     ] = None,
 ) -> None:
     """Dump scopes, charges, releases (manifests, table sha256) and events as JSON."""
+    from dprelease.files import atomic_path, replaceable_target
+
     if output is not None:
         replaceable_target(output, "--output")  # refused before the ledger is even opened
     from dprelease.ledger import Ledger

@@ -21,7 +21,6 @@ from dprelease.cli._common import (
     parse_epsilon,
 )
 from dprelease.errors import ConfigError, LedgerNotFound
-from dprelease.files import unwritable_directory
 
 if TYPE_CHECKING:
     import polars as pl
@@ -152,6 +151,7 @@ def release(
 ) -> None:
     """Release noisy grouped counts and sums; refuse if the scope's budget would be exceeded."""
     from dprelease.budget import load_privacy_profiles
+    from dprelease.files import unwritable_directory
     from dprelease.ledger import Ledger
     from dprelease.publish import Options, decide_budget, prepare, publish
     from dprelease.spec import load_spec

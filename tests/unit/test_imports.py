@@ -44,7 +44,8 @@ def test_the_command_line_help_loads_no_heavy_module() -> None:
         "import sys\nfrom dprelease.cli import main\nsys.argv = ['dprelease', '--help']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass"
     )
-    assert not loaded & set(HEAVY)
+    # the help a user types first: typer and rich only (the models and YAML load with a command)
+    assert not loaded & {*HEAVY, "polars", "numpy", "pydantic", "yaml", "pandas"}
 
 
 @pytest.mark.parametrize("command", ["epsilon", "plan", "release", "ledger"])
