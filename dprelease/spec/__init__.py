@@ -27,6 +27,7 @@ from dprelease.spec._statistics import (
     Statistic,
     StatisticKind,
     SumStatistic,
+    SurveyWeight,
     output_columns,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "Statistic",
     "StatisticKind",
     "SumStatistic",
+    "SurveyWeight",
     "ValuesDomain",
     "level_grid",
     "load_spec",
