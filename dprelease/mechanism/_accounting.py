@@ -16,6 +16,7 @@ from typing import Any, Literal
 from dprelease.change import ProtectedChange
 from dprelease.errors import NoiseError, SpecError
 from dprelease.loss import PrivacyLoss, split_by_weights
+from dprelease.mechanism._values import row_value, sum_sensitivity
 from dprelease.mechanism.noise import exact_scale, laplace_moe95, laplace_variance
 from dprelease.spec import (
     CountStatistic,
@@ -25,6 +26,7 @@ from dprelease.spec import (
     Statistic,
     StatisticKind,
     SumStatistic,
+    SurveyWeight,
 )
 
 #: Automatic granularity sits this many binary orders of magnitude below the noise scale, so the
@@ -82,17 +84,32 @@ class MarginMeasurement(_Noise):
 class Measurement(_Noise):
     """One noisy integer vector over the key grid: a count or a sum in units of `granularity`.
 
-    With margins (`spec.margins`) its fields are the cells' (the finest level's) and each
-    margin is measured too, from its own share of the measurement's ε (`margins`)."""
+    An unweighted count counts rows (`counts_rows`); every other measurement sums each kept
+    row's value in integer units, clamped to [lower_units, upper_units] (`_values`: a weighted
+    count sums the weights, a weighted sum the products weight × value). With margins
+    (`spec.margins`) its fields are the cells' (the finest level's) and each margin is measured
+    too, from its own share of the measurement's ε (`margins`)."""
 
     name: str
     kind: StatisticKind  # COUNT or SUM only
     column: str | None = None
     lower: float | None = None
     upper: float | None = None
+    survey_weight: SurveyWeight | None = None
     lower_units: int = 0
     upper_units: int = 1
     margins: tuple[MarginMeasurement, ...] = ()
+
+    @property
+    def counts_rows(self) -> bool:
+        """Whether this counts rows (an unweighted count): integers, released as integers."""
+        return self.kind is StatisticKind.COUNT and self.survey_weight is None
+
+    @property
+    def nonnegative_values(self) -> bool:
+        """Whether no row can add a negative value (counts, weighted or not, and sums whose
+        lower bound is ≥ 0), so the truth is ≥ 0 too."""
+        return self.kind is StatisticKind.COUNT or (self.lower is not None and self.lower >= 0)
 
     @property
     def levels(self) -> tuple[_Noise, ...]:
@@ -178,32 +195,6 @@ def _count_sensitivity(
 ) -> tuple[int, str]:
     reach, reason = _l1_reach(spec, neighbours, grouped)
     return reach, f"count: {reason} → Δ = {reach}"
-
-
-def _sum_sensitivity(
-    spec: ReleaseSpec,
-    neighbours: ProtectedChange,
-    lower_u: int,
-    upper_u: int,
-    granularity: Fraction,
-    grouped: bool,
-) -> tuple[int, str]:
-    g = f"{float(granularity):g}"
-    if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
-        rows = spec.rows_per_unit
-        span = max(upper_u, 0) - min(lower_u, 0)
-        delta = rows * span
-        return delta, (
-            f"sum: one unit's ≤ {rows} row(s) replaced, each in [{lower_u}, {upper_u}] "
-            f"units of {g} → Δ = {rows} × {span} = {delta} units"
-        )
-    reach, reason = _l1_reach(spec, neighbours, grouped)
-    largest = max(abs(lower_u), abs(upper_u))
-    delta = reach * largest
-    return delta, (
-        f"sum: {reason}; each clamped to [{lower_u}, {upper_u}] units of {g} → "
-        f"Δ = {reach} × {largest} = {delta} units"
-    )
 
 
 def auto_granularity(sensitivity: Fraction, epsilon: Fraction) -> Fraction:
@@ -310,65 +301,96 @@ def _count(
 
 
 def granularity_references(
-    stat: SumStatistic | MeanStatistic,
+    stat: Statistic,
     resolved: ResolvedSpec,
     neighbours: ProtectedChange,
     epsilon: Fraction,
+    part: StatisticKind | None = None,
 ) -> list[Fraction]:
     """Per level, the noise scale (declared bounds, before discretization) from which an
-    automatic granularity is derived: it is the finest of the levels' powers of two, so every
-    level's noise stays 2^20 above it."""
-    largest = max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
+    automatic granularity is derived for a statistic's measurement (a mean's `part`): the
+    finest of the levels' powers of two, so every level's noise stays 2^20 above it."""
+    value = row_value(stat, resolved.spec, part)
+    assert value is not None  # a count of rows has no granularity
     return [
-        _l1_reach(resolved.spec, neighbours, grouped)[0] * largest / share
+        _l1_reach(resolved.spec, neighbours, grouped)[0] * value.largest / share
         for grouped, share in _levels(resolved, epsilon)
     ]
 
 
 def _sum(
     name: str,
-    stat: SumStatistic | MeanStatistic,
+    stat: Statistic,
+    part: StatisticKind,
     epsilon: Fraction,
     resolved: ResolvedSpec,
     neighbours: ProtectedChange,
     path: str,
 ) -> Measurement:
-    """A sum in integer units of the declared granularity, else an automatic power of two."""
+    """A sum of each row's value (a weighted count: of its weight; see `_values`) in integer
+    units of the declared granularity, else an automatic power of two."""
     spec = resolved.spec
-    lower, upper = Fraction(stat.lower), Fraction(stat.upper)
-    if stat.granularity is not None:
-        granularity = Fraction(stat.granularity)
+    value = row_value(stat, spec, part)
+    assert value is not None  # a count of rows is `_count`
+    if value.granularity is not None:
+        granularity = Fraction(value.granularity)
     else:
         granularity = min(
             auto_granularity(scale, Fraction(1))
-            for scale in granularity_references(stat, resolved, neighbours, epsilon)
+            for scale in granularity_references(stat, resolved, neighbours, epsilon, part)
         )
-    lower_u = round(lower / granularity)
-    upper_u = round(upper / granularity)
-    if lower_u == upper_u:
+    low, high = value.range
+    units = (round(low / granularity), round(high / granularity))
+    if units[0] == units[1]:
         raise SpecError(
             f"{path}.granularity",
             "granularity is coarser than the bounds' range; choose a smaller one",
         )
+    what = ("weighted " if value.weight else "") + part.value
     cells, margins = _measured(
         resolved,
         epsilon,
         path,
         granularity,
-        lambda grouped: _sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity, grouped),
+        lambda grouped: sum_sensitivity(
+            what,
+            value,
+            units,
+            granularity,
+            _l1_reach(spec, neighbours, grouped),
+            replaced=spec.rows_per_unit
+            if neighbours is ProtectedChange.SUBSTITUTE and not grouped
+            else None,
+        ),
     )
     m = Measurement(
         name=name,
-        kind=StatisticKind.SUM,
-        column=stat.column,
-        lower=stat.lower,
-        upper=stat.upper,
-        lower_units=lower_u,
-        upper_units=upper_u,
+        kind=part,
+        column=value.column,
+        lower=value.lower,
+        upper=value.upper,
+        survey_weight=value.weight,
+        lower_units=units[0],
+        upper_units=units[1],
         margins=margins,
         **cells,
     )
     return _checked(m, path)
+
+
+def _measure(
+    name: str,
+    stat: Statistic,
+    part: StatisticKind,
+    epsilon: Fraction,
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    path: str,
+) -> Measurement:
+    """A statistic's count or sum (a mean's `part`): a count of rows, or a sum of row values."""
+    if row_value(stat, resolved.spec, part) is None:
+        return _count(name, epsilon, resolved, neighbours, path)
+    return _sum(name, stat, part, epsilon, resolved, neighbours, path)
 
 
 def sensitivity_bound(
@@ -376,9 +398,8 @@ def sensitivity_bound(
 ) -> Fraction:
     """Δ of a count or sum in its own units, before discretization (granularity → 0)."""
     reach = rows_reach(spec, neighbours)
-    if isinstance(stat, CountStatistic):
-        return Fraction(reach)
-    return reach * max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
+    value = row_value(stat, spec)
+    return Fraction(reach) if value is None else reach * value.largest
 
 
 def _need(
@@ -439,13 +460,9 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
     )
     made: dict[str, Measurement] = {}
     for index, stat in enumerate(spec.statistics):
-        if isinstance(stat, CountStatistic):
-            made[stat.name] = _count(
-                stat.name, share_of[stat.name], resolved, neighbours, _path(index)
-            )
-        elif isinstance(stat, SumStatistic):
-            made[stat.name] = _sum(
-                stat.name, stat, share_of[stat.name], resolved, neighbours, _path(index)
+        if isinstance(stat, CountStatistic | SumStatistic):
+            made[stat.name] = _measure(
+                stat.name, stat, stat.kind, share_of[stat.name], resolved, neighbours, _path(index)
             )
     allocated: list[StatisticAllocation] = []
     for index, stat in enumerate(spec.statistics):
@@ -457,15 +474,13 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
         path, reuse = _path(index), spec.reuse_of(stat)
         share = share_of.get(stat.name, Fraction(0))
         part = share / ((reuse.sum is None) + (reuse.count is None) or 1)  # its share, split
-        total = (
-            made[reuse.sum]
-            if reuse.sum
-            else _sum(internal_name(stat, "sum"), stat, part, resolved, neighbours, path)
-        )
-        count = (
-            made[reuse.count]
-            if reuse.count
-            else _count(internal_name(stat, "count"), part, resolved, neighbours, path)
+        total, count = (
+            made[name]
+            if name
+            else _measure(
+                internal_name(stat, kind.value), stat, kind, part, resolved, neighbours, path
+            )
+            for name, kind in ((reuse.sum, StatisticKind.SUM), (reuse.count, StatisticKind.COUNT))
         )
         reused = tuple(name for name in (reuse.sum, reuse.count) if name is not None)
         allocated.append(StatisticAllocation(stat, PrivacyLoss.pure(share), total, count, reused))

@@ -48,6 +48,7 @@ from dprelease.statement._manifest import (
     PostprocessingEntry,
     StatisticEntry,
     SumEntry,
+    SurveyWeightEntry,
 )
 
 MECHANISM = (
@@ -73,6 +74,15 @@ ROUNDING = (
     "smallest margin of error) just below or above its estimate, and each margin to its "
     "estimate rounded down or up, keeping every margin the sum of its cells; each value moves "
     "by less than its level's max_shift"
+)
+NULLS = (
+    "a null or NaN summed value (or text that does not parse as a number) counts as 0 if 0 is "
+    "within [lower, upper], else as lower; ±inf is clamped to the bounds"
+)
+#: What the nulls rule makes of a survey weight, whose bounds [0, W] hold 0.
+NULL_WEIGHTS = (
+    "; a null or NaN survey weight (or text that does not parse) counts as 0, so its row adds "
+    "nothing; weights are clamped to [0, upper] (a negative one counts as 0)"
 )
 MARGIN_OF_ERROR = (
     "exact 95% quantile of each released value's error, a known linear combination of every "
@@ -163,8 +173,7 @@ def build_manifest(
         margins=None if margins is None or outcome is None else margins_entry(margins, outcome),
         out_of_domain="rows whose keys are null, do not convert to the domain's key type, or "
         "lie outside the public domain are dropped",
-        nulls="a null or NaN summed value (or text that does not parse as a number) counts "
-        "as 0 if 0 is within [lower, upper], else as lower; ±inf is clamped to the bounds",
+        nulls=NULLS + (NULL_WEIGHTS if any(m.survey_weight for m in plan.measurements) else ""),
         postprocessing=PostprocessingEntry(**spec.postprocess.model_dump(), rounding=ROUNDING_RULE),
         statistics=[
             statistic_entry(p, spec.postprocess, margins, outcome) for p in plan.statistics
@@ -233,6 +242,7 @@ def _measured(
         "noise_scale_units_exact": str(m.scale_units),
         "moe95": m.moe95,
         "variance": m.variance,
+        "survey_weight": _weight_entry(m),
     }
     if margins is None or outcome is None:
         return fields
@@ -257,6 +267,11 @@ def _measured(
         for k, (level, moe, shift) in enumerate(zip(m.levels, published, shifts, strict=True))
     ]
     return fields
+
+
+def _weight_entry(m: Measurement) -> SurveyWeightEntry | None:
+    weight = m.survey_weight
+    return None if weight is None else SurveyWeightEntry(column=weight.column, upper=weight.upper)
 
 
 def _moe_range(moe: np.ndarray) -> float | MoeRange:
@@ -317,7 +332,12 @@ def statistic_entry(
         column=stat.column,
         lower=stat.lower,
         upper=stat.upper,
-        how="noisy sum / noisy count (post-processing), clamped to [lower, upper]; "
+        how=(
+            "noisy weighted sum / noisy weighted count"
+            if m.survey_weight
+            else "noisy sum / noisy count"
+        )
+        + " (post-processing), clamped to [lower, upper]; "
         + (f"reuses {reused} at no extra ε" if p.reused else "with a sum and a count of its own"),
         reuses=list(p.reused),
         margin_of_error=f"per cell in {stat.name}{MOE95_SUFFIX}: first-order propagation of "
@@ -332,4 +352,5 @@ def statistic_entry(
             )
             for own in p.own()
         ],
+        survey_weight=_weight_entry(m),
     )

@@ -94,6 +94,14 @@ class LevelMeasurementEntry(_Model):
     )
 
 
+class SurveyWeightEntry(_Model):
+    """The survey weight a statistic is weighted by: each row counts w times, w clamped to
+    [0, upper]; Δ rests on `upper` as it does on a sum's bounds."""
+
+    column: str
+    upper: float
+
+
 class _Measured(_Model):
     """One noisy integer vector: its ε, Δ (and why), granularity, exact scale and accuracy.
 
@@ -116,6 +124,10 @@ class _Measured(_Model):
     variance: float
     levels: list[LevelMeasurementEntry] | None = Field(
         default=None, description="with margins: every level, the cells first"
+    )
+    survey_weight: SurveyWeightEntry | None = Field(
+        default=None,
+        description="weighted: a count is Σ w, a sum Σ w·x (None: every row counts once)",
     )
 
 
@@ -159,6 +171,9 @@ class MeanEntry(_Released):
     margin_of_error: str
     undefined: str
     measurements: list[MeasurementEntry] = Field(description="what it measures itself")
+    survey_weight: SurveyWeightEntry | None = Field(
+        default=None, description="weighted: Σ w·x / Σ w (None: every row counts once)"
+    )
 
 
 StatisticEntry = Annotated[CountEntry | SumEntry | MeanEntry, Field(discriminator="kind")]
