@@ -1,10 +1,13 @@
 """The published Δ bounds what one privacy unit can move, for every spec and every data.
 
 For random specs (grouped or not, with or without margins, every combination of contribution
-bounds, counts, sums and means, both neighbour definitions) and random neighbouring datasets
-(one unit's rows added or removed; under substitution, replaced), the exact pre-noise aggregates
-move by at most the sensitivity the manifest publishes, in L1 over the key grid, for every
-measurement — and, with margins, over every level's rows by at most that level's Δ.
+bounds, counts, sums and means, unweighted or with survey weights on the release or per
+statistic, both neighbour definitions) and random neighbouring datasets (one unit's rows added
+or removed; under substitution, replaced), the exact pre-noise aggregates move by at most the
+sensitivity the manifest publishes, in L1 over the key grid, for every measurement — and, with
+margins, over every level's rows by at most that level's Δ. They also move by at most the L2
+sensitivity of each level (`_l2`, from the measurement's contribution bound in units: weighted
+or not), which the Gaussian mechanism will rest on.
 
 The salt of the contribution bounding is fixed per example: for a fixed salt the rows a unit
 keeps must depend on that unit's rows alone (never on file order or other units), which is what
@@ -16,15 +19,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import polars as pl
 from conftest import prepare_release
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dprelease.change import ProtectedChange
+from dprelease.mechanism import Measurement
+from dprelease.mechanism._l2 import l2_squared, measurement_contribution
 from dprelease.mechanism._margins import level_sums
 from dprelease.mechanism.engines import get_engine
-from dprelease.spec import parse_spec
+from dprelease.spec import ReleaseSpec, parse_spec
 
 UNITS = [0, 1, None, None]  # the neighbour is unit 5, substituted by unit 6 (or 5 again)
 REGIONS = ["a", "b", "c"]
@@ -35,6 +41,14 @@ BOUNDS = [(0, 10), (-5, 5), (2, 7), (-8, -1)]
 VALUES = st.one_of(
     st.floats(-20, 20, allow_nan=False),
     st.sampled_from([None, math.nan, math.inf, -math.inf, 0.0, 2.25, 7.0]),
+)
+#: Survey weights: within and beyond every declared W, negative, null, NaN and ±inf.
+WEIGHTS = st.one_of(
+    st.floats(-2, 6, allow_nan=False),
+    st.sampled_from([None, math.nan, math.inf, -math.inf, 0.0, 0.5, 2.5, 1e9]),
+)
+SURVEY_WEIGHTS = st.one_of(
+    st.none(), st.builds(dict, column=st.just("w"), upper=st.sampled_from([1, 2.5, 4]))
 )
 
 
@@ -50,6 +64,8 @@ def statistics(draw: st.DrawFn) -> list[dict[str, Any]]:
             granularity = draw(st.sampled_from([None, 0.5, 1.0]))
             if granularity is not None:
                 stat["granularity"] = granularity
+        if (weight := draw(SURVEY_WEIGHTS)) is not None:
+            stat["survey_weight"] = weight
         stats.append(stat)
     return stats
 
@@ -68,6 +84,8 @@ def specs(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
         "statistics": draw(statistics()),
         "neighbours": draw(st.sampled_from(["add_remove", "substitute"])),
     }
+    if (weight := draw(SURVEY_WEIGHTS)) is not None:
+        spec["survey_weight"] = weight
     if group_by and draw(st.integers(0, 2)) == 0:  # a third: planning margins takes time
         # any of these margins (two nested chains at most: the spec accepts them all)
         columns = [group["column"] for group in group_by]
@@ -100,6 +118,7 @@ def rows(unit: st.SearchStrategy[Any], size: tuple[int, int]) -> st.SearchStrate
             "region": st.sampled_from(REGION_VALUES),
             "age": st.sampled_from(AGE_VALUES),
             "v": VALUES,
+            "w": WEIGHTS,
         }
     )
     return st.lists(row, min_size=size[0], max_size=size[1])
@@ -114,7 +133,13 @@ def insert(base: list[dict], extra: list[dict], positions: list[int]) -> list[di
 
 
 def frame(data: list[dict]) -> pl.DataFrame:
-    schema = {"pid": pl.Int64, "region": pl.String, "age": pl.Int64, "v": pl.Float64}
+    schema = {
+        "pid": pl.Int64,
+        "region": pl.String,
+        "age": pl.Int64,
+        "v": pl.Float64,
+        "w": pl.Float64,
+    }
     return pl.DataFrame(data, schema=schema)
 
 
@@ -176,10 +201,12 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
     b = engine.aggregate(other, loaded, prepared.allocation, None, salt)
     manifest = prepared.manifest.to_json_dict()
     sensitivity = published_sensitivity(manifest)
+    change = ProtectedChange(spec["neighbours"])
     for m in prepared.allocation.measurements:
         moved = (a.of(m) - b.of(m)).abs().sum()
         assert moved <= sensitivity[m.name] == m.sensitivity_units, (m.name, m.derivation)
         if prepared.margins is None:
+            assert_within_l2(a.of(m) - b.of(m), loaded.spec, m, 1, change)
             continue
         levels = prepared.margins.levels
         published = published_level_sensitivity(manifest)[m.name]
@@ -188,3 +215,14 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
         ):
             moved = (x - y).abs().sum()
             assert moved <= published[k] == level.sensitivity_units, (m.name, level.derivation)
+            cells_per_row = int(np.bincount(levels.index[k]).max())
+            assert_within_l2(x - y, loaded.spec, m, cells_per_row, change)
+
+
+def assert_within_l2(
+    moved: pl.Series, spec: ReleaseSpec, m: Measurement, cells_per_row: int, change: ProtectedChange
+) -> None:
+    """‖moved‖² ≤ Δ2² of the level (rows of ≤ `cells_per_row` cells each), exactly in integers."""
+    bound = measurement_contribution(spec, m, cells_per_row)
+    squares = sum(int(d) ** 2 for d in moved)
+    assert squares <= l2_squared(bound, change, one_row=len(moved) == 1), (m.name, bound)
