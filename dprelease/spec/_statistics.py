@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dprelease.errors import SpecError
 from dprelease.spec._base import NAME_PATTERN, Positive, Renamed
@@ -48,13 +48,14 @@ class SurveyWeight(Renamed):
     column: str
     upper: Positive = Field(description="W: the largest weight one row counts with")
 
-    @model_validator(mode="after")
-    def _stated(self) -> SurveyWeight:
-        if self.upper > MAX_ABS_BOUND:
+    @field_validator("upper")
+    @classmethod
+    def _representable(cls, upper: float) -> float:
+        if upper > MAX_ABS_BOUND:
             raise ValueError(
-                "upper must be at most 2^53 (about 9.007e15); express the weights in larger units"
+                "must be at most 2^53 (about 9.007e15); express the weights in larger units"
             )
-        return self
+        return upper
 
 
 class _StatisticBase(Renamed):

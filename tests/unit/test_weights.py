@@ -1,0 +1,298 @@
+"""Survey weights: weighted counts (Σ w), sums (Σ w·x) and means (Σ w·x / Σ w).
+
+Exact values on small inputs at zero noise, computed by hand from the contract (w clamped to
+[0, W], null/NaN/text → 0; x by the nulls rule; w·x rounded to units and clamped); the published
+Δ for every neighbour definition, and attained by a unit at the bounds (so it is not loose);
+the L2 sensitivity of a weighted level; which count and sum a weighted mean reuses; the spec's
+refusals; margins and the planner with weighted statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import allocation_of, draw_release, make_spec, prepare_release
+
+from dprelease.change import ProtectedChange
+from dprelease.errors import SchemaError, SpecError
+from dprelease.loss import PrivacyLoss
+from dprelease.mechanism._l2 import l2_squared, measurement_contribution
+from dprelease.mechanism.engines import get_engine
+from dprelease.spec import ResolvedSpec
+from dprelease.statement import epsilon_for_targets, plan
+from dprelease.statement._planner import _unit
+
+ADD_REMOVE, SUBSTITUTE = ProtectedChange.ADD_REMOVE, ProtectedChange.SUBSTITUTE
+W = {"column": "w", "upper": 10}
+BASE: dict[str, Any] = {
+    "name": "t",
+    "source": "t",
+    "privacy_unit": "pid",
+    "max_rows_per_unit": 3,
+    "group_by": [{"column": "g", "domain": {"values": ["a", "b"]}}],
+}
+COUNT = {"name": "n", "kind": "count"}
+TOTAL = {"name": "total", "kind": "sum", "column": "x", "lower": -4, "upper": 8}
+MEAN = {"name": "avg", "kind": "mean", "column": "x", "lower": -4, "upper": 8}
+EXACT = {"nonnegative": False, "decimals": 9}  # publish every digit a zero-noise release has
+
+
+def spec(*statistics: dict, **overrides: Any) -> ResolvedSpec:
+    return make_spec(BASE, statistics=list(statistics), **overrides)
+
+
+#: One row per case the contract names, all of group "a" (units 1..9, one row each).
+ROWS = pl.DataFrame(
+    {
+        "pid": range(1, 10),
+        "g": ["a"] * 9,
+        #    plain big   null  NaN       neg   inf       zero x null x high
+        "w": [2.5, 50.0, None, math.nan, -3.0, math.inf, 0.0, 4.0, 1.0],
+        "x": [2.0, 1.0, 7.0, 7.0, 7.0, -1.0, 5.0, None, 100.0],
+    },
+    schema_overrides={"w": pl.Float64, "x": pl.Float64},
+)
+#: By hand: w → [2.5, 10, 0, 0, 0, 10, 0, 4, 1]; x → [2, 1, 7, 7, 7, -1, 5, 0, 8].
+WEIGHTED_COUNT = 2.5 + 10 + 10 + 4 + 1
+WEIGHTED_SUM = 2.5 * 2 + 10 * 1 + 10 * -1 + 4 * 0 + 1 * 8
+
+
+def test_weighted_counts_sums_and_means_are_exact_at_zero_noise() -> None:
+    loaded = spec(COUNT, TOTAL, MEAN, survey_weight=W, postprocess=EXACT)
+    row = draw_release(ROWS, loaded).table.row(0, named=True)
+    assert row["n"] == WEIGHTED_COUNT
+    assert row["total"] == WEIGHTED_SUM
+    assert row["avg"] == pytest.approx(WEIGHTED_SUM / WEIGHTED_COUNT, abs=1e-9)  # 9 decimals
+    assert draw_release(ROWS, loaded).table.row(1, named=True)["n"] == 0  # group "b": no rows
+
+
+def test_a_weighted_sum_with_bounds_above_zero_adds_nothing_for_a_zero_weight() -> None:
+    """[L, U] = [2, 7]: x is clamped to ≥ 2, but w = 0 (null, NaN, negative) still adds 0: the
+    product's range is [0, 7W], not [2W, 7W]."""
+    loaded = spec(TOTAL | {"lower": 2, "upper": 7}, survey_weight=W, postprocess=EXACT)
+    total = draw_release(ROWS, loaded).table.row(0, named=True)["total"]
+    assert total == 2.5 * 2 + 10 * 2 + 10 * 2 + 4 * 2 + 1 * 7  # w = 0 rows add nothing
+    m = allocation_of(loaded).measurements[0]
+    assert m.lower_units == 0 and m.upper_units * m.granularity == 70
+
+
+def test_weights_are_read_from_text_as_numbers_or_zero(tmp_path) -> None:
+    """CSV is text: a weight that parses is a number, anything else counts as 0."""
+    path = tmp_path / "rows.csv"
+    pl.DataFrame(
+        {"pid": [1, 2, 3, 4], "g": ["a"] * 4, "w": ["2.5", "1e1", "lots", ""], "x": [1.0] * 4}
+    ).write_csv(path)
+    loaded = spec(COUNT, survey_weight=W, postprocess=EXACT)
+    assert draw_release(path, loaded).table.row(0, named=True)["n"] == 12.5
+
+
+def test_a_statistics_own_weight_wins_and_rows_are_counted_without_one() -> None:
+    by_x = COUNT | {"name": "by_x", "survey_weight": {"column": "x", "upper": 5}}
+    alone = draw_release(ROWS, spec(COUNT, by_x, postprocess=EXACT)).table.row(0, named=True)
+    assert alone["n"] == 9 and isinstance(alone["n"], int)  # counted rows stay integers
+    assert alone["by_x"] == 2 + 1 + 5 + 5 + 5 + 0 + 5 + 0 + 5  # x clamped to [0, 5], null → 0
+    weighted = spec(COUNT, by_x, survey_weight=W, postprocess=EXACT)
+    row = draw_release(ROWS, weighted).table.row(0, named=True)
+    assert (row["n"], row["by_x"]) == (WEIGHTED_COUNT, alone["by_x"])
+
+
+# --------------------------------------------------------------------------- Δ
+
+
+@pytest.mark.parametrize(
+    ("bounds", "largest", "span"), [((0, 8), 8, 8), ((2, 7), 7, 7), ((-4, 8), 8, 12)]
+)
+@pytest.mark.parametrize("grouped", [True, False])
+@pytest.mark.parametrize("change", [ADD_REMOVE, SUBSTITUTE])
+def test_the_published_sensitivity_is_the_derivations(
+    bounds: tuple[int, int], largest: int, span: int, grouped: bool, change: ProtectedChange
+) -> None:
+    """R·W for a weighted count and R·W·max(|L|, |U|) for a weighted sum; substitution doubles
+    them on a grouped release and replaces rows in place on an ungrouped one (R·W and
+    R·W·(max(U, 0) − min(L, 0))): in value units, the granularity declared exactly."""
+    lower, upper = bounds
+    total = TOTAL | {"lower": lower, "upper": upper, "granularity": 0.5}
+    overrides = {} if grouped else {"group_by": []}
+    loaded = spec(COUNT, total, survey_weight=W, **overrides)
+    count, summed = allocation_of(loaded, 1, change).measurements
+    rows, weight = 3, 10
+    doubled = 2 if change is SUBSTITUTE and grouped else 1
+    in_place = change is SUBSTITUTE and not grouped
+    assert count.sensitivity == doubled * rows * weight
+    assert summed.sensitivity == (
+        rows * weight * span if in_place else doubled * rows * weight * largest
+    )
+    assert "weighted count" in count.derivation and "clamped to [0, 10]" in count.derivation
+    assert (
+        "weighted sum" in summed.derivation
+        and f"= {summed.sensitivity_units} units" in summed.derivation
+    )
+
+
+@pytest.mark.parametrize("change", [ADD_REMOVE, SUBSTITUTE])
+def test_a_unit_at_the_bounds_moves_the_aggregates_by_exactly_delta(
+    change: ProtectedChange,
+) -> None:
+    """Δ is attained, so it is not loose: unit 5 keeps R = 3 of its rows, of weight W at the
+    bound of largest magnitude; substituted, by 3 such rows in the other group."""
+    loaded = spec(COUNT, TOTAL | {"granularity": 0.5}, survey_weight=W)
+    others = pl.DataFrame({"pid": [1, 2], "g": ["a", "b"], "w": [3.0, 1.0], "x": [1.0, -2.0]})
+    unit = pl.DataFrame({"pid": [5] * 4, "g": ["a"] * 4, "w": [99.0] * 4, "x": [8.0] * 4})
+    other = pl.DataFrame({"pid": [5] * 3, "g": ["b"] * 3, "w": [10.0] * 3, "x": [9.0] * 3})
+    one = pl.concat([others, unit])
+    neighbour = pl.concat([others, other]) if change is SUBSTITUTE else others
+    plan_ = prepare_release(one, loaded, neighbours=change).allocation
+    engine = get_engine("polars")
+    a, b = (engine.aggregate(df, loaded, plan_, None, salt=7) for df in (one, neighbour))
+    for m in plan_.measurements:
+        assert int((a.of(m) - b.of(m)).abs().sum()) == m.sensitivity_units, m.name
+
+
+def test_the_l2_sensitivity_of_weighted_levels_is_the_derivations() -> None:
+    """zCDP notes §4.6: a weighted count has Δ2 = W·C under add/remove and √2·W·C under
+    substitution (C² = a·c² + r²), Δ2 = Δ1 on one row; a weighted sum W·M·C."""
+    loaded = spec(
+        COUNT,
+        TOTAL | {"granularity": 0.5},
+        survey_weight=W,
+        max_rows_per_unit=5,
+        max_rows_per_group=2,
+    )
+    count, summed = allocation_of(loaded).measurements
+    w_units = count.upper_units
+    assert w_units * count.granularity == 10
+    c_squared = 2 * 2**2 + 1**2  # R = 5, c = 2: two full rows of 2 and one of 1
+    bound = measurement_contribution(loaded.spec, count, cells_per_row=1)
+    assert l2_squared(bound, ADD_REMOVE, one_row=False) == w_units**2 * c_squared
+    assert l2_squared(bound, SUBSTITUTE, one_row=False) == 2 * w_units**2 * c_squared
+    assert l2_squared(bound, SUBSTITUTE, one_row=True) == (5 * w_units) ** 2
+    largest = summed.upper_units  # W·8 in units of 0.5
+    assert largest * summed.granularity == 80 and summed.lower_units * summed.granularity == -40
+    bound = measurement_contribution(loaded.spec, summed, cells_per_row=1)
+    assert l2_squared(bound, ADD_REMOVE, one_row=False) == largest**2 * c_squared
+
+
+# --------------------------------------------------------------------------- means and the spec
+
+
+def test_a_weighted_mean_reuses_only_a_count_and_a_sum_weighted_as_it_is() -> None:
+    other = {"column": "v", "upper": 3}
+    loaded = spec(
+        COUNT,
+        COUNT | {"name": "n2", "survey_weight": W},
+        TOTAL,
+        TOTAL | {"name": "total2", "survey_weight": W},
+        MEAN | {"survey_weight": W},
+        MEAN | {"name": "avg2", "survey_weight": other},
+    )
+    reuse = [loaded.spec.reuse_of(s) for s in loaded.spec.statistics[4:]]
+    assert (reuse[0].count, reuse[0].sum) == ("n2", "total2")
+    assert (reuse[1].count, reuse[1].sum) == (None, None)
+    own = {m.name: m for m in allocation_of(loaded).measurements}
+    count, total = own["mean:avg2:count"], own["mean:avg2:sum"]
+    assert count.survey_weight is not None and total.survey_weight is not None
+    assert count.survey_weight.column == total.survey_weight.column == "v"
+    assert count.kind.value == "count" and not count.counts_rows
+
+
+@pytest.mark.parametrize(
+    ("weight", "message"),
+    [
+        ({"column": "w", "upper": 0}, r"release\.survey_weight\.upper: .*greater than 0"),
+        ({"column": "w", "upper": math.inf}, r"release\.survey_weight\.upper: .*finite"),
+        ({"column": "w", "upper": 2.0**60}, r"release\.survey_weight\.upper: .*at most 2\^53"),
+        ({"column": "w"}, r"release\.survey_weight\.upper: .*required"),
+        (
+            {"column": "w", "upper": 1, "lower": 0},
+            r"release\.survey_weight\.lower: .*not permitted",
+        ),
+    ],
+)
+def test_a_bad_survey_weight_is_refused_at_its_path(weight: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        spec(COUNT, survey_weight=weight)
+
+
+def test_the_spec_hash_changes_with_a_weight_and_not_without_one() -> None:
+    plain = spec(COUNT, TOTAL)
+    assert "survey_weight" not in plain.spec.canonical_json()
+    weighted = spec(COUNT, TOTAL, survey_weight=W)
+    per_statistic = spec(COUNT | {"survey_weight": W}, TOTAL)
+    assert len({plain.hash, weighted.hash, per_statistic.hash}) == 3
+    assert weighted.spec.to_yaml().count("survey_weight") == 1
+    assert make_spec(BASE, **weighted.spec.model_dump(mode="json")).hash == weighted.hash
+
+
+def test_a_weight_column_must_be_numeric_and_is_named_with_its_path() -> None:
+    loaded = spec(COUNT | {"survey_weight": W})
+    text = ROWS.with_columns(pl.col("w").cast(pl.String))
+    with pytest.raises(
+        SchemaError,
+        match=r"^release\.statistics\[0\]\.survey_weight\.column: column 'w': has dtype String "
+        "but a survey weight needs a numeric column$",
+    ):
+        prepare_release(text, loaded)
+    with pytest.raises(
+        SchemaError, match=r"^release\.survey_weight\.column: column 'w': not found"
+    ):
+        prepare_release(ROWS.drop("w"), spec(COUNT, survey_weight=W))
+
+
+# --------------------------------------------------------------------------- margins, planner
+
+
+def test_weighted_margins_add_up_and_are_rounded_as_sums() -> None:
+    loaded = spec(
+        COUNT,
+        TOTAL,
+        MEAN,
+        survey_weight=W,
+        margins=[[]],
+        postprocess={"nonnegative": False},
+    )
+    df = pl.concat([ROWS, ROWS.with_columns(g=pl.lit("b"), pid=pl.col("pid") + 100)])
+    table = draw_release(df, loaded).table
+    cells, total = table.filter(pl.col("level") == "g"), table.filter(pl.col("level") == "total")
+    for name in ("n", "total"):
+        assert math.isclose(cells[name].sum(), total[name].item(), abs_tol=1e-9)
+    assert table.schema["n"] == pl.Float64  # a weighted count is a decimal, as a sum is
+    stated = {s.name: s for s in prepare_release(df, loaded).manifest.statistics}
+    assert stated["n"].survey_weight is not None and stated["n"].survey_weight.upper == 10
+    levels = stated["n"].levels
+    assert levels is not None and [level.sensitivity for level in levels] == [30, 30]
+
+
+def test_the_plan_of_a_weighted_release_is_its_manifest() -> None:
+    loaded = spec(COUNT, TOTAL, MEAN, survey_weight=W)
+    planned = plan(loaded, PrivacyLoss.pure(Fraction(1, 3)), ADD_REMOVE)
+    manifest = prepare_release(ROWS, loaded, Fraction(1, 3)).manifest
+    stated = {s.name: s for s in manifest.statistics}
+    for row in planned.statistics:
+        if row.kind != "mean":
+            entry = stated[row.name]
+            assert (row.sensitivity, row.scale, row.moe95, row.derivation) == (
+                entry.sensitivity,
+                entry.noise_scale,
+                entry.moe95,
+                entry.derivation,
+            )
+    assert planned.statistics[0].sensitivity == 30  # R·W
+
+
+def test_the_smallest_epsilon_for_weighted_targets_is_exact() -> None:
+    """Targets on a weighted count and a weighted sum (automatic granularity): the ε found
+    meets them, one step of six significant digits below does not."""
+    loaded = spec(
+        COUNT | {"target_moe95": 200},
+        TOTAL | {"target_moe95": 900},
+        survey_weight=W,
+    )
+    found = epsilon_for_targets(loaded, {"n": 200, "total": 900}, ADD_REMOVE)
+    at = {p.statistic.name: p.measurement.moe95 for p in allocation_of(loaded, found).statistics}
+    assert at["n"] <= 200 and at["total"] <= 900
+    below = allocation_of(loaded, found - _unit(found)).statistics
+    assert any(p.measurement.moe95 > p.statistic.target_moe95 for p in below)  # type: ignore[union-attr]
