@@ -126,6 +126,12 @@ def release(
             "--cap", help="Lifetime cap of a new scope, e.g. 1 or 1/3.", show_default=False
         ),
     ] = None,
+    rho: Annotated[
+        str | None,
+        typer.Option(
+            "--rho", help="ρ of this release, in a zCDP scope (e.g. 1/100).", show_default=False
+        ),
+    ] = None,
     period: Annotated[
         str | None, typer.Option("--period", help="Reporting period (YYYY-MM for monthly specs).")
     ] = None,
@@ -153,6 +159,7 @@ def release(
         raise ConfigError("--out", f"{out} exists and is not a directory")
     resolved = load_spec(spec)
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
+    chosen_rho = None if rho is None else parse_epsilon(rho, "--rho")
     stated_cap = None if cap is None else parse_epsilon(cap, "--cap")
     privacy = None if config is None else load_privacy_profiles(config)
     try:
@@ -167,6 +174,7 @@ def release(
             ledger=existing,
             new_ledger=existing is None,
             epsilon=chosen,
+            rho=chosen_rho,
             cap=stated_cap,
             options=Options(**CLI_WORDS_FOR_BUDGET),
         )

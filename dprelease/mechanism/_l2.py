@@ -14,10 +14,6 @@ the spec keeps R ≤ G·R_g). With M = max(|L|, |U|), P = max(U, 0), N = max(−
   κ = max((P + N)², 2M²), β = min(P, N): √2·M·C for values of one sign (counts, nonnegative sums),
   where L1 doubles.
 
-Survey weights change only the range of one row's value (`_values`): [0, W] for a weighted count,
-[W·min(L, 0), W·max(U, 0)] for a weighted sum, in place of [L, U] (`measurement_contribution`);
-e.g. a weighted count has Δ2 = W·C under add/remove and √2·W·C under substitution.
-
 Δ2 is irrational in general, so Δ2² is carried as an exact integer and σ² = Δ2²/(2ρ) is exact.
 PRIVACY.md gives the proofs; `tests/unit/test_sensitivity_property.py` checks them on
 neighbouring datasets and a brute force in `tests/unit/test_l2.py` on every small case.
@@ -26,13 +22,8 @@ neighbouring datasets and a brute force in `tests/unit/test_l2.py` on every smal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from dprelease.change import ProtectedChange
-
-if TYPE_CHECKING:
-    from dprelease.mechanism._accounting import Measurement
-    from dprelease.spec import ReleaseSpec
 
 
 @dataclass(frozen=True)
@@ -64,18 +55,6 @@ def contribution(
     """The contribution bound of one level whose rows sum ≤ `cells_per_row` cells."""
     per_row = rows if rows_per_group is None else min(rows, rows_per_group * cells_per_row)
     return Contribution(rows, per_row, lower, upper)
-
-
-def measurement_contribution(spec: ReleaseSpec, m: Measurement, cells_per_row: int) -> Contribution:
-    """What one unit may contribute to a level of measurement `m` whose rows each sum ≤
-    `cells_per_row` cells: R and R_g as the engine enforces them, and the range of one row's
-    value in the integer units that are noised (`m.lower_units`, `m.upper_units`). For a
-    weighted statistic that is the weighted range (`_values`: [0, W] for a weighted count,
-    [W·min(L, 0), W·max(U, 0)] for a weighted sum), so every formula here holds for it as is;
-    a count of rows has [0, 1], which gives the same Δ2 as [1, 1] (only M, P and N enter)."""
-    return contribution(
-        spec.rows_per_unit, spec.max_rows_per_group, cells_per_row, m.lower_units, m.upper_units
-    )
 
 
 def l2_squared(bound: Contribution, change: ProtectedChange, one_row: bool) -> int:

@@ -63,9 +63,10 @@ class Recorded:
     release_id: str
     status: ReservationStatus
     stored: StoredRelease
-    requested_epsilon: Fraction
+    requested_epsilon: Fraction  # in the scope's measure: ε, or ρ for a zCDP scope
     input_changed: bool | None = None
     files: dict[str, Path] = field(default_factory=dict)  # written by `publish`, if it was
+    unit: str = "ε"  # the symbol of the scope's amounts
 
     @property
     def charged(self) -> bool:
@@ -94,9 +95,9 @@ class Recorded:
         text = f"already released on {day}: stored copy returned, nothing charged"
         if self.epsilon_differs:
             text += (
-                f" (stored with ε = {_fmt(self.stored.epsilon)}; this run asked for ε = "
-                f"{_fmt(self.requested_epsilon)}: a release at that ε needs --force-new and is "
-                "charged)"
+                f" (stored with {self.unit} = {_fmt(self.stored.epsilon)}; this run asked for "
+                f"{self.unit} = {_fmt(self.requested_epsilon)}: a release at that {self.unit} "
+                "needs --force-new and is charged)"
             )
         return text
 
@@ -149,14 +150,22 @@ def record_release(
     on_stage("reserving budget")
     if budget.new_scope:
         assert budget.cap is not None  # `decide_budget` refuses a new scope without a cap
-        ledger.ensure_scope(budget.scope, budget.cap, budget.composition)
+        ledger.ensure_scope(
+            budget.scope,
+            budget.cap,
+            budget.composition,
+            measure=budget.required_loss().measure,
+            delta=budget.delta,
+        )
+    loss = budget.required_loss()
     reservation = ledger.reserve(
         release_id,
         budget.scope,
         period,
-        budget.required_loss().epsilon,
+        loss.amount,
         spec_hash=prepared.resolved.hash,
         composition=budget.composition,
+        measure=loss.measure,
         run_id=run_id,
         force_new=force_new,
         max_cap=budget.profile_cap,
@@ -186,7 +195,12 @@ def record_release(
         except ReleaseConflict as conflict:  # another run of this slot committed first: use its
             stored = conflict.stored
     recorded = Recorded(
-        release_id, reservation.status, stored, reservation.requested_epsilon, input_changed
+        release_id,
+        reservation.status,
+        stored,
+        reservation.requested_epsilon,
+        input_changed,
+        unit=loss.measure.symbol,
     )
     if (warning := recorded.input_warning()) is not None:
         operator.warn(warning)

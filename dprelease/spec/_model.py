@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
+from dprelease.loss import Mechanism
 from dprelease.period import Period
 from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Renamed, Strict
 from dprelease.spec._domains import GroupBy
@@ -96,6 +97,11 @@ class ReleaseSpec(Strict):
     max_groups_per_unit: Annotated[int, Field(ge=1)] | None = None
     max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
     neighbours: ProtectedChange | None = None
+    mechanism: Mechanism | None = Field(
+        default=None,
+        description="laplace (ε-DP) or gaussian (ρ-zCDP; needs a zcdp scope); default: what "
+        "the scope's measure suggests (laplace for pure, gaussian for zcdp)",
+    )
     group_by: list[GroupBy] = Field(default_factory=list)
     margins: list[list[str]] | None = Field(
         default=None,
@@ -333,7 +339,7 @@ class ReleaseSpec(Strict):
         refactor of this model is still the same spec. A field added later must enter only
         when it is set. The engine is left out: every engine computes the same release."""
         data = self.model_dump(mode="json", exclude={"engine"})
-        for later in ("margins", "level_weights", "survey_weight"):
+        for later in ("margins", "level_weights", "mechanism", "survey_weight"):
             if data[later] is None:
                 del data[later]
         data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]

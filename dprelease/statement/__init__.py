@@ -11,6 +11,7 @@ are in its table. `python -m dprelease.statement` prints the manifest's JSON Sch
 (docs/manifest.schema.json).
 """
 
+from dprelease.statement._compare import MeasureComparison, StatisticComparison, compare_measures
 from dprelease.statement._entries import build_manifest, statistic_entry, with_outcome
 from dprelease.statement._manifest import (
     MANIFEST_FORMAT,
@@ -42,13 +43,16 @@ __all__ = [
     "LedgerRecord",
     "LegacyManifest",
     "LevelAccuracy",
+    "MeasureComparison",
     "Manifest",
     "NoiseSourceEntry",
     "NotRecorded",
     "Preview",
     "ReleasePlan",
     "StatisticAccuracy",
+    "StatisticComparison",
     "accuracy_of",
+    "compare_measures",
     "build_manifest",
     "epsilon_for_targets",
     "json_schema",

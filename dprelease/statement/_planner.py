@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
-from dprelease.loss import PrivacyLoss
+from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.mechanism import (
     LN_20,
     Allocation,
@@ -37,7 +37,8 @@ from dprelease.mechanism import (
     sensitivity_bound,
 )
 from dprelease.spec import CountStatistic, PostProcessing, ReleaseSpec, ResolvedSpec, SumStatistic
-from dprelease.statement._entries import statistic_entry
+from dprelease.statement._compare import MeasureComparison
+from dprelease.statement._entries import spent, statistic_entry
 from dprelease.statement._manifest import (
     ExactRational,
     MeanEntry,
@@ -47,7 +48,8 @@ from dprelease.statement._manifest import (
     SumEntry,
 )
 
-PLAN_FORMAT: Final = "dprelease-plan/1"
+#: 2: the measure and mechanism, ρ beside ε (None where a zCDP release spends no ε).
+PLAN_FORMAT: Final = "dprelease-plan/2"
 SIGNIFICANT_DIGITS = 6
 _MAX_DOUBLINGS = 200
 
@@ -58,7 +60,8 @@ class LevelAccuracy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     level: str = Field(description="as in the released table's `level` column")
-    epsilon: float = Field(description="ε this level's noise spends")
+    epsilon: float | None = Field(description="ε this level's noise spends (None: ρ)")
+    rho: float | None = Field(default=None, description="zCDP: ρ this level's noise spends")
     scale: float = Field(description="the level's own noise scale, in the column's units")
     moe95: float | MoeRange = Field(
         description="95% margin of error of the released values (consistent and rounded)"
@@ -78,11 +81,13 @@ class StatisticAccuracy(BaseModel):
 
     name: str
     kind: Literal["count", "sum", "mean"]
-    epsilon: float = Field(description="ε this statistic spends itself")
-    epsilon_exact: ExactRational
-    sensitivity: float = Field(description="Δ in the column's units")
+    epsilon: float | None = Field(description="ε this statistic spends itself (None: ρ)")
+    epsilon_exact: ExactRational | None
+    rho: float | None = Field(default=None, description="zCDP: ρ this statistic spends itself")
+    rho_exact: ExactRational | None = None
+    sensitivity: float = Field(description="Δ in the column's units (L1; L2 for Gaussian)")
     derivation: str = Field(description="how Δ follows from the declared bounds")
-    scale: float = Field(description="discrete Laplace noise scale, in the column's units")
+    scale: float = Field(description="noise scale (Laplace b, Gaussian σ), in the column's units")
     moe95: float | None = Field(description="95% margin of error (half-width)")
     target_moe95: float | None = None
     target_met: bool | None = None
@@ -98,11 +103,15 @@ class ReleasePlan(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["dprelease-plan/1"] = PLAN_FORMAT
+    format: Literal["dprelease-plan/2"] = PLAN_FORMAT
     release: str
     neighbours: ProtectedChange
-    epsilon_total: float
-    epsilon_total_exact: ExactRational
+    measure: Measure = Field(description="pure: the release spends ε; zcdp: ρ")
+    mechanism: Mechanism = Field(description="laplace or gaussian noise")
+    epsilon_total: float | None
+    epsilon_total_exact: ExactRational | None
+    rho_total: float | None = None
+    rho_total_exact: ExactRational | None = None
     budget_split: Literal["weights", "accuracy targets"]
     statistics: list[StatisticAccuracy]
     targets: dict[str, Annotated[float, Field(gt=0)]] = Field(
@@ -111,6 +120,9 @@ class ReleasePlan(BaseModel):
     targets_met: bool | None = Field(description="None when there are no targets")
     epsilon_for_targets: float | None
     epsilon_for_targets_exact: ExactRational | None
+    comparison: MeasureComparison | None = Field(
+        default=None, description="with --compare: the margins under pure ε and under zCDP"
+    )
 
 
 def accuracy_of(
@@ -129,6 +141,8 @@ def accuracy_of(
                     kind="mean",
                     epsilon=entry.epsilon,
                     epsilon_exact=entry.epsilon_exact,
+                    rho=entry.rho,
+                    rho_exact=entry.rho_exact,
                     sensitivity=total.sensitivity,
                     derivation=total.derivation,
                     scale=total.noise_scale,
@@ -144,6 +158,8 @@ def accuracy_of(
                 kind=entry.kind,
                 epsilon=entry.epsilon,
                 epsilon_exact=entry.epsilon_exact,
+                rho=entry.rho,
+                rho_exact=entry.rho_exact,
                 sensitivity=entry.sensitivity,
                 derivation=entry.derivation,
                 scale=entry.noise_scale,
@@ -156,6 +172,7 @@ def accuracy_of(
                     LevelAccuracy(
                         level=level.level,
                         epsilon=level.epsilon,
+                        rho=level.rho,
                         scale=level.noise_scale,
                         moe95=level.moe95,
                     )
@@ -182,32 +199,44 @@ def plan(
     neighbours: ProtectedChange,
     *,
     targets: Mapping[str, float] | None = None,
+    mechanism: Mechanism = Mechanism.LAPLACE,
+    measure: Measure | None = None,
 ) -> ReleasePlan:
-    """What a release of `resolved` spending `loss` states per statistic, without reading data.
+    """What a release of `resolved` spending `loss` by `mechanism` states per statistic,
+    without reading data.
 
     `targets` (statistic name → wanted 95% margin of error) override the spec's `target_moe95`;
-    with targets the plan also gives the smallest ε that meets them all (and plans at that ε
-    when `loss` is None). SpecError names what is wrong.
+    with targets the plan also gives the smallest loss (in `measure`, default the loss's, else
+    the mechanism's own) that meets them all, and plans at it when `loss` is None. SpecError
+    names what is wrong.
     """
     spec = resolved.spec
+    measure = measure or (loss.measure if loss is not None else mechanism.native_measure)
     wanted = _targets(spec, targets or {})
-    needed = epsilon_for_targets(resolved, wanted, neighbours) if wanted else None
+    needed = (
+        epsilon_for_targets(resolved, wanted, neighbours, measure, mechanism) if wanted else None
+    )
     if loss is not None:
-        total = loss.epsilon
+        total = loss.amount
     elif needed is not None:
         total = needed
     else:
         raise SpecError(
             "epsilon", "give ε (--epsilon or --config), or target margins (target_moe95, --target)"
         )
-    planned = allocate(resolved, PrivacyLoss.pure(total), neighbours)
+    planned = allocate(resolved, PrivacyLoss(measure, total), neighbours, mechanism)
     entries = _entries(planned, spec.postprocess, resolved)
     rows = accuracy_of(entries, wanted)
+    stated = spent(planned.total)
     return ReleasePlan(
         release=spec.name,
         neighbours=neighbours,
-        epsilon_total=float(total),
-        epsilon_total_exact=str(total),
+        measure=measure,
+        mechanism=mechanism,
+        epsilon_total=stated["epsilon"],
+        epsilon_total_exact=stated["epsilon_exact"],
+        rho_total=stated.get("rho"),
+        rho_total_exact=stated.get("rho_exact"),
         budget_split=planned.split,
         statistics=rows,
         targets=wanted,
@@ -257,22 +286,31 @@ def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
 
 
 def epsilon_for_targets(
-    resolved: ResolvedSpec, targets: Mapping[str, float], neighbours: ProtectedChange
+    resolved: ResolvedSpec,
+    targets: Mapping[str, float],
+    neighbours: ProtectedChange,
+    measure: Measure = Measure.PURE,
+    mechanism: Mechanism = Mechanism.LAPLACE,
 ) -> Fraction:
-    """The smallest ε (six significant digits) at which every target margin is met, exactly
-    as the release at that ε states it (see the module docstring for the search)."""
+    """The smallest ε (ρ under zCDP; six significant digits) at which every target margin is
+    met, exactly as the release at that loss states it (see the module docstring for the
+    search)."""
     spec = resolved.spec
 
     def meets(epsilon: Fraction) -> bool:
         try:
-            planned = allocate(resolved, PrivacyLoss.pure(epsilon), neighbours)
+            planned = allocate(resolved, PrivacyLoss(measure, epsilon), neighbours, mechanism)
         except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
             return False
         entries = _entries(planned, spec.postprocess, resolved, targets)
         margin = {e.name: e.moe95 for e in entries if not isinstance(e, MeanEntry)}
         return all(margin[name] <= target for name, target in targets.items())
 
-    low = _lower_bound(resolved, targets, neighbours)
+    low = (
+        _lower_bound(resolved, targets, neighbours)
+        if measure is Measure.PURE
+        else Fraction(1, 10**12)  # the doubling below finds the range in ~40 steps
+    )
     while meets(low):  # a guard: against float rounding, and the margins' heuristic bound
         low /= 2
     high = low
@@ -286,7 +324,7 @@ def epsilon_for_targets(
     high = math.ceil(high / unit) * unit
     while not meets(high):  # rounding up to the grid crossed a granularity change
         high += unit
-    cuts = _granularity_cuts(resolved, targets, neighbours, low, high)
+    cuts = _granularity_cuts(resolved, targets, neighbours, low, high, measure, mechanism)
     found = _smallest(meets, low, high, unit, cuts)
     while _unit(found) < unit:  # a lower decade: one more digit there
         unit = _unit(found)
@@ -294,10 +332,15 @@ def epsilon_for_targets(
     return found
 
 
-def _shares(resolved: ResolvedSpec, neighbours: ProtectedChange) -> dict[str, Fraction]:
-    """ε_j / ε per statistic (the split is linear in ε)."""
-    planned = allocate(resolved, PrivacyLoss.pure(Fraction(1)), neighbours)
-    return {p.statistic.name: p.epsilon for p in planned.statistics}
+def _shares(
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    measure: Measure = Measure.PURE,
+    mechanism: Mechanism = Mechanism.LAPLACE,
+) -> dict[str, Fraction]:
+    """ε_j / ε (ρ_j / ρ) per statistic: the split is linear in the loss."""
+    planned = allocate(resolved, PrivacyLoss(measure, Fraction(1)), neighbours, mechanism)
+    return {p.statistic.name: p.loss.amount for p in planned.statistics}
 
 
 def _lower_bound(
@@ -348,19 +391,29 @@ def _granularity_cuts(
     neighbours: ProtectedChange,
     low: Fraction,
     high: Fraction,
+    measure: Measure = Measure.PURE,
+    mechanism: Mechanism = Mechanism.LAPLACE,
 ) -> list[Fraction]:
-    """The ε in (low, high] at which a targeted sum's (or weighted count's) automatic
-    granularity changes (the scale Δ_bound / ε of one of its levels crosses a power of two);
-    between them every margin is monotone in ε."""
-    share = _shares(resolved, neighbours)
+    """The losses in (low, high] at which a targeted sum's (or weighted count's) automatic
+    granularity changes (the scale of one of its levels crosses a power of two); between them
+    every margin is monotone in the loss. The scale is ∝ 1/ε, or ∝ 1/√ρ under zCDP
+    (`granularity_references`)."""
+    share = _shares(resolved, neighbours, measure, mechanism)
     cuts = []
     for stat in _targeted(resolved.spec, targets):
         declared = isinstance(stat, SumStatistic) and stat.granularity is not None
         if declared or _counts_rows(stat, resolved.spec):
             continue
-        for ref in granularity_references(stat, resolved, neighbours, share[stat.name]):
-            k = math.floor(math.log2(ref / high)) - 1
-            while (cut := ref / Fraction(2) ** k) > low:
+        for ref in granularity_references(
+            stat, resolved, neighbours, PrivacyLoss(measure, share[stat.name])
+        ):
+            # the loss at which the scale crosses 2^j: ref/2^j (ε) or (ref/2^j)² (ρ)
+            def at(k: int, ref: Fraction = ref) -> Fraction:
+                crossing = ref / Fraction(2) ** k
+                return crossing if measure is Measure.PURE else crossing * crossing
+
+            k = math.floor(math.log2(ref / high)) - 1 if measure is Measure.PURE else -200
+            while (cut := at(k)) > low:
                 if cut <= high:
                     cuts.append(cut)
                 k += 1

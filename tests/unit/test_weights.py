@@ -19,8 +19,8 @@ from conftest import allocation_of, draw_release, make_spec, prepare_release
 
 from dprelease.change import ProtectedChange
 from dprelease.errors import SchemaError, SpecError
-from dprelease.loss import PrivacyLoss
-from dprelease.mechanism._l2 import l2_squared, measurement_contribution
+from dprelease.loss import Mechanism, PrivacyLoss
+from dprelease.mechanism import Measurement, allocate
 from dprelease.mechanism.engines import get_engine
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import epsilon_for_targets, plan
@@ -152,28 +152,29 @@ def test_a_unit_at_the_bounds_moves_the_aggregates_by_exactly_delta(
         assert int((a.of(m) - b.of(m)).abs().sum()) == m.sensitivity_units, m.name
 
 
+def gaussian(loaded: ResolvedSpec, change: ProtectedChange) -> list[Measurement]:
+    """The measurements of a Gaussian (zCDP) allocation, each with its Δ2² in units²."""
+    zcdp = PrivacyLoss.zcdp(Fraction(1, 2))
+    return allocate(loaded, zcdp, change, Mechanism.GAUSSIAN).measurements
+
+
 def test_the_l2_sensitivity_of_weighted_levels_is_the_derivations() -> None:
-    """zCDP notes §4.6: a weighted count has Δ2 = W·C under add/remove and √2·W·C under
-    substitution (C² = a·c² + r²), Δ2 = Δ1 on one row; a weighted sum W·M·C."""
-    loaded = spec(
-        COUNT,
-        TOTAL | {"granularity": 0.5},
-        survey_weight=W,
-        max_rows_per_unit=5,
-        max_rows_per_group=2,
-    )
-    count, summed = allocation_of(loaded).measurements
+    """zCDP notes §4.6: with R = 5 and R_g = 2 (C² = a·c² + r² = 2·2² + 1² = 9), a weighted
+    count has Δ2 = W·C under add/remove and √2·W·C under substitution, Δ2 = Δ1 = R·W on one row;
+    a weighted sum Δ2 = W·max(|L|, |U|)·C: the L2 bounds with the weighted range in units."""
+    bounds = {"max_rows_per_unit": 5, "max_rows_per_group": 2}
+    loaded = spec(COUNT, TOTAL | {"granularity": 0.5}, survey_weight=W, **bounds)
+    count, summed = gaussian(loaded, ADD_REMOVE)
     w_units = count.upper_units
-    assert w_units * count.granularity == 10
-    c_squared = 2 * 2**2 + 1**2  # R = 5, c = 2: two full rows of 2 and one of 1
-    bound = measurement_contribution(loaded.spec, count, cells_per_row=1)
-    assert l2_squared(bound, ADD_REMOVE, one_row=False) == w_units**2 * c_squared
-    assert l2_squared(bound, SUBSTITUTE, one_row=False) == 2 * w_units**2 * c_squared
-    assert l2_squared(bound, SUBSTITUTE, one_row=True) == (5 * w_units) ** 2
-    largest = summed.upper_units  # W·8 in units of 0.5
-    assert largest * summed.granularity == 80 and summed.lower_units * summed.granularity == -40
-    bound = measurement_contribution(loaded.spec, summed, cells_per_row=1)
-    assert l2_squared(bound, ADD_REMOVE, one_row=False) == largest**2 * c_squared
+    assert (count.lower_units, w_units * count.granularity) == (0, 10)
+    assert count.sensitivity_squared_units == w_units**2 * 9
+    assert (summed.lower_units, summed.upper_units) == (-80, 160)  # W·[−4, 8] in units of 0.5
+    assert summed.sensitivity_squared_units == 160**2 * 9
+    count, summed = gaussian(loaded, SUBSTITUTE)
+    assert count.sensitivity_squared_units == 2 * count.upper_units**2 * 9
+    ungrouped = spec(COUNT, survey_weight=W, group_by=[], max_rows_per_unit=5)
+    (count,) = gaussian(ungrouped, SUBSTITUTE)
+    assert count.sensitivity_squared_units == (5 * count.upper_units) ** 2
 
 
 # --------------------------------------------------------------------------- means and the spec
