@@ -22,6 +22,7 @@ from dprelease.errors import SchemaError, SpecError
 from dprelease.loss import Mechanism, PrivacyLoss
 from dprelease.mechanism import Measurement, allocate
 from dprelease.mechanism.engines import get_engine
+from dprelease.mechanism.engines.polars import PolarsEngine
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import epsilon_for_targets, plan
 from dprelease.statement._planner import _unit
@@ -98,6 +99,35 @@ def test_a_statistics_own_weight_wins_and_rows_are_counted_without_one() -> None
     weighted = spec(COUNT, by_x, survey_weight=W, postprocess=EXACT)
     row = draw_release(ROWS, weighted).table.row(0, named=True)
     assert (row["n"], row["by_x"]) == (WEIGHTED_COUNT, alone["by_x"])
+
+
+def test_weighted_aggregates_do_not_depend_on_partitioning(tmp_path) -> None:
+    """A large input is bounded partition by partition (`tests/unit/test_engine_partitions.py`);
+    the weighted units are computed row by row before that, so nothing changes: 600 rows of 90
+    units (R = 3 truncates), in 15 partitions against none."""
+    rows = 600
+    table = pl.DataFrame(
+        {
+            "pid": [(i * 7919) % 90 for i in range(rows)],
+            "g": ["a", "b", "z"] * (rows // 3),
+            "w": [None if i % 11 == 0 else (i * 37) % 23 / 2 for i in range(rows)],
+            "x": [((i * 13) % 17) - 5.5 for i in range(rows)],
+        }
+    )
+    path = tmp_path / "rows.parquet"
+    table.write_parquet(path)
+    loaded = spec(
+        COUNT, TOTAL, MEAN | {"survey_weight": {"column": "x", "upper": 3}}, survey_weight=W
+    )
+    plan_ = prepare_release(path, loaded).allocation
+
+    def exact(rows_per_partition: int) -> dict[str, list[int]]:
+        engine = PolarsEngine(rows_per_partition=rows_per_partition)
+        found = engine.aggregate(path, loaded, plan_, None, salt=99)
+        return {name: series.to_list() for name, series in found.values.items()}
+
+    whole = exact(rows + 1)
+    assert exact(40) == whole and any(any(values) for values in whole.values())
 
 
 # --------------------------------------------------------------------------- Δ
