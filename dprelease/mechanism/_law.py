@@ -12,6 +12,7 @@ exactly that law, and the margin of error is its exact 95% quantile.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -25,11 +26,100 @@ from dprelease.mechanism.noise import (
     discrete_laplace,
     exact_scale,
     exact_sigma2,
-    gaussian_moe95,
-    gaussian_variance,
+    gaussian_law,
     laplace_moe95,
     laplace_variance,
 )
+
+
+@dataclass(frozen=True, order=True)
+class NoiseLaw:
+    """The noise added to one level: granularity · Z, Z an integer of an exact law.
+
+    What the margins of error and the consistent estimate need of a level, and nothing else:
+    the mechanism, its exact parameter (the Laplace scale b, or the Gaussian σ², as the sampler
+    uses it) and the granularity. Build one with `NoiseLaw.laplace(scale, granularity)` or
+    `NoiseLaw.gaussian(sigma2, granularity)`. Laws are values: equal parameters are equal (and
+    hash alike, so margins are computed once per pattern of laws), and they sort by mechanism,
+    parameter, granularity.
+    """
+
+    kind: Mechanism
+    parameter: Fraction  # the Laplace scale b, or the Gaussian σ²
+    granularity: Fraction = Fraction(1)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, Mechanism):
+            raise ValueError(f"kind must be a Mechanism, got {self.kind!r}")
+        if self.kind is Mechanism.LAPLACE:
+            parameter = exact_scale(self.parameter)
+        else:
+            parameter = exact_sigma2(_exact_positive("σ²", self.parameter))
+        object.__setattr__(self, "parameter", parameter)
+        object.__setattr__(self, "granularity", _exact_positive("granularity", self.granularity))
+
+    @classmethod
+    def laplace(cls, scale: float | Fraction, granularity: float | Fraction = 1) -> NoiseLaw:
+        """Discrete Laplace noise at `scale` (as `exact_scale` makes it) in units of granularity."""
+        return cls(Mechanism.LAPLACE, Fraction(scale), _exact_positive("granularity", granularity))
+
+    @classmethod
+    def gaussian(cls, sigma2: float | Fraction, granularity: float | Fraction = 1) -> NoiseLaw:
+        """Discrete Gaussian noise with variance parameter σ² in units of granularity."""
+        return cls(
+            Mechanism.GAUSSIAN,
+            _exact_positive("σ²", sigma2),
+            _exact_positive("granularity", granularity),
+        )
+
+    @property
+    def scale(self) -> Fraction:
+        """The discrete Laplace scale b (a Gaussian law has σ² instead)."""
+        if self.kind is not Mechanism.LAPLACE:
+            raise TypeError("a discrete Gaussian law has sigma2, not a scale")
+        return self.parameter
+
+    @property
+    def sigma2(self) -> Fraction:
+        """The discrete Gaussian's σ² (a Laplace law has a scale instead)."""
+        if self.kind is not Mechanism.GAUSSIAN:
+            raise TypeError("a discrete Laplace law has a scale, not sigma2")
+        return self.parameter
+
+    @property
+    def variance(self) -> float:
+        """Var(granularity · Z) in value units²: for the discrete Gaussian the exact variance
+        of Z (slightly below σ²), not σ²."""
+        if self.kind is Mechanism.LAPLACE:
+            units = laplace_variance(self.parameter)
+        else:
+            units = gaussian_law(self.parameter).variance
+        return units * float(self.granularity) ** 2
+
+    @property
+    def moe95(self) -> float:
+        """granularity × the smallest integer h with P(|Z| ≤ h) ≥ 0.95: the exact margin of
+        error of one draw."""
+        if self.kind is Mechanism.LAPLACE:
+            units = laplace_moe95(self.parameter)
+        else:
+            units = gaussian_law(self.parameter).abs_quantile95()
+        return units * float(self.granularity)
+
+
+def _exact_positive(name: str, value: object) -> Fraction:
+    """`value` as an exact rational (a float is one: a binary fraction), refused unless it is a
+    positive finite number."""
+    if isinstance(value, numbers.Rational) and not isinstance(value, bool):
+        exact = Fraction(int(value.numerator), int(value.denominator))
+    elif isinstance(value, float) and math.isfinite(value):
+        exact = Fraction(value)
+    else:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    if exact <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return exact
+
 
 #: Largest sensitivity in integer units. One row moves a sum by at most Δ units, so with fewer
 #: than 2^63 rows an Int128 accumulator cannot overflow whatever the data (2^53 · 2^63 < 2^127).
@@ -78,19 +168,19 @@ class LevelNoise:
         return float(self.parameter_units * self.granularity)
 
     @property
+    def law(self) -> NoiseLaw:
+        """This level's noise as a law: what margins of error and the consistent estimate use."""
+        return NoiseLaw(self.mechanism, self.parameter_units, self.granularity)
+
+    @property
     def moe95(self) -> float:
         """95% margin of error: the half-width h·g of the exact discrete interval."""
-        if self.mechanism is Mechanism.GAUSSIAN:
-            return float(gaussian_moe95(self.parameter_units) * self.granularity)
-        return float(laplace_moe95(self.parameter_units) * self.granularity)
+        return self.law.moe95
 
     @property
     def variance(self) -> float:
-        if self.mechanism is Mechanism.GAUSSIAN:
-            units = gaussian_variance(self.parameter_units)
-        else:
-            units = laplace_variance(self.parameter_units)
-        return units * float(self.granularity) ** 2
+        """The noise's exact variance in the column's units²."""
+        return self.law.variance
 
     def draw(self, size: int, source: NoiseSource) -> np.ndarray:
         """`size` exact draws of this level's noise, in integer units (int64)."""

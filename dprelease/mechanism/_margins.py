@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from dprelease.errors import INTERRUPTS, SpecError
-from dprelease.loss import Mechanism
+from dprelease.errors import INTERRUPTS
 from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._postprocess import Measured, noise_decimals
 from dprelease.mechanism.engines import ExactAggregates
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.spec import CountStatistic, Levels, PostProcessing, ResolvedSpec, SumStatistic
 
 if TYPE_CHECKING:  # the solvers (scipy, Clarabel, HiGHS) load only for a release with margins
-    from dprelease.mechanism._consistency import Estimate, NoiseLaw
+    from dprelease.mechanism._consistency import Estimate
     from dprelease.mechanism._rounding import Rounded
 
 #: The shift every value keeps below in a controlled rounding of at most two nested chains of
@@ -93,15 +93,7 @@ class MarginAccuracy:
 
 
 def _laws(m: Measurement) -> tuple[NoiseLaw, ...]:
-    from dprelease.mechanism._consistency import NoiseLaw
-
-    if m.mechanism is not Mechanism.LAPLACE:
-        raise SpecError(
-            "release.margins",
-            "margins with Gaussian noise need exact margins of error for it: not yet built; "
-            "use mechanism: laplace for a spec with margins",
-        )
-    return tuple(NoiseLaw(level.parameter_units, m.granularity) for level in m.levels)
+    return tuple(level.law for level in m.levels)
 
 
 def nonnegative(m: Measurement, post: PostProcessing) -> bool:
