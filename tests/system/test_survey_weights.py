@@ -78,21 +78,34 @@ def test_the_api_releases_a_weighted_spec_through_the_ledger(ws: Path) -> None:
     assert not again.charged and again.table.equals(table)
 
 
-def test_the_api_releases_a_weighted_spec_in_rho(ws: Path) -> None:
-    """Gaussian noise from the weighted L2 bounds, charged in ρ."""
+@pytest.mark.parametrize("margins", [False, True], ids=["cells", "margins"])
+def test_the_api_releases_a_weighted_spec_in_rho(ws: Path, margins: bool) -> None:
+    """Gaussian noise from the weighted L2 bounds, charged in ρ; with margins each level has its
+    own Δ2: the regions W·√2 (R = 2 rows, at most 1 a region), the total R·W."""
     (ws / "privacy.yaml").write_text(
         "privacy:\n  profile: {kind: constant, bound: 3000}\n  measure: zcdp\n"
         "  delta: 1.0e-9\n  rounding: 0.001\n"
     )
+    if margins:
+        (ws / "spec.yaml").write_text(SPEC.replace("  group_by:", "  margins: [[]]\n  group_by:"))
     url = str(ws / "ledger.sqlite")
     dp.Ledger(url).close()
     result = dp.release(SURVEY, ws / "spec.yaml", privacy=ws / "privacy.yaml", ledger=url)
     manifest = result.manifest
     assert isinstance(manifest, dp.Manifest) and manifest.format == "dprelease-manifest/3"
+    assert "discrete Gaussian" in manifest.mechanism
     people = next(s for s in manifest.statistics if s.name == "people")
     assert people.kind == "count" and people.survey_weight is not None
-    assert "discrete Gaussian" in manifest.mechanism
-    assert people.sensitivity == pytest.approx(500 * 2**0.5)  # W·C, C = √2: R = 2 rows, 1 a cell
+    assert people.sensitivity == pytest.approx(500 * 2**0.5)  # W·C, C = √2
+    if margins:
+        assert people.levels is not None
+        assert [level.sensitivity for level in people.levels] == pytest.approx(
+            [500 * 2**0.5, 2 * 500]
+        )
+        total = result.table.filter(pl.col("level") == "total")["people"].item()
+        assert total == pytest.approx(
+            result.table.filter(pl.col("level") == "region")["people"].sum()
+        )
     with dp.Ledger(url) as ledger:
         assert ledger.status("households_by_region")[0].unit == "ρ"
 
