@@ -111,7 +111,8 @@ def specs(scenario: Scenario, directory: Path) -> dict[str, Any]:
     """The release specs compared: cells, region, total, and cells with margins."""
     keys_file = directory / f"keys-{scenario.keys.height}.csv"
     scenario.keys.write_csv(keys_file)
-    joint = [{"columns": ["region", "clinic"], "domain": {"file": str(keys_file)}}]
+    # the keys file beside the spec (here: `directory`), as a spec file has it
+    joint = [{"columns": ["region", "clinic"], "domain": {"file": keys_file.name}}]
     regions = scenario.keys.get_column("region").unique(maintain_order=True).to_list()
     base = {
         "name": "b",
@@ -121,7 +122,7 @@ def specs(scenario: Scenario, directory: Path) -> dict[str, Any]:
     }
     linear = {"nonnegative": False}
     return {
-        "cells": parse_spec({**base, "group_by": joint, "postprocess": linear}),
+        "cells": parse_spec({**base, "group_by": joint, "postprocess": linear}, base_dir=directory),
         "region": parse_spec(
             {
                 **base,
@@ -131,9 +132,12 @@ def specs(scenario: Scenario, directory: Path) -> dict[str, Any]:
         ),
         "total": parse_spec({**base, "postprocess": linear}),
         "margins": parse_spec(
-            {**base, "group_by": joint, "margins": [["region"], []], "postprocess": linear}
+            {**base, "group_by": joint, "margins": [["region"], []], "postprocess": linear},
+            base_dir=directory,
         ),
-        "margins_nonnegative": parse_spec({**base, "group_by": joint, "margins": [["region"], []]}),
+        "margins_nonnegative": parse_spec(
+            {**base, "group_by": joint, "margins": [["region"], []]}, base_dir=directory
+        ),
     }
 
 

@@ -23,7 +23,13 @@ from dprelease.cli._common import (
 from dprelease.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dprelease.statement import MeasureComparison, ReleasePlan
+    from dprelease.statement import (
+        LevelAccuracy,
+        MeasureComparison,
+        MeasurementAccuracy,
+        ReleasePlan,
+        StatisticAccuracy,
+    )
     from dprelease.statement._manifest import MoeRange
 
 
@@ -45,46 +51,80 @@ def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
 
 
-def _table(planned: ReleasePlan) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("statistic", overflow="fold")
-    table.add_column("kind")
-    for column in (planned.measure.symbol, "Δ", "scale", "±95%", "target"):
-        table.add_column(column, justify="right", no_wrap=True)
-    for row in planned.statistics:
-        target = "" if row.target_moe95 is None else _num(row.target_moe95)
-        if row.target_met is not None:
-            target += " ok" if row.target_met else " MISSED"
-        table.add_row(
-            row.name,
-            row.kind,
-            _num(row.epsilon if row.rho is None else row.rho),
-            _num(row.sensitivity),
-            _num(row.scale),
-            "per cell" if row.moe95 is None else _num(row.moe95),
-            target,
-        )
-    return table
-
-
 def _range(moe: float | MoeRange) -> str:
     return _num(moe) if isinstance(moe, float) else f"{_num(moe.min)}–{_num(moe.max)}"
 
 
-def _levels_table(planned: ReleasePlan) -> Table | None:
-    """With margins: each statistic's levels, their ε and noise, and the margin of error of
-    the released values (consistent and rounded); None without margins."""
-    rows = [(row.name, level) for row in planned.statistics for level in row.levels or []]
-    if not rows:
-        return None
-    table = Table(box=box.SIMPLE_HEAD, title="95% margins of error per level", title_justify="left")
+def _spent(noise: StatisticAccuracy | MeasurementAccuracy | LevelAccuracy) -> str:
+    """What a noise spends in the plan's measure: ε, or ρ under zCDP."""
+    return _num(noise.epsilon if noise.rho is None else noise.rho)
+
+
+#: One row of the plan's table: statistic, kind, level, ε (or ρ), Δ, scale, ±95%, target.
+Row = tuple[str, str, str, str, str, str, str, str]
+
+
+def _noise_rows(
+    name: str, kind: str, noise: StatisticAccuracy | MeasurementAccuracy, target: str
+) -> list[Row]:
+    """One row per noisy vector: the cells without margins, else every level; ε (or ρ), Δ and
+    the scale on a row are that one noise's, so scale = Δ/ε there (up to the sampler's rounding
+    up; Gaussian: σ = Δ2/√(2ρ))."""
+    if noise.levels is None:
+        moe = "per cell" if noise.moe95 is None else _num(noise.moe95)
+        return [(name, kind, "", _spent(noise), _num(noise.sensitivity),
+                 _num(noise.scale), moe, target)]  # fmt: skip
+    return [
+        (
+            name if k == 0 else "",
+            kind if k == 0 else "",
+            level.level,
+            _spent(level),
+            _num(level.sensitivity),
+            _num(level.scale),
+            _range(level.moe95),
+            target if k == 0 else "",
+        )
+        for k, level in enumerate(noise.levels)
+    ]
+
+
+def _statistic_rows(row: StatisticAccuracy) -> list[Row]:
+    """A count or sum: its noise (per level, then what it spends over all levels). A mean: what
+    it spends and that its margin is per cell, then each measurement it makes itself (what it
+    reuses is named below the table)."""
+    target = "" if row.target_moe95 is None else _num(row.target_moe95)
+    if row.target_met is not None:
+        target += " ok" if row.target_met else " MISSED"
+    if row.kind != "mean":
+        rows = _noise_rows(row.name, row.kind, row, target)
+        if row.levels is not None:
+            rows.append(("", "", "all levels", _spent(row), "", "", "", ""))
+        return rows
+    rows = [(row.name, "mean", "", _spent(row), "", "", "per cell", "")]
+    for own in row.measurements:
+        rows += _noise_rows("", f"  its {own.kind}", own, "")
+    return rows
+
+
+def _table(planned: ReleasePlan) -> Table:
+    """Every noise the release adds, one per row (with margins one per level), so each row's
+    scale is its own noise's; a statistic's ε (or ρ) over all its levels on a row of its own."""
+    symbol = planned.measure.symbol
+    margins = any(row.levels is not None for row in planned.statistics)
+    title = f"{symbol}, Δ, noise scale and 95% margins of error per level" if margins else None
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
     table.add_column("statistic", overflow="fold")
-    table.add_column("level", overflow="fold")
-    for column in (planned.measure.symbol, "scale", "±95%"):
+    table.add_column("kind", no_wrap=True)
+    if margins:
+        table.add_column("level", no_wrap=True)
+    for column in (symbol, "Δ", "scale", "±95%", "target"):
         table.add_column(column, justify="right", no_wrap=True)
-    for name, level in rows:
-        spends = level.epsilon if level.rho is None else level.rho
-        table.add_row(name, level.level, _num(spends), _num(level.scale), _range(level.moe95))
+    for row in planned.statistics:
+        for cells in _statistic_rows(row):
+            table.add_row(*(cells if margins else cells[:2] + cells[3:]))
+        if margins:
+            table.add_section()
     return table
 
 
@@ -121,8 +161,6 @@ def _print(planned: ReleasePlan) -> None:
         f"{planned.budget_split}, {planned.neighbours.value} neighbours"
     )
     console.print(_table(planned))
-    if (levels := _levels_table(planned)) is not None:
-        console.print(levels)
     for row in planned.statistics:
         how = f"reuses {', '.join(row.reuses)}; " if row.reuses else ""
         console.print(f"{row.name}: {how}{row.derivation}")

@@ -16,16 +16,10 @@ from typing import Any, Literal
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
+from dprelease.mechanism._l1 import count_sensitivity, l1_reach, rows_reach, sum_sensitivity
+from dprelease.mechanism._l2 import contribution, l2_derivation, l2_squared
 from dprelease.mechanism._law import LevelNoise, level_noise
-from dprelease.mechanism._sensitivity import (
-    count_sensitivity,
-    l1_reach,
-    level_l2,
-    row_value,
-    sensitivity_bound,
-    sensitivity_squared_bound,
-    sum_sensitivity,
-)
+from dprelease.mechanism._values import row_value
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
@@ -173,6 +167,27 @@ def _levels(resolved: ResolvedSpec, loss: PrivacyLoss) -> list[tuple[bool, Priva
     return list(zip(resolved.level_grouped, shares, strict=True))
 
 
+def _l2(
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    level: int,
+    grouped: bool,
+    lower_u: int,
+    upper_u: int,
+) -> tuple[int, str]:
+    """Δ2² of a level in integer units² and why (`mechanism._l2`)."""
+    spec = resolved.spec
+    bound = contribution(
+        spec.rows_per_unit,
+        spec.max_rows_per_group if spec.privacy_unit is not None else None,
+        resolved.level_cells_per_row[level],
+        lower_u,
+        upper_u,
+    )
+    one_row = not grouped
+    return l2_squared(bound, neighbours, one_row), l2_derivation(bound, neighbours, one_row)
+
+
 def _measured(
     resolved: ResolvedSpec,
     loss: PrivacyLoss,
@@ -190,7 +205,7 @@ def _measured(
     for level, (grouped, share) in enumerate(_levels(resolved, loss)):
         l1 = sensitivity(grouped)
         l2 = (
-            level_l2(resolved, neighbours, level, grouped, *bounds)
+            _l2(resolved, neighbours, level, grouped, *bounds)
             if mechanism is Mechanism.GAUSSIAN
             else (0, "")
         )
@@ -280,13 +295,12 @@ def _sum(
             for scale in granularity_references(stat, resolved, neighbours, loss, part)
         )
     low, high = value.range
-    units = (round(low / granularity), round(high / granularity))
-    if units[0] == units[1]:
+    lower_u, upper_u = round(low / granularity), round(high / granularity)
+    if lower_u == upper_u:
         raise SpecError(
             f"{path}.granularity",
             "granularity is coarser than the bounds' range; choose a smaller one",
         )
-    what = ("weighted " if value.weight else "") + part.value
     cells, margins = _measured(
         resolved,
         loss,
@@ -295,16 +309,9 @@ def _sum(
         path,
         granularity,
         lambda grouped: sum_sensitivity(
-            what,
-            value,
-            units,
-            granularity,
-            l1_reach(spec, neighbours, grouped),
-            replaced=spec.rows_per_unit
-            if neighbours is ProtectedChange.SUBSTITUTE and not grouped
-            else None,
+            spec, neighbours, lower_u, upper_u, granularity, grouped, value
         ),
-        units,
+        (lower_u, upper_u),
     )
     m = Measurement(
         name=name,
@@ -313,8 +320,8 @@ def _sum(
         lower=value.lower,
         upper=value.upper,
         survey_weight=value.weight,
-        lower_units=units[0],
-        upper_units=units[1],
+        lower_units=lower_u,
+        upper_units=upper_u,
         margins=margins,
         **cells,
     )
@@ -335,6 +342,34 @@ def _measure(
     if row_value(stat, resolved.spec, part) is None:
         return _count(name, loss, mechanism, resolved, neighbours, path)
     return _sum(name, stat, part, loss, mechanism, resolved, neighbours, path)
+
+
+def sensitivity_bound(
+    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: ProtectedChange
+) -> Fraction:
+    """Δ of a count or sum in its own units, before discretization (granularity → 0)."""
+    reach = rows_reach(spec, neighbours)
+    value = row_value(stat, spec)
+    return Fraction(reach) if value is None else reach * value.largest
+
+
+def sensitivity_squared_bound(
+    stat: CountStatistic | SumStatistic, resolved: ResolvedSpec, neighbours: ProtectedChange
+) -> Fraction:
+    """Δ2² of a count or sum at the cells, in its own units², before discretization (from the
+    range of one row's value: weighted when weighted)."""
+    value = row_value(stat, resolved.spec)
+    lower, upper = (Fraction(1), Fraction(1)) if value is None else value.range
+    scale = math.lcm(lower.denominator, upper.denominator)  # exact integer bounds, then back
+    squared, _ = _l2(
+        resolved,
+        neighbours,
+        0,
+        resolved.level_grouped[0],
+        int(lower * scale),
+        int(upper * scale),
+    )
+    return Fraction(squared, scale * scale)
 
 
 #: z of the normal 97.5% quantile: a Gaussian's 95% margin is about z·σ.

@@ -22,7 +22,8 @@ from typing import Any
 import polars as pl
 
 from dprelease import operator
-from dprelease.errors import DataError
+from dprelease.errors import ConfigError, DataError
+from dprelease.files import unwritable_directory
 from dprelease.ledger import (
     Ledger,
     ReleaseConflict,
@@ -229,7 +230,12 @@ def publish(
     on_stage: Callable[[str], None] = lambda stage: None,
     **record_options: Any,
 ) -> Recorded:
-    """`record_release`, then write its files to `out_dir` (the CLI's one-step path)."""
+    """`record_release`, then write its files to `out_dir` (the CLI's one-step path).
+
+    `out_dir` is checked first (ConfigError when no file can be written there), so an
+    unwritable directory is refused before anything is reserved, not found after the commit."""
+    if (problem := unwritable_directory(out_dir)) is not None:
+        raise ConfigError("out_dir", problem)
     recorded = record_release(prepared, on_stage=on_stage, **record_options)
     on_stage("writing files")
     files = write_release_files(recorded.stored, out_dir)

@@ -25,6 +25,7 @@ from dprelease.spec._statistics import (
     LEVEL_COLUMN,
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
+    UNINFORMATIVE_SUFFIX,
     CountStatistic,
     MeanReuse,
     MeanStatistic,
@@ -137,9 +138,9 @@ class ReleaseSpec(Strict):
 
     def to_yaml(self) -> str:
         """The spec as YAML (`release:` section), as `from_yaml` and the pipeline read it."""
-        return yaml.safe_dump(
-            {"release": self.model_dump(mode="json", exclude_none=True)}, sort_keys=False
-        )
+        data = self.model_dump(mode="json", exclude_none=True)
+        _drop_unset_options(data)
+        return yaml.safe_dump({"release": data}, sort_keys=False)
 
     @field_validator("margins")
     @classmethod
@@ -168,7 +169,8 @@ class ReleaseSpec(Strict):
             raise ValueError(
                 f"output column names {clash} would repeat: statistic names, group-by columns "
                 f"and the generated '<statistic>{MOE95_SUFFIX}' (and a mean's "
-                f"'<statistic>{UNDEFINED_SUFFIX}', and with margins '{LEVEL_COLUMN}') columns "
+                f"'<statistic>{UNDEFINED_SUFFIX}' and '<statistic>{UNINFORMATIVE_SUFFIX}', and "
+                f"with margins '{LEVEL_COLUMN}') columns "
                 "must all differ; rename the statistic"
             )
         self._check_split()
@@ -342,9 +344,18 @@ class ReleaseSpec(Strict):
         for later in ("margins", "level_weights", "mechanism", "survey_weight"):
             if data[later] is None:
                 del data[later]
+        _drop_unset_options(data)
         data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]
         data["postprocess"] = _canonical(data["postprocess"])
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _drop_unset_options(data: dict[str, Any]) -> None:
+    """Leave out of a dumped spec the options that are off unless set (a keys file's
+    `outside_spec_dir`): a spec that does not use one reads and hashes as before it existed."""
+    for group in data["group_by"]:
+        if group["domain"].get("outside_spec_dir") is False:
+            del group["domain"]["outside_spec_dir"]
 
 
 _FIRST_NAMES = {new: old for old, new in RENAMED.items()}

@@ -28,6 +28,7 @@ from dprelease.statement._manifest import (
 from dprelease.statement._planner import (
     PLAN_FORMAT,
     LevelAccuracy,
+    MeasurementAccuracy,
     ReleasePlan,
     StatisticAccuracy,
     accuracy_of,
@@ -44,6 +45,7 @@ __all__ = [
     "LegacyManifest",
     "LevelAccuracy",
     "MeasureComparison",
+    "MeasurementAccuracy",
     "Manifest",
     "NoiseSourceEntry",
     "NotRecorded",

@@ -28,6 +28,7 @@ from dprelease.mechanism import (
 from dprelease.spec import (
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
+    UNINFORMATIVE_SUFFIX,
     CountStatistic,
     PostProcessing,
     ReleaseSpec,
@@ -408,6 +409,11 @@ def statistic_entry(
         "the sum's and the count's margins",
         undefined=f"null where the noisy count is ≤ 0 (no mean is defined there); "
         f"{stat.name}{UNDEFINED_SUFFIX} is true in those cells",
+        uninformative=f"the truth lies in [{stat.lower:.15g}, {stat.upper:.15g}], so the mean "
+        "is rounded within it and its margin of error is at most the distance to the farther "
+        "bound (a sure bound); where the margin reaches that far the mean ± margin covers the "
+        "whole range and says nothing beyond the bounds: "
+        f"{stat.name}{UNINFORMATIVE_SUFFIX} is true in those cells (null where undefined)",
         measurements=[
             MeasurementEntry(
                 name=own.name,

@@ -214,6 +214,11 @@ class MeanEntry(_Released):
     reuses: list[str] = Field(description="statistics whose noisy values it divides, at no ε")
     margin_of_error: str
     undefined: str
+    uninformative: str | None = Field(
+        default=None,
+        description="where its margin covers its whole [lower, upper] (None: stored by a "
+        "version that did not say)",
+    )
     measurements: list[MeasurementEntry] = Field(description="what it measures itself")
     survey_weight: SurveyWeightEntry | None = Field(
         default=None, description="weighted: Σ w·x / Σ w (None: every row counts once)"

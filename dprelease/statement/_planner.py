@@ -41,6 +41,7 @@ from dprelease.statement._compare import MeasureComparison
 from dprelease.statement._entries import spent, statistic_entry
 from dprelease.statement._manifest import (
     ExactRational,
+    LevelMeasurementEntry,
     MeanEntry,
     MeasurementEntry,
     MoeRange,
@@ -62,9 +63,26 @@ class LevelAccuracy(BaseModel):
     level: str = Field(description="as in the released table's `level` column")
     epsilon: float | None = Field(description="ε this level's noise spends (None: ρ)")
     rho: float | None = Field(default=None, description="zCDP: ρ this level's noise spends")
+    sensitivity: float = Field(description="Δ of this level's rows, in the column's units")
     scale: float = Field(description="the level's own noise scale, in the column's units")
     moe95: float | MoeRange = Field(
         description="95% margin of error of the released values (consistent and rounded)"
+    )
+
+
+class MeasurementAccuracy(BaseModel):
+    """A noisy sum or count a mean measures for itself, from its own ε."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["count", "sum"]
+    epsilon: float | None = Field(description="ε it spends, every level's together (None: ρ)")
+    rho: float | None = Field(default=None, description="zCDP: ρ it spends")
+    sensitivity: float = Field(description="Δ in the column's units (L1; L2 for Gaussian)")
+    scale: float = Field(description="noise scale (Laplace b, Gaussian σ), in the column's units")
+    moe95: float = Field(description="95% margin of error (half-width) of its own values")
+    levels: list[LevelAccuracy] | None = Field(
+        default=None, description="with margins: every level, the cells first"
     )
 
 
@@ -94,6 +112,9 @@ class StatisticAccuracy(BaseModel):
     reuses: list[str] = Field(default_factory=list, description="what a mean divides, at no ε")
     levels: list[LevelAccuracy] | None = Field(
         default=None, description="with margins: every level, the cells first"
+    )
+    measurements: list[MeasurementAccuracy] = Field(
+        default_factory=list, description="a mean: the sum and count it measures itself"
     )
 
 
@@ -148,6 +169,18 @@ def accuracy_of(
                     scale=total.noise_scale,
                     moe95=None,
                     reuses=entry.reuses,
+                    measurements=[
+                        MeasurementAccuracy(
+                            kind=own.kind,
+                            epsilon=own.epsilon,
+                            rho=own.rho,
+                            sensitivity=own.sensitivity,
+                            scale=own.noise_scale,
+                            moe95=own.moe95,
+                            levels=_levels(own.levels),
+                        )
+                        for own in entry.measurements
+                    ],
                 )
             )
             continue
@@ -166,21 +199,27 @@ def accuracy_of(
                 moe95=entry.moe95,
                 target_moe95=target,
                 target_met=None if target is None else entry.moe95 <= target,
-                levels=None
-                if entry.levels is None
-                else [
-                    LevelAccuracy(
-                        level=level.level,
-                        epsilon=level.epsilon,
-                        rho=level.rho,
-                        scale=level.noise_scale,
-                        moe95=level.moe95,
-                    )
-                    for level in entry.levels
-                ],
+                levels=_levels(entry.levels),
             )
         )
     return rows
+
+
+def _levels(levels: list[LevelMeasurementEntry] | None) -> list[LevelAccuracy] | None:
+    """Each level's ε (or ρ), Δ, scale and margin of error, as the manifest states them."""
+    if levels is None:
+        return None
+    return [
+        LevelAccuracy(
+            level=level.level,
+            epsilon=level.epsilon,
+            rho=level.rho,
+            sensitivity=level.sensitivity,
+            scale=level.noise_scale,
+            moe95=level.moe95,
+        )
+        for level in levels
+    ]
 
 
 def _sum_of(mean: MeanEntry, by_name: Mapping[str, StatisticEntry]) -> MeasurementEntry | SumEntry:

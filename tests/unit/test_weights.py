@@ -159,7 +159,7 @@ def test_the_published_sensitivity_is_the_derivations(
     assert "weighted count" in count.derivation and "clamped to [0, 10]" in count.derivation
     assert (
         "weighted sum" in summed.derivation
-        and f"= {summed.sensitivity_units} units" in summed.derivation
+        and summed.derivation.endswith(f"= {summed.sensitivity:.10g}")  # in the column's units
     )
 
 

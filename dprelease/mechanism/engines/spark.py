@@ -34,6 +34,7 @@ from dprelease.mechanism.engines import (
     InputSummary,
     columns_read,
     fingerprint,
+    refuse_irregular,
     summed,
     validate_schema,
     values_read,
@@ -99,6 +100,8 @@ def read(data: DataSource, session: SparkSession | None = None) -> DataFrame:
     local = Path(text)
     if local.suffix in {".csv", ".txt"}:
         raise SchemaError(text, "unsupported input format for the spark engine: use parquet")
+    if "://" not in text and local.exists() and not local.is_dir():
+        refuse_irregular(local)
     spark = session or spark_session()
     if "://" in text or local.exists():
         return spark.read.parquet(text)
@@ -440,7 +443,7 @@ class SparkEngine:
         """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(data, self._session)
-            validate_schema(polars_schema(frame.schema), loaded, frozenset())
+            validate_schema(polars_schema(frame.schema), loaded)
             selected = _selected(frame, loaded, plan)
             _cells(selected, loaded, plan, month, salt=0).schema  # noqa: B018 - analysis only
             _summary_frame(selected, loaded, month).schema  # noqa: B018
