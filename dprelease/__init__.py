@@ -41,6 +41,7 @@ _EXPORTS = {
     "RangeDomain": "dprelease.spec",
     "ReleaseSpec": "dprelease.spec",
     "SumStatistic": "dprelease.spec",
+    "SurveyWeight": "dprelease.spec",
     "ValuesDomain": "dprelease.spec",
 }
 
@@ -63,6 +64,7 @@ __all__ = [
     "ReleaseSpec",
     "StatisticAccuracy",
     "SumStatistic",
+    "SurveyWeight",
     "ValuesDomain",
     "__version__",
     "plan",
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
         RangeDomain,
         ReleaseSpec,
         SumStatistic,
+        SurveyWeight,
         ValuesDomain,
     )
     from dprelease.statement import Manifest, ReleasePlan, StatisticAccuracy

@@ -26,12 +26,18 @@ from dprelease.mechanism._compute import Computed, check_input, compute, summari
 from dprelease.mechanism._l1 import rows_reach
 from dprelease.mechanism._law import LevelNoise
 from dprelease.mechanism._margins import LevelLaws, MarginAccuracy, Outcome, margin_accuracy
-from dprelease.mechanism._postprocess import ROUNDING_RULE, noise_decimals, sum_decimals
+from dprelease.mechanism._postprocess import (
+    ROUNDING_RULE,
+    WEIGHTED_ROUNDING,
+    noise_decimals,
+    sum_decimals,
+)
 from dprelease.mechanism.engines import DataSource, InputSummary
 
 __all__ = [
     "LN_20",
     "ROUNDING_RULE",
+    "WEIGHTED_ROUNDING",
     "Allocation",
     "Computed",
     "DataSource",

@@ -19,6 +19,7 @@ from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.mechanism._l1 import count_sensitivity, l1_reach, rows_reach, sum_sensitivity
 from dprelease.mechanism._l2 import contribution, l2_derivation, l2_squared
 from dprelease.mechanism._law import LevelNoise, level_noise
+from dprelease.mechanism._values import row_value
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
@@ -27,6 +28,7 @@ from dprelease.spec import (
     Statistic,
     StatisticKind,
     SumStatistic,
+    SurveyWeight,
 )
 
 #: Automatic granularity sits this many binary orders of magnitude below the noise scale, so the
@@ -48,17 +50,33 @@ class MarginMeasurement(LevelNoise):
 class Measurement(LevelNoise):
     """One noisy integer vector over the key grid: a count or a sum in units of `granularity`.
 
-    With margins (`spec.margins`) its fields are the cells' (the finest level's) and each
-    margin is measured too, from its own share of the measurement's ε (`margins`)."""
+    An unweighted count counts rows (`counts_rows`); every other measurement sums each kept
+    row's value in integer units, clamped to [lower_units, upper_units] (`_values`: a weighted
+    count sums the weights, a weighted sum the products weight × value), which are also the
+    bounds its L2 sensitivity rests on. With margins (`spec.margins`) its fields are the cells'
+    (the finest level's) and each margin is measured too, from its own share of the
+    measurement's ε (`margins`)."""
 
     name: str
     kind: StatisticKind  # COUNT or SUM only
     column: str | None = None
     lower: float | None = None
     upper: float | None = None
+    survey_weight: SurveyWeight | None = None
     lower_units: int = 0
     upper_units: int = 1
     margins: tuple[MarginMeasurement, ...] = ()
+
+    @property
+    def counts_rows(self) -> bool:
+        """Whether this counts rows (an unweighted count): integers, released as integers."""
+        return self.kind is StatisticKind.COUNT and self.survey_weight is None
+
+    @property
+    def nonnegative_values(self) -> bool:
+        """Whether no row can add a negative value (counts, weighted or not, and sums whose
+        lower bound is ≥ 0), so the truth is ≥ 0 too."""
+        return self.kind is StatisticKind.COUNT or (self.lower is not None and self.lower >= 0)
 
     @property
     def levels(self) -> tuple[LevelNoise, ...]:
@@ -226,18 +244,21 @@ def _count(
 
 
 def granularity_references(
-    stat: SumStatistic | MeanStatistic,
+    stat: Statistic,
     resolved: ResolvedSpec,
     neighbours: ProtectedChange,
     loss: PrivacyLoss,
+    part: StatisticKind | None = None,
 ) -> list[Fraction]:
     """Per level, the noise scale (declared bounds, before discretization) from which an
-    automatic granularity is derived: it is the finest of the levels' powers of two, so every
-    level's noise stays 2^20 above it. Under zCDP the scale is the Laplace one at the ε whose
-    ε²/2 is the level's ρ, which is at least σ (Δ2 ≤ Δ1): the noise stays as far above."""
-    largest = max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
+    automatic granularity is derived for a statistic's measurement (a mean's `part`): the
+    finest of the levels' powers of two, so every level's noise stays 2^20 above it. Under
+    zCDP the scale is the Laplace one at the ε whose ε²/2 is the level's ρ, which is at least σ
+    (Δ2 ≤ Δ1): the noise stays as far above."""
+    value = row_value(stat, resolved.spec, part)
+    assert value is not None  # a count of rows has no granularity
     return [
-        l1_reach(resolved.spec, neighbours, grouped)[0] * largest / _epsilon_like(share)
+        l1_reach(resolved.spec, neighbours, grouped)[0] * value.largest / _epsilon_like(share)
         for grouped, share in _levels(resolved, loss)
     ]
 
@@ -252,25 +273,29 @@ def _epsilon_like(loss: PrivacyLoss) -> Fraction:
 
 def _sum(
     name: str,
-    stat: SumStatistic | MeanStatistic,
+    stat: Statistic,
+    part: StatisticKind,
     loss: PrivacyLoss,
     mechanism: Mechanism,
     resolved: ResolvedSpec,
     neighbours: ProtectedChange,
     path: str,
 ) -> Measurement:
-    """A sum in integer units of the declared granularity, else an automatic power of two."""
+    """A sum of each row's value (a weighted count: of its weight; see `_values`) in integer
+    units of the declared granularity, else an automatic power of two; its Δ1 and Δ2 rest on
+    the range of one row's value in those units (the weighted range when weighted)."""
     spec = resolved.spec
-    lower, upper = Fraction(stat.lower), Fraction(stat.upper)
-    if stat.granularity is not None:
-        granularity = Fraction(stat.granularity)
+    value = row_value(stat, spec, part)
+    assert value is not None  # a count of rows is `_count`
+    if value.granularity is not None:
+        granularity = Fraction(value.granularity)
     else:
         granularity = min(
             auto_granularity(scale, Fraction(1))
-            for scale in granularity_references(stat, resolved, neighbours, loss)
+            for scale in granularity_references(stat, resolved, neighbours, loss, part)
         )
-    lower_u = round(lower / granularity)
-    upper_u = round(upper / granularity)
+    low, high = value.range
+    lower_u, upper_u = round(low / granularity), round(high / granularity)
     if lower_u == upper_u:
         raise SpecError(
             f"{path}.granularity",
@@ -283,15 +308,18 @@ def _sum(
         neighbours,
         path,
         granularity,
-        lambda grouped: sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity, grouped),
+        lambda grouped: sum_sensitivity(
+            spec, neighbours, lower_u, upper_u, granularity, grouped, value
+        ),
         (lower_u, upper_u),
     )
     m = Measurement(
         name=name,
-        kind=StatisticKind.SUM,
-        column=stat.column,
-        lower=stat.lower,
-        upper=stat.upper,
+        kind=part,
+        column=value.column,
+        lower=value.lower,
+        upper=value.upper,
+        survey_weight=value.weight,
         lower_units=lower_u,
         upper_units=upper_u,
         margins=margins,
@@ -300,25 +328,38 @@ def _sum(
     return _checked(m, path)
 
 
+def _measure(
+    name: str,
+    stat: Statistic,
+    part: StatisticKind,
+    loss: PrivacyLoss,
+    mechanism: Mechanism,
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    path: str,
+) -> Measurement:
+    """A statistic's count or sum (a mean's `part`): a count of rows, or a sum of row values."""
+    if row_value(stat, resolved.spec, part) is None:
+        return _count(name, loss, mechanism, resolved, neighbours, path)
+    return _sum(name, stat, part, loss, mechanism, resolved, neighbours, path)
+
+
 def sensitivity_bound(
     stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: ProtectedChange
 ) -> Fraction:
     """Δ of a count or sum in its own units, before discretization (granularity → 0)."""
     reach = rows_reach(spec, neighbours)
-    if isinstance(stat, CountStatistic):
-        return Fraction(reach)
-    return reach * max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
+    value = row_value(stat, spec)
+    return Fraction(reach) if value is None else reach * value.largest
 
 
 def sensitivity_squared_bound(
     stat: CountStatistic | SumStatistic, resolved: ResolvedSpec, neighbours: ProtectedChange
 ) -> Fraction:
-    """Δ2² of a count or sum at the cells, in its own units², before discretization."""
-    lower, upper = (
-        (Fraction(1), Fraction(1))
-        if isinstance(stat, CountStatistic)
-        else (Fraction(stat.lower), Fraction(stat.upper))
-    )
+    """Δ2² of a count or sum at the cells, in its own units², before discretization (from the
+    range of one row's value: weighted when weighted)."""
+    value = row_value(stat, resolved.spec)
+    lower, upper = (Fraction(1), Fraction(1)) if value is None else value.range
     scale = math.lcm(lower.denominator, upper.denominator)  # exact integer bounds, then back
     squared, _ = _l2(
         resolved,
@@ -387,9 +428,9 @@ def allocate(
     Laplace noise at ε (in a zCDP scope at the largest ε with ε²/2 ≤ its ρ), Gaussian noise at
     ρ (zCDP only).
 
-    A mean divides the release's first count by its first sum of the same column and bounds
-    (post-processing, no extra loss; see `ReleaseSpec.reuse_of`); what it cannot reuse it
-    measures from its own share (half each when it needs both). With margins every
+    A mean divides the release's first count by its first sum of the same column and bounds,
+    weighted as it is (post-processing, no extra loss; see `ReleaseSpec.reuse_of`); what it
+    cannot reuse it measures from its own share (half each when it needs both). With margins every
     measurement's share is split again over its levels (`Measurement.margins`).
     """
     spec = resolved.spec
@@ -414,13 +455,10 @@ def allocate(
     share_of = dict(zip([s.name for s in spending], loss.split(weights), strict=True))
     made: dict[str, Measurement] = {}
     for index, stat in enumerate(spec.statistics):
-        if isinstance(stat, CountStatistic):
-            made[stat.name] = _count(
-                stat.name, share_of[stat.name], mechanism, resolved, neighbours, _path(index)
-            )
-        elif isinstance(stat, SumStatistic):
-            made[stat.name] = _sum(
-                stat.name, stat, share_of[stat.name], mechanism, resolved, neighbours, _path(index)
+        if isinstance(stat, CountStatistic | SumStatistic):
+            share, path = share_of[stat.name], _path(index)
+            made[stat.name] = _measure(
+                stat.name, stat, stat.kind, share, mechanism, resolved, neighbours, path
             )
     allocated: list[StatisticAllocation] = []
     for index, stat in enumerate(spec.statistics):
@@ -430,15 +468,20 @@ def allocate(
         path, reuse = _path(index), spec.reuse_of(stat)
         share = share_of.get(stat.name, PrivacyLoss(loss.measure, Fraction(0)))
         part = share * Fraction(1, (reuse.sum is None) + (reuse.count is None) or 1)
-        total = (
-            made[reuse.sum]
-            if reuse.sum
-            else _sum(internal_name(stat, "sum"), stat, part, mechanism, resolved, neighbours, path)
-        )
-        count = (
-            made[reuse.count]
-            if reuse.count
-            else _count(internal_name(stat, "count"), part, mechanism, resolved, neighbours, path)
+        total, count = (
+            made[name]
+            if name
+            else _measure(
+                internal_name(stat, kind.value),
+                stat,
+                kind,
+                part,
+                mechanism,
+                resolved,
+                neighbours,
+                path,
+            )  # fmt: skip
+            for name, kind in ((reuse.sum, StatisticKind.SUM), (reuse.count, StatisticKind.COUNT))
         )
         reused = tuple(name for name in (reuse.sum, reuse.count) if name is not None)
         allocated.append(StatisticAllocation(stat, share, total, count, reused))

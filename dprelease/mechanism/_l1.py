@@ -11,6 +11,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dprelease.change import ProtectedChange
+from dprelease.mechanism._values import RowValue
 from dprelease.spec import ReleaseSpec
 
 
@@ -66,27 +67,30 @@ def sum_sensitivity(
     upper_u: int,
     granularity: Fraction,
     grouped: bool,
+    value: RowValue,
 ) -> tuple[int, str]:
     """Δ of a sum in integer units of `granularity`, and its derivation in the column's units
-    (the units are the engine's; a reader checks the bounds and Δ in the column's)."""
+    (the units are the engine's; a reader checks the bounds and Δ in the column's). `value` is
+    what each row adds: for a weighted count or sum, [lower_u, upper_u] is its weighted range."""
 
     def shown(units: int) -> str:
         return _in_units_of_column(units, granularity)
 
-    bounds = f"[{shown(lower_u)}, {shown(upper_u)}]"
     steps = f"in steps of the granularity {float(granularity):.10g}"
+    bounds = f"[{shown(lower_u)}, {shown(upper_u)}] ({steps})"
+    weighted = None if value.weight is None else value.weighted(bounds)
     if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
         rows = spec.rows_per_unit
         span = max(upper_u, 0) - min(lower_u, 0)
         delta = rows * span
         return delta, (
-            f"sum: one unit's ≤ {rows} row(s) replaced, each in {bounds} ({steps}) → "
-            f"Δ = {rows} × {shown(span)} = {shown(delta)}"
+            f"{value.what}: one unit's ≤ {rows} row(s) replaced, {weighted or 'each in ' + bounds}"
+            f" → Δ = {rows} × {shown(span)} = {shown(delta)}"
         )
     reach, reason = l1_reach(spec, neighbours, grouped)
     largest = max(abs(lower_u), abs(upper_u))
     delta = reach * largest
     return delta, (
-        f"sum: {reason}; each clamped to {bounds} ({steps}) → "
+        f"{value.what}: {reason}; {weighted or 'each clamped to ' + bounds} → "
         f"Δ = {reach} × {shown(largest)} = {shown(delta)}"
     )

@@ -30,7 +30,7 @@ from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._postprocess import Measured, noise_decimals
 from dprelease.mechanism.engines import ExactAggregates
 from dprelease.mechanism.noise import NoiseSource
-from dprelease.spec import Levels, PostProcessing, ResolvedSpec, StatisticKind, SumStatistic
+from dprelease.spec import CountStatistic, Levels, PostProcessing, ResolvedSpec, SumStatistic
 
 if TYPE_CHECKING:  # the solvers (scipy, Clarabel, HiGHS) load only for a release with margins
     from dprelease.mechanism._consistency import Estimate
@@ -50,7 +50,7 @@ _INT64_SAFE = 2.0**62
 class LevelLaws:
     """One measurement's public facts at every level (the cells first)."""
 
-    kind: StatisticKind
+    counts_rows: bool  # a count of rows (`Measurement.counts_rows`): its truth is an integer
     laws: tuple[NoiseLaw, ...]
     moe95: tuple[np.ndarray, ...]  # of the consistent estimate, per row, in value units
     nonnegative: bool  # estimated under cells ≥ 0
@@ -58,9 +58,9 @@ class LevelLaws:
 
     @property
     def rounded(self) -> bool:
-        """Counts are rounded to integers, published sums to their place; a mean's own sum is
-        divided as estimated."""
-        return self.kind is StatisticKind.COUNT or self.places is not None
+        """Counts of rows are rounded to integers, published sums (and weighted counts) to their
+        place; a mean's own sum (or weighted count) is divided as estimated."""
+        return self.counts_rows or self.places is not None
 
     @property
     def unit(self) -> float:
@@ -73,7 +73,7 @@ class LevelLaws:
         its margin is ⌈h + shift⌉ − 1 (`rounded_moe95`)."""
         from dprelease.mechanism._rounding import rounded_moe95
 
-        if self.kind is StatisticKind.COUNT:
+        if self.counts_rows:
             return [rounded_moe95(h, s) for h, s in zip(self.moe95, shifts, strict=True)]
         return [h + s * self.unit for h, s in zip(self.moe95, shifts, strict=True)]
 
@@ -97,9 +97,10 @@ def _laws(m: Measurement) -> tuple[NoiseLaw, ...]:
 
 
 def nonnegative(m: Measurement, post: PostProcessing) -> bool:
-    """Whether the estimate is constrained to cells ≥ 0: counts, and sums whose values cannot
-    be negative, when `nonnegative` is set (the same values a release without margins clamps)."""
-    return post.nonnegative and (m.kind is StatisticKind.COUNT or (m.lower or 0.0) >= 0.0)
+    """Whether the estimate is constrained to cells ≥ 0: counts (weighted or not), and sums
+    whose values cannot be negative, when `nonnegative` is set (the same values a release
+    without margins clamps)."""
+    return post.nonnegative and m.nonnegative_values
 
 
 def margin_accuracy(
@@ -114,8 +115,10 @@ def margin_accuracy(
 
     post = resolved.spec.postprocess
     plan = allocation
-    published_sums = {
-        p.measurement.name for p in plan.statistics if isinstance(p.statistic, SumStatistic)
+    published_sums = {  # published in value units: sums and weighted counts
+        p.measurement.name
+        for p in plan.statistics
+        if isinstance(p.statistic, SumStatistic | CountStatistic) and not p.measurement.counts_rows
     }
     cache: dict[tuple[NoiseLaw, ...], tuple[np.ndarray, ...]] = {}
     accuracy = {}
@@ -129,7 +132,7 @@ def margin_accuracy(
         if m.name in published_sums:
             smallest = min(float(h.min()) for h in cache[laws])
             places = post.decimals if post.decimals is not None else noise_decimals(smallest)
-        accuracy[m.name] = LevelLaws(m.kind, laws, cache[laws], nonnegative(m, post), places)
+        accuracy[m.name] = LevelLaws(m.counts_rows, laws, cache[laws], nonnegative(m, post), places)
     weights = tuple(resolved.spec.level_weights or [1.0] * len(levels.sizes))
     return MarginAccuracy(levels, weights, resolved.level_shares, accuracy)
 
@@ -256,9 +259,10 @@ def release_levels(
     """Noise every level of every measurement, make each consistent and round it additively:
     the released values (every level's rows in turn) and what the rounding did.
 
-    Counts are rounded to integers; a published sum to its decimal place; a mean's own sum is
-    left as estimated (a mean is divided, not summed). Nothing here can fail because of a value:
-    the noise batches have the public sizes of the levels, and both solvers fall back."""
+    Counts of rows are rounded to integers; a published sum or weighted count to its decimal
+    place; a mean's own sum (and weighted count) is left as estimated (a mean is divided, not
+    summed). Nothing here can fail because of a value: the noise batches have the public sizes
+    of the levels, and both solvers fall back."""
     levels = margins.levels
     outcome = Outcome()
     measured = {}
@@ -272,7 +276,7 @@ def release_levels(
             )
         ]
         estimate = _estimate(levels, noisy, acc, m.name, outcome)
-        if m.kind is StatisticKind.COUNT:
+        if m.counts_rows:
             rounded = _round_additively(estimate, m.name, outcome)
             values = _as_int64(np.concatenate(rounded.values), m.name, outcome)
             shifts = rounded.max_shift

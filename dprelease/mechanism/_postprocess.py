@@ -8,7 +8,8 @@ Rounding rule (unless `postprocess.decimals` is set): a sum is rounded to the de
 the second significant digit of its 95% margin of error (a margin of 2,996 rounds to hundreds,
 0.0456 to thousandths), since the digits beyond are noise; a mean likewise, per cell, by its own
 margin. Margin columns are rounded *up* to the same place, so a margin is never understated;
-counts are integers. The manifest states the places used.
+counts of rows are integers (weighted counts are rounded as sums are). The manifest states the
+places used.
 
 A mean also knows where its truth lies: in [lower, upper], a mean of clamped values. So it is
 rounded to a place no coarser than that width allows and never past a bound, and its margin is
@@ -33,7 +34,6 @@ from dprelease.spec import (
     UNINFORMATIVE_SUFFIX,
     CountStatistic,
     PostProcessing,
-    StatisticKind,
     SumStatistic,
 )
 
@@ -51,6 +51,8 @@ ROUNDING_RULE = (
     "significant digit of their 95% margin of error (means per cell), unless 'decimals' is set; "
     "margins of error are rounded up to the same place"
 )
+#: What the rule adds for a release with a survey-weighted statistic.
+WEIGHTED_ROUNDING = "; weighted counts (sums of weights) are rounded as sums are"
 
 
 def noise_decimals(moe95: float) -> int | None:
@@ -115,18 +117,18 @@ def from_noisy(
     measurements: list[Measurement], noisy: Mapping[str, pl.Series], post: PostProcessing
 ) -> dict[str, Measured]:
     """Without margins: each measurement's noisy cells (integer units) as released. With
-    `nonnegative`, counts, and sums whose values cannot be negative, are clamped at 0: the truth
-    is ≥ 0, so this never moves a value further from it."""
+    `nonnegative`, counts (weighted or not), and sums whose values cannot be negative, are
+    clamped at 0: the truth is ≥ 0, so this never moves a value further from it."""
     measured = {}
     for m in measurements:
         cells = noisy[m.name]
         moe = np.full(len(cells), m.moe95)
-        if m.kind is StatisticKind.COUNT:
+        if m.counts_rows:
             lowest = 0 if post.nonnegative else _INT64[0]
             measured[m.name] = Measured(cells.clip(lowest, _INT64[1]), moe)
             continue
         total = cells.cast(pl.Float64).to_numpy() * float(m.granularity)
-        if post.nonnegative and m.lower is not None and m.lower >= 0:
+        if post.nonnegative and m.nonnegative_values:
             total = np.maximum(total, 0.0)
         measured[m.name] = Measured(pl.Series(total), moe, _places(post, moe))
     return measured
@@ -135,16 +137,17 @@ def from_noisy(
 def columns(
     p: StatisticAllocation, measured: Mapping[str, Measured], post: PostProcessing
 ) -> list[pl.Series]:
-    """The released columns of one statistic, from its measurements' released values."""
+    """The released columns of one statistic, from its measurements' released values: a count
+    of rows as integers, a weighted count as a sum is (rounded to its noise's place)."""
     stat, got = p.statistic, measured[p.measurement.name]
     margin = f"{stat.name}{MOE95_SUFFIX}"
-    if isinstance(stat, CountStatistic):
+    if isinstance(stat, CountStatistic) and p.measurement.counts_rows:
         values = got.values.cast(pl.Int64).alias(stat.name)
         if not post.moe95_columns:
             return [values]
         return [values, pl.Series(margin, got.moe95, dtype=pl.Float64)]
-    if isinstance(stat, SumStatistic):
-        assert got.places is not None  # a sum's measurement
+    if isinstance(stat, CountStatistic | SumStatistic):
+        assert got.places is not None  # a sum's or a weighted count's measurement
         total = got.values.to_numpy()
         out = [pl.Series(stat.name, _round(total, got.places), dtype=pl.Float64)]
         if post.moe95_columns:

@@ -28,6 +28,7 @@ from dprelease.spec._statistics import (
     Statistic,
     StatisticKind,
     SumStatistic,
+    SurveyWeight,
     output_columns,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "Statistic",
     "StatisticKind",
     "SumStatistic",
+    "SurveyWeight",
     "ValuesDomain",
     "level_grid",
     "load_spec",

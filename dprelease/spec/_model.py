@@ -31,6 +31,7 @@ from dprelease.spec._statistics import (
     MeanStatistic,
     Statistic,
     SumStatistic,
+    SurveyWeight,
     output_columns,
 )
 
@@ -113,6 +114,11 @@ class ReleaseSpec(Strict):
         default=None,
         description="how each statistic's ε is split over the levels, in proportion: the cells "
         "first, then each margin in order (default: equal)",
+    )
+    survey_weight: SurveyWeight | None = Field(
+        default=None,
+        description="weight every count, sum and mean by this survey weight column (a "
+        "statistic's own survey_weight wins)",
     )
     statistics: Annotated[list[Statistic], Field(min_length=1)]
     period: PeriodSpec | None = None
@@ -282,11 +288,24 @@ class ReleaseSpec(Strict):
                 "or leave it out (it defaults to that product)",
             )
 
+    def survey_weight_of(self, stat: Statistic) -> SurveyWeight | None:
+        """The survey weight a statistic is weighted by: its own, else the release's (None:
+        every row counts once)."""
+        return stat.survey_weight or self.survey_weight
+
     def reuse_of(self, mean: MeanStatistic) -> MeanReuse:
         """The release's first count, and its first sum of the mean's column and bounds (and
-        granularity, if the mean declares one): dividing those costs no ε and keeps the
-        published sum, count and mean consistent."""
-        count = next((s.name for s in self.statistics if isinstance(s, CountStatistic)), None)
+        granularity, if the mean declares one), each weighted as the mean is: dividing those
+        costs no ε and keeps the published sum, count and mean consistent."""
+        weight = self.survey_weight_of(mean)
+        count = next(
+            (
+                s.name
+                for s in self.statistics
+                if isinstance(s, CountStatistic) and self.survey_weight_of(s) == weight
+            ),
+            None,
+        )
         total = next(
             (
                 s.name
@@ -294,6 +313,7 @@ class ReleaseSpec(Strict):
                 if isinstance(s, SumStatistic)
                 and (s.column, s.lower, s.upper) == (mean.column, mean.lower, mean.upper)
                 and mean.granularity in (None, s.granularity)
+                and self.survey_weight_of(s) == weight
             ),
             None,
         )
@@ -321,7 +341,7 @@ class ReleaseSpec(Strict):
         refactor of this model is still the same spec. A field added later must enter only
         when it is set. The engine is left out: every engine computes the same release."""
         data = self.model_dump(mode="json", exclude={"engine"})
-        for later in ("margins", "level_weights", "mechanism"):
+        for later in ("margins", "level_weights", "mechanism", "survey_weight"):
             if data[later] is None:
                 del data[later]
         _drop_unset_options(data)
@@ -345,6 +365,8 @@ _STATISTIC_FIELDS = ("column", "lower", "upper", "weight", "target_ci95", "granu
 def _canonical(section: dict[str, Any]) -> dict[str, Any]:
     """A statistic or postprocess section under the canonical form's field names."""
     named = {_FIRST_NAMES.get(key, key): value for key, value in section.items()}
+    if "survey_weight" in named and named["survey_weight"] is None:  # later: only when set
+        del named["survey_weight"]
     if "kind" in named:
         named = dict.fromkeys(_STATISTIC_FIELDS) | named
     return named

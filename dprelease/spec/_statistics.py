@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dprelease.errors import SpecError
 from dprelease.spec._base import NAME_PATTERN, Positive, Renamed
@@ -38,11 +38,38 @@ LEVEL_COLUMN = "level"
 MAX_ABS_BOUND = 2.0**53
 
 
+class SurveyWeight(Renamed):
+    """A survey weight column and its declared upper bound W: every row counts w times.
+
+    A weighted count is Σ w, a weighted sum Σ w·x, a weighted mean Σ w·x / Σ w. Each row's w is
+    clamped to [0, W] like any value (null, NaN or text that does not parse counts as 0, the
+    nulls rule for bounds that hold 0), so one row moves a weighted count by at most W and a
+    weighted sum by at most W·max(|lower|, |upper|): W sets the sensitivity, as bounds do.
+    """
+
+    column: str
+    upper: Positive = Field(description="W: the largest weight one row counts with")
+
+    @field_validator("upper")
+    @classmethod
+    def _representable(cls, upper: float) -> float:
+        if upper > MAX_ABS_BOUND:
+            raise ValueError(
+                "must be at most 2^53 (about 9.007e15); express the weights in larger units"
+            )
+        return upper
+
+
 class _StatisticBase(Renamed):
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
     kind: StatisticKind  # each kind narrows it to its own (the union's tag)
     weight: Positive | None = Field(
         default=None, description="share of ε in proportion to the weights (default 1)"
+    )
+    survey_weight: SurveyWeight | None = Field(
+        default=None,
+        description="weight every row by this survey weight column (default: the release's "
+        "survey_weight, if any)",
     )
 
 

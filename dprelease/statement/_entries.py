@@ -17,6 +17,7 @@ from dprelease.change import ProtectedChange
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.mechanism import (
     ROUNDING_RULE,
+    WEIGHTED_ROUNDING,
     Allocation,
     LevelNoise,
     MarginAccuracy,
@@ -53,6 +54,7 @@ from dprelease.statement._manifest import (
     PostprocessingEntry,
     StatisticEntry,
     SumEntry,
+    SurveyWeightEntry,
 )
 
 MECHANISM = (
@@ -126,6 +128,15 @@ ROUNDING = (
     "estimate rounded down or up, keeping every margin the sum of its cells; each value moves "
     "by less than its level's max_shift"
 )
+NULLS = (
+    "a null or NaN summed value (or text that does not parse as a number) counts as 0 if 0 is "
+    "within [lower, upper], else as lower; ±inf is clamped to the bounds"
+)
+#: What the nulls rule makes of a survey weight, whose bounds [0, W] hold 0.
+NULL_WEIGHTS = (
+    "; a null or NaN survey weight (or text that does not parse) counts as 0, so its row adds "
+    "nothing; weights are clamped to [0, upper] (a negative one counts as 0)"
+)
 MARGIN_OF_ERROR = (
     "exact 95% quantile of each released value's error, a known linear combination of every "
     "level's discrete Laplace draws (characteristic-function inversion, conservative by at most "
@@ -189,6 +200,7 @@ def build_manifest(
     zcdp = measure is Measure.ZCDP
     outcome = None if margins is None else Outcome.planned(margins)
     total = spent(plan.total)
+    weighted = any(m.survey_weight for m in plan.measurements)
     return Manifest(
         format=ZCDP_MANIFEST_FORMAT if zcdp else MANIFEST_FORMAT,
         measure=measure,
@@ -227,9 +239,11 @@ def build_manifest(
         margins=None if margins is None or outcome is None else margins_entry(margins, outcome),
         out_of_domain="rows whose keys are null, do not convert to the domain's key type, or "
         "lie outside the public domain are dropped",
-        nulls="a null or NaN summed value (or text that does not parse as a number) counts "
-        "as 0 if 0 is within [lower, upper], else as lower; ±inf is clamped to the bounds",
-        postprocessing=PostprocessingEntry(**spec.postprocess.model_dump(), rounding=ROUNDING_RULE),
+        nulls=NULLS + (NULL_WEIGHTS if weighted else ""),
+        postprocessing=PostprocessingEntry(
+            **spec.postprocess.model_dump(),
+            rounding=ROUNDING_RULE + (WEIGHTED_ROUNDING if weighted else ""),
+        ),
         statistics=[
             statistic_entry(p, spec.postprocess, margins, outcome) for p in plan.statistics
         ],
@@ -293,6 +307,7 @@ def _measured(
         "granularity": float(m.granularity),
         "moe95": m.moe95,
         "variance": m.variance,
+        "survey_weight": _weight_entry(m),
     }
     if m.mechanism is Mechanism.GAUSSIAN:
         fields["sensitivity_norm"] = "L2"
@@ -318,6 +333,11 @@ def _measured(
         for k, (level, moe, shift) in enumerate(zip(m.levels, published, shifts, strict=True))
     ]
     return fields
+
+
+def _weight_entry(m: Measurement) -> SurveyWeightEntry | None:
+    weight = m.survey_weight
+    return None if weight is None else SurveyWeightEntry(column=weight.column, upper=weight.upper)
 
 
 def _moe_range(moe: np.ndarray) -> float | MoeRange:
@@ -378,7 +398,12 @@ def statistic_entry(
         column=stat.column,
         lower=stat.lower,
         upper=stat.upper,
-        how="noisy sum / noisy count (post-processing), clamped to [lower, upper]; "
+        how=(
+            "noisy weighted sum / noisy weighted count"
+            if m.survey_weight
+            else "noisy sum / noisy count"
+        )
+        + " (post-processing), clamped to [lower, upper]; "
         + (
             f"reuses {reused} at no extra {p.loss.measure.symbol}"
             if p.reused
@@ -402,4 +427,5 @@ def statistic_entry(
             )
             for own in p.own()
         ],
+        survey_weight=_weight_entry(m),
     )

@@ -122,6 +122,14 @@ class LevelMeasurementEntry(_Model):
     )
 
 
+class SurveyWeightEntry(_Model):
+    """The survey weight a statistic is weighted by: each row counts w times, w clamped to
+    [0, upper]; Δ rests on `upper` as it does on a sum's bounds."""
+
+    column: str
+    upper: float
+
+
 class _Measured(_Model):
     """One noisy integer vector: its ε, Δ (and why), granularity, exact scale and accuracy.
 
@@ -158,6 +166,10 @@ class _Measured(_Model):
     variance: float
     levels: list[LevelMeasurementEntry] | None = Field(
         default=None, description="with margins: every level, the cells first"
+    )
+    survey_weight: SurveyWeightEntry | None = Field(
+        default=None,
+        description="weighted: a count is Σ w, a sum Σ w·x (None: every row counts once)",
     )
 
 
@@ -208,6 +220,9 @@ class MeanEntry(_Released):
         "version that did not say)",
     )
     measurements: list[MeasurementEntry] = Field(description="what it measures itself")
+    survey_weight: SurveyWeightEntry | None = Field(
+        default=None, description="weighted: Σ w·x / Σ w (None: every row counts once)"
+    )
 
 
 StatisticEntry = Annotated[CountEntry | SumEntry | MeanEntry, Field(discriminator="kind")]
@@ -306,8 +321,23 @@ class Manifest(_Model):
 
     def to_json_dict(self) -> dict[str, Any]:
         """The manifest as `manifest.json` holds it (format 2 without format 3's keys)."""
-        data = self.model_dump(mode="json")
+        data = _without_unset(self.model_dump(mode="json"), _UNWEIGHTED_KEYS)
         return data if self.format == ZCDP_MANIFEST_FORMAT else _without(data, _FORMAT_3_KEYS)
+
+
+#: Keys an unweighted release leaves out of manifest.json, so its manifest reads as before.
+_UNWEIGHTED_KEYS = frozenset({"survey_weight"})
+
+
+def _without_unset(data: Any, keys: frozenset[str]) -> Any:
+    """`data` without those of `keys` that are null, in every mapping in it."""
+    if isinstance(data, dict):
+        return {
+            k: _without_unset(v, keys) for k, v in data.items() if not (k in keys and v is None)
+        }
+    if isinstance(data, list):
+        return [_without_unset(item, keys) for item in data]
+    return data
 
 
 def _without(data: Any, keys: frozenset[str]) -> Any:

@@ -396,15 +396,22 @@ def _lower_bound(
     bounds = [Fraction(1, 10**12)]
     for stat in _targeted(spec, targets):
         target = Fraction(targets[stat.name])
-        if isinstance(stat, CountStatistic):
+        granularity = stat.granularity if isinstance(stat, SumStatistic) else None
+        if _counts_rows(stat, spec):
             slack, rounding = Fraction(1), Fraction(0)
         else:
-            slack = target if stat.granularity is None else Fraction(stat.granularity)
+            slack = target if granularity is None else Fraction(granularity)
             rounding = rows_reach(spec, neighbours) * slack / 2
         delta = max(sensitivity_bound(stat, spec, neighbours) - rounding, Fraction(0))
         need = delta * Fraction(LN_20) * Fraction(1023, 1024) / (target + slack)
         bounds.append(need / share[stat.name])
     return max(bounds)
+
+
+def _counts_rows(stat: CountStatistic | SumStatistic, spec: ReleaseSpec) -> bool:
+    """An unweighted count: integers, without a granularity (every other statistic is a sum of
+    row values in units of one)."""
+    return isinstance(stat, CountStatistic) and spec.survey_weight_of(stat) is None
 
 
 def _targeted(
@@ -426,13 +433,15 @@ def _granularity_cuts(
     measure: Measure = Measure.PURE,
     mechanism: Mechanism = Mechanism.LAPLACE,
 ) -> list[Fraction]:
-    """The losses in (low, high] at which a targeted sum's automatic granularity changes (the
-    scale of one of its levels crosses a power of two); between them every margin is monotone
-    in the loss. The scale is ∝ 1/ε, or ∝ 1/√ρ under zCDP (`granularity_references`)."""
+    """The losses in (low, high] at which a targeted sum's (or weighted count's) automatic
+    granularity changes (the scale of one of its levels crosses a power of two); between them
+    every margin is monotone in the loss. The scale is ∝ 1/ε, or ∝ 1/√ρ under zCDP
+    (`granularity_references`)."""
     share = _shares(resolved, neighbours, measure, mechanism)
     cuts = []
     for stat in _targeted(resolved.spec, targets):
-        if not isinstance(stat, SumStatistic) or stat.granularity is not None:
+        declared = isinstance(stat, SumStatistic) and stat.granularity is not None
+        if declared or _counts_rows(stat, resolved.spec):
             continue
         for ref in granularity_references(
             stat, resolved, neighbours, PrivacyLoss(measure, share[stat.name])

@@ -2,10 +2,11 @@
 (Laplace noise) and in L2 (Gaussian noise).
 
 For random specs (grouped or not, with or without margins, every combination of contribution
-bounds, counts, sums and means, both neighbour definitions) and random neighbouring datasets
-(one unit's rows added or removed; under substitution, replaced), the exact pre-noise aggregates
-move by at most the sensitivity the manifest publishes, in L1 over the key grid, for every
-measurement — and, with margins, over every level's rows by at most that level's Δ.
+bounds, counts, sums and means, unweighted or with survey weights on the release or per
+statistic, both neighbour definitions) and random neighbouring datasets (one unit's rows added
+or removed; under substitution, replaced), the exact pre-noise aggregates move by at most the
+sensitivity the manifest publishes, in L1 over the key grid, for every measurement — and, with
+margins, over every level's rows by at most that level's Δ.
 
 The salt of the contribution bounding is fixed per example: for a fixed salt the rows a unit
 keeps must depend on that unit's rows alone (never on file order or other units), which is what
@@ -41,6 +42,14 @@ VALUES = st.one_of(
     st.floats(-20, 20, allow_nan=False),
     st.sampled_from([None, math.nan, math.inf, -math.inf, 0.0, 2.25, 7.0]),
 )
+#: Survey weights: within and beyond every declared W, negative, null, NaN and ±inf.
+WEIGHTS = st.one_of(
+    st.floats(-2, 6, allow_nan=False),
+    st.sampled_from([None, math.nan, math.inf, -math.inf, 0.0, 0.5, 2.5, 1e9]),
+)
+SURVEY_WEIGHTS = st.one_of(
+    st.none(), st.builds(dict, column=st.just("w"), upper=st.sampled_from([1, 2.5, 4]))
+)
 
 
 @st.composite
@@ -55,6 +64,8 @@ def statistics(draw: st.DrawFn) -> list[dict[str, Any]]:
             granularity = draw(st.sampled_from([None, 0.5, 1.0]))
             if granularity is not None:
                 stat["granularity"] = granularity
+        if (weight := draw(SURVEY_WEIGHTS)) is not None:
+            stat["survey_weight"] = weight
         stats.append(stat)
     return stats
 
@@ -73,6 +84,8 @@ def specs(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
         "statistics": draw(statistics()),
         "neighbours": draw(st.sampled_from(["add_remove", "substitute"])),
     }
+    if (weight := draw(SURVEY_WEIGHTS)) is not None:
+        spec["survey_weight"] = weight
     if group_by and draw(st.integers(0, 2)) == 0:  # a third: planning margins takes time
         # any of these margins (two nested chains at most: the spec accepts them all)
         columns = [group["column"] for group in group_by]
@@ -105,6 +118,7 @@ def rows(unit: st.SearchStrategy[Any], size: tuple[int, int]) -> st.SearchStrate
             "region": st.sampled_from(REGION_VALUES),
             "age": st.sampled_from(AGE_VALUES),
             "v": VALUES,
+            "w": WEIGHTS,
         }
     )
     return st.lists(row, min_size=size[0], max_size=size[1])
@@ -119,7 +133,13 @@ def insert(base: list[dict], extra: list[dict], positions: list[int]) -> list[di
 
 
 def frame(data: list[dict]) -> pl.DataFrame:
-    schema = {"pid": pl.Int64, "region": pl.String, "age": pl.Int64, "v": pl.Float64}
+    schema = {
+        "pid": pl.Int64,
+        "region": pl.String,
+        "age": pl.Int64,
+        "v": pl.Float64,
+        "w": pl.Float64,
+    }
     return pl.DataFrame(data, schema=schema)
 
 

@@ -28,7 +28,7 @@ from conftest import ROOT, allocation_of
 
 from dprelease.mechanism import Allocation, Measurement
 from dprelease.mechanism.engines import Engine, ExactAggregates, get_engine, new_salt
-from dprelease.spec import ResolvedSpec, StatisticKind, load_spec, parse_spec, period_of
+from dprelease.spec import ResolvedSpec, load_spec, parse_spec, period_of
 from pipelines.demo_data import generate_case_control, generate_visits
 
 SPECS = ROOT / "pipelines" / "specs"
@@ -88,14 +88,25 @@ def _as_unit(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def _units(value: Any, m: Measurement) -> int:
-    """Contract §7: null/NaN → 0 or lower; clamp; round half to even in units of g; clamp."""
-    assert m.lower is not None and m.upper is not None
+def _clamped(value: Any, lower: float, upper: float) -> float:
+    """Contract §7: null/NaN → 0 if 0 ∈ [lower, upper], else lower; then clamped."""
     x = None if value is None else float(value)
     if x is None or math.isnan(x):
-        x = 0.0 if m.lower <= 0 <= m.upper else m.lower
-    x = min(max(x, m.lower), m.upper)
-    units = round(x / float(m.granularity))  # Python rounds half to even, exactly
+        x = 0.0 if lower <= 0 <= upper else lower
+    return min(max(x, lower), upper)
+
+
+def _units(row: dict[str, Any], m: Measurement) -> int:
+    """Contract §7: the value clamped (a survey weight clamped to [0, W] and multiplied in; a
+    weighted count is the weight alone), rounded half to even in units of g, clamped."""
+    value = 1.0
+    if m.column is not None:
+        assert m.lower is not None and m.upper is not None
+        value = _clamped(row[m.column], m.lower, m.upper)
+    if m.survey_weight is not None:
+        weight = _clamped(row[m.survey_weight.column], 0.0, m.survey_weight.upper)
+        value = weight if m.column is None else value * weight
+    units = round(value / float(m.granularity))  # Python rounds half to even, exactly
     return min(max(units, m.lower_units), m.upper_units)
 
 
@@ -121,7 +132,7 @@ def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: 
         if cell is None or unit is None:
             continue
         for m in plan.measurements:
-            out[m.name][cell] += 1 if m.kind is StatisticKind.COUNT else _units(row[m.column], m)
+            out[m.name][cell] += 1 if m.counts_rows else _units(row, m)
     if spec.privacy_unit is None:
         summary["unit_rows"] = None
     return {**out, "summary": summary}
@@ -138,7 +149,9 @@ def synthetic(
     seed: int = 11,
 ) -> pl.DataFrame:
     """Units within the given bounds (so nothing is truncated), keys partly null or outside the
-    domains, values with nulls, NaN, ±inf, outliers and half-unit ties. Test data, not noise."""
+    domains, values with nulls, NaN, ±inf, outliers and half-unit ties; survey weights `wt`
+    with nulls, NaN, ±inf, negatives, zeros, weights above every declared bound and halves
+    (whose products make ties). Test data, not noise."""
     rng = np.random.default_rng(seed)
     keys = [(r, a) for r in ["n", "s", "e", "x", None] for a in [1, 2, 3, 0, 7, None]]
     out: dict[str, list] = {"pid": [], "region": [], "age": []}
@@ -156,7 +169,7 @@ def synthetic(
     special = [None, float("nan"), float("inf"), -float("inf"), 1e300, 0.125, 0.375, -0.125]
     picks = rng.random(n) < 0.15
     day0 = date(2024, 1, 1)
-    return pl.DataFrame(
+    frame = pl.DataFrame(
         {
             **out,
             "cost": [
@@ -171,6 +184,17 @@ def synthetic(
             ],
         },
         schema_overrides={"age": pl.Int32, "cost": pl.Float64},
+    )
+    odd = [None, float("nan"), float("inf"), -float("inf"), -3.0, 0.0, 1e6, 0.5, 1.5, 2.5]
+    weights = rng.gamma(2.0, 150.0, n).round(2)
+    return frame.with_columns(
+        wt=pl.Series(
+            [
+                odd[rng.integers(len(odd))] if pick else w
+                for pick, w in zip(rng.random(n) < 0.2, weights, strict=True)
+            ],
+            dtype=pl.Float64,
+        )
     )
 
 
@@ -239,6 +263,7 @@ def with_float_ages(df: pl.DataFrame) -> pl.DataFrame:
 
 
 PERIOD_SPEC = {"column": "day", "every": "month"}
+WEIGHT = {"column": "wt", "upper": 800}
 CASES = [
     Case("grouped", parsed(), synthetic),
     Case("ungrouped", parsed(group_by=[]), synthetic),
@@ -325,6 +350,41 @@ CASES = [
             pl.col("age").cast(pl.UInt64).replace({7: 2**64 - 1}),
             (pl.col("visits") / 4).cast(pl.Decimal(12, 2)),
             pl.col("pid").cast(pl.Decimal(20, 0)),
+        ),
+    ),
+    Case("survey_weight_on_the_release", parsed(survey_weight=WEIGHT), synthetic),
+    Case(
+        "survey_weights_per_statistic",
+        parsed(
+            statistics=[
+                {"name": "rows", "kind": "count"},
+                {"name": "n", "kind": "count", "survey_weight": WEIGHT},
+                {
+                    "name": "cost",
+                    "kind": "sum",
+                    "column": "cost",
+                    "lower": -10,
+                    "upper": 50,
+                    "granularity": 0.25,  # half-unit ties: weights of halves times 0.125, 0.375
+                    "survey_weight": WEIGHT,
+                },
+                {
+                    "name": "avg",  # bounds above 0: a weight of 0 still makes 0 reachable
+                    "kind": "mean",
+                    "column": "cost",
+                    "lower": 10,
+                    "upper": 20,
+                    "survey_weight": {"column": "visits", "upper": 7.5},
+                },
+            ]
+        ),
+        synthetic,
+    ),
+    Case(
+        "decimal_survey_weights",
+        parsed(survey_weight=WEIGHT),
+        lambda: synthetic().with_columns(
+            pl.col("wt").fill_nan(None).clip(-1e4, 1e4).cast(pl.Decimal(12, 2))
         ),
     ),
     Case(

@@ -209,9 +209,40 @@ def columns_read(loaded: ResolvedSpec) -> dict[str, str]:
     for i, stat in enumerate(spec.statistics):
         if not isinstance(stat, CountStatistic):
             paths.setdefault(stat.column, f"release.statistics[{i}].column")
+    for column, path in _weights_read(loaded).items():
+        paths.setdefault(column, path)
     if spec.period is not None:
         paths[spec.period.column] = "release.period.column"
     return paths
+
+
+def _weights_read(loaded: ResolvedSpec) -> dict[str, str]:
+    """Every survey weight column the spec reads, with the YAML path that declares it."""
+    spec = loaded.spec
+    paths: dict[str, str] = {}
+    for i, stat in enumerate(spec.statistics):
+        if stat.survey_weight is not None:
+            paths.setdefault(stat.survey_weight.column, f"release.statistics[{i}].survey_weight")
+        elif spec.survey_weight is not None:
+            paths.setdefault(spec.survey_weight.column, "release.survey_weight")
+    return {column: f"{path}.column" for column, path in paths.items()}
+
+
+def summed(plan: Allocation) -> list[Measurement]:
+    """The measurements that sum a value per row (all but counts of rows), in the plan's order:
+    each engine aggregates one column of integer units for each."""
+    return [m for m in plan.measurements if not m.counts_rows]
+
+
+def values_read(plan: Allocation) -> list[str]:
+    """The input columns whose values are summed (values and survey weights), each once."""
+    columns = [
+        column
+        for m in summed(plan)
+        for column in (m.column, m.survey_weight.column if m.survey_weight else None)
+        if column is not None
+    ]
+    return list(dict.fromkeys(columns))
 
 
 def _atomic(dtype: pl.DataType) -> bool:
@@ -266,16 +297,16 @@ def validate_schema(
                 f"fix the domain or the column{hint(column)}",
                 paths[column],
             )
+    numeric: dict[str, str] = {}  # column → who needs numbers in it (the first to read it)
     for stat in spec.statistics:
-        if isinstance(stat, CountStatistic) or stat.column in untyped:
-            continue
-        summed = stat.column
-        if not (schema[summed].is_numeric() or schema[summed] == pl.Null):
+        if not isinstance(stat, CountStatistic):
+            numeric.setdefault(stat.column, f"statistic {stat.name!r} needs a numeric column")
+    for column in _weights_read(loaded):
+        numeric.setdefault(column, "a survey weight needs a numeric column")
+    for column, why in numeric.items():
+        if column not in untyped and not (schema[column].is_numeric() or schema[column] == pl.Null):
             raise SchemaError(
-                summed,
-                f"has dtype {schema[summed]} but statistic {stat.name!r} needs a numeric "
-                f"column{hint(summed)}",
-                paths[summed],
+                column, f"has dtype {schema[column]} but {why}{hint(column)}", paths[column]
             )
     if spec.period is not None and spec.period.column not in untyped:
         dtype = schema[spec.period.column]

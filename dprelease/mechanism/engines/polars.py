@@ -36,11 +36,13 @@ from dprelease.mechanism.engines import (
     declared,
     fingerprint,
     scan,
+    summed,
     validate_schema,
+    values_read,
     withholding_engine_errors,
 )
 from dprelease.period import Period
-from dprelease.spec import ResolvedSpec, StatisticKind
+from dprelease.spec import ResolvedSpec
 
 #: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
 #: for a query with two keys and two sums), so peak memory stays flat however long the input.
@@ -106,16 +108,32 @@ def _as_date(column: str, data: pl.DataType) -> pl.Expr:
     return expr.cast(pl.Date) if data == pl.Null else expr
 
 
-def _units_of(m: Measurement, value: str) -> pl.Expr:
-    """The value as a number, null/NaN filled by the nulls rule, clamped, in integer units.
+def _clamped(column: str, lower: float, upper: float) -> pl.Expr:
+    """The value as a number, null/NaN filled by the nulls rule, clamped to [lower, upper].
 
     A null or NaN (or text that does not parse) counts as 0 when 0 lies in [lower, upper], else
     as lower; ±inf is clamped.
     """
-    assert m.lower is not None and m.upper is not None
-    fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
-    number = pl.col(value).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
-    units = (number.clip(m.lower, m.upper) / float(m.granularity)).round()
+    fill = 0.0 if lower <= 0.0 <= upper else lower
+    number = pl.col(column).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
+    return number.clip(lower, upper)
+
+
+def _units_of(m: Measurement, read: list[str]) -> pl.Expr:
+    """What a row adds to `m` in integer units: its value clamped, times its survey weight
+    clamped to [0, W] (a weighted count: the weight alone), rounded half to even to units of
+    the granularity, then clamped to the range in units, so Δ holds in the integers noised.
+
+    `read` are the summed columns (`values_read`), the internal `:value{i}` of each."""
+    factors = []
+    if m.column is not None:
+        assert m.lower is not None and m.upper is not None
+        factors.append(_clamped(_value(read.index(m.column)), m.lower, m.upper))
+    if m.survey_weight is not None:
+        weight = _value(read.index(m.survey_weight.column))
+        factors.append(_clamped(weight, 0.0, m.survey_weight.upper))
+    product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
+    units = (product / float(m.granularity)).round()
     # clamped while still a float (the unit bounds are at most 2^53, so exact as floats), then
     # cast once: the cast cannot fail, as every value is a whole number within the bounds
     units = units.clip(float(m.lower_units), float(m.upper_units))
@@ -131,15 +149,6 @@ def _narrowest_int(low: int, high: int) -> pl.DataType:
     return pl.Int64()
 
 
-def _sums(plan: Allocation) -> list[Measurement]:
-    return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
-
-
-def _summed(plan: Allocation) -> list[str]:
-    """The summed columns, each once."""
-    return list(dict.fromkeys(str(m.column) for m in _sums(plan)))
-
-
 def _selected(
     lf: pl.LazyFrame, declaration: Declared, loaded: ResolvedSpec, plan: Allocation
 ) -> pl.LazyFrame:
@@ -152,7 +161,7 @@ def _selected(
     keys = _keys(loaded)
     selected = [
         *(_as_key(c, schema[c], loaded.key_dtype(c)).alias(keys[c]) for c in spec.key_columns),
-        *(pl.col(c).alias(_value(i)) for i, c in enumerate(_summed(plan))),
+        *(pl.col(c).alias(_value(i)) for i, c in enumerate(values_read(plan))),
     ]
     if spec.privacy_unit is not None:
         unit = pl.col(spec.privacy_unit)
@@ -204,11 +213,8 @@ def _row_local(
                 lf = lf.filter(key.is_in(domain.get_column(column).implode()))
         else:
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
-    summed = _summed(plan)
-    sums = [
-        _units_of(m, _value(summed.index(str(m.column)))).alias(_units(i))
-        for i, m in enumerate(_sums(plan))
-    ]
+    read = values_read(plan)
+    sums = [_units_of(m, read).alias(_units(i)) for i, m in enumerate(summed(plan))]
     if spec.privacy_unit is None:
         return lf.with_columns(sums)
     return lf.select(*keys.values(), _UNIT, *sums)
@@ -237,7 +243,7 @@ def _aggregated(lf: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation) -> pl.
     """Rows and Int128 sums of units per observed in-domain group."""
     aggregations = [
         pl.len().cast(pl.Int128).alias(_ROWS),
-        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(_sums(plan)))),
+        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(summed(plan)))),
     ]
     keys = list(_keys(loaded).values())
     return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
@@ -349,7 +355,7 @@ class PolarsEngine:
             observed = internal.join(
                 observed, on=internal.columns, how="left", maintain_order="left"
             )
-        column = {m.name: _units(i) for i, m in enumerate(_sums(plan))}
+        column = {m.name: _units(i) for i, m in enumerate(summed(plan))}
         values = {
             m.name: observed.get_column(column.get(m.name, _ROWS)).fill_null(0).alias(m.name)
             for m in plan.measurements

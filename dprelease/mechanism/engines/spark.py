@@ -33,7 +33,9 @@ from dprelease.mechanism.engines import (
     InputSummary,
     columns_read,
     fingerprint,
+    summed,
     validate_schema,
+    values_read,
     withholding_engine_errors,
 )
 from dprelease.mechanism.engines._spark_session import (
@@ -45,7 +47,7 @@ from dprelease.mechanism.engines._spark_session import (
     spark_session,
 )
 from dprelease.period import Period
-from dprelease.spec import ResolvedSpec, StatisticKind
+from dprelease.spec import ResolvedSpec
 
 #: The fingerprint's hash seed is fixed (not the per-release salt): fingerprints of the same rows
 #: must agree across runs. Spark's xxhash64 is stable across versions.
@@ -150,20 +152,30 @@ def _epoch_seconds(day: date) -> int:
     return (day - date(1970, 1, 1)).days * 86_400
 
 
-def _units(value: Column, m: Measurement) -> Column:
-    """The value as a number, null/NaN filled by the nulls rule, clamped, in integer units
-    (round half to even, as polars' `round`): a BIGINT (|units| ≤ 2^53), narrower than the
-    DECIMAL(38,0) sums while rows are shuffled and sorted."""
-    assert m.lower is not None and m.upper is not None
-    fill = 0.0 if m.lower <= 0.0 <= m.upper else m.lower
+def _clamped(value: Column, lower: float, upper: float) -> Column:
+    """The value, null/NaN filled by the nulls rule (0 if within the bounds, else lower),
+    clamped to [lower, upper]."""
+    fill = 0.0 if lower <= 0.0 <= upper else lower
     number = F.when(value.isNull() | F.isnan(value), F.lit(fill)).otherwise(value)
-    number = F.least(F.greatest(number, F.lit(m.lower)), F.lit(m.upper))
-    units = F.rint(number / F.lit(float(m.granularity))).try_cast(T.LongType())
+    return F.least(F.greatest(number, F.lit(lower)), F.lit(upper))
+
+
+def _units(m: Measurement, read: list[str]) -> Column:
+    """What a row adds to `m` in integer units, as the polars engine computes it: the value
+    clamped, times the survey weight clamped to [0, W] (a weighted count: the weight alone),
+    rounded half to even (as polars' `round`), clamped to the range in units: a BIGINT
+    (|units| ≤ 2^53), narrower than the DECIMAL(38,0) sums while rows are shuffled and sorted.
+    `read` are the summed columns (`values_read`), the `value{i}` of each."""
+    factors = []
+    if m.column is not None:
+        assert m.lower is not None and m.upper is not None
+        factors.append(_clamped(F.col(f"value{read.index(m.column)}"), m.lower, m.upper))
+    if m.survey_weight is not None:
+        weight = F.col(f"value{read.index(m.survey_weight.column)}")
+        factors.append(_clamped(weight, 0.0, m.survey_weight.upper))
+    product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
+    units = F.rint(product / F.lit(float(m.granularity))).try_cast(T.LongType())
     return F.least(F.greatest(units, F.lit(m.lower_units)), F.lit(m.upper_units))
-
-
-def _sums(plan: Allocation) -> list[Measurement]:
-    return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
 
 
 def _domain_frame(
@@ -239,7 +251,6 @@ def _selected(frame: DataFrame, loaded: ResolvedSpec, plan: Allocation) -> DataF
     spec = loaded.spec
     schema = frame.schema
     types = {column: _key_types(loaded, column) for column in spec.key_columns}
-    summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
 
     def key(column: str) -> Column:
         typed = _as_key(_column(column), schema[column].dataType, types[column][1])
@@ -253,7 +264,7 @@ def _selected(frame: DataFrame, loaded: ResolvedSpec, plan: Allocation) -> DataF
         *(key(c).alias(f"key{i}") for i, c in enumerate(spec.key_columns)),
         *(
             _number(_column(c), schema[c].dataType, T.DoubleType()).alias(f"value{i}")
-            for i, c in enumerate(summed)
+            for i, c in enumerate(values_read(plan))
         ),
     ]
     if spec.period is not None:
@@ -358,11 +369,8 @@ def _cells(
         df = df.join(domain_frame, on=names, how="inner")
         df = df.withColumn("cell", cell + F.col("index") * stride).drop("index", *names)
         cell, stride = F.col("cell"), stride * domain.height
-    summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
-    units = [
-        _units(F.col(f"value{summed.index(str(m.column))}"), m).alias(f"units{i}")
-        for i, m in enumerate(_sums(plan))
-    ]
+    read = values_read(plan)
+    units = [_units(m, read).alias(f"units{i}") for i, m in enumerate(summed(plan))]
     bounding = ["unit", "order", "salt"] if spec.privacy_unit is not None else []
     df = df.select(cell.alias("cell"), *units, *bounding)
     if spec.privacy_unit is not None:
@@ -422,7 +430,7 @@ class SparkEngine:
             values = observed.get_column(column).cast(pl.Int128)
             return pl.zeros(loaded.cells, dtype=pl.Int128, eager=True).scatter(at, values)
 
-        column = {m.name: f"units{i}" for i, m in enumerate(_sums(plan))}
+        column = {m.name: f"units{i}" for i, m in enumerate(summed(plan))}
         values = {
             m.name: laid_out(column.get(m.name, "rows")).alias(m.name) for m in plan.measurements
         }
