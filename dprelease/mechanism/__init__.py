@@ -1,0 +1,1 @@
+"""How a release is computed: accounting, exact noise, engines, margins, post-processing."""
