@@ -46,117 +46,100 @@ def histograms(values: np.ndarray, bins: int) -> np.ndarray:
 # --------------------------------------------------------------------------- the exact law
 
 
-def rank_ranges(hist: list[int]) -> tuple[list[int], list[int]]:
-    upto = list(itertools.accumulate(hist))
-    return [u - h for u, h in zip(upto, hist, strict=True)], upto
+def value_scores(hist: list[int], p: Fraction) -> list[int]:
+    """d·|(1 − p)·#{x < k} − p·#{x > k}| per grid point, straight from the definition."""
+    a, d = p.numerator, p.denominator
+    n = sum(hist)
+    return [abs((d - a) * sum(hist[:k]) - a * (n - sum(hist[: k + 1]))) for k in range(len(hist))]
 
 
-def value_scores(hist: list[int], p: Fraction) -> list[Fraction]:
-    """Distance (in ranks) of p·n from the ranks each grid point holds."""
-    below, upto = rank_ranges(hist)
-    target = p * sum(hist)
-    return [max(Fraction(0), b - target, target - u) for b, u in zip(below, upto, strict=True)]
-
-
-def end_scores(hist: list[int], value: int, target: int) -> dict[int, int]:
-    """Interval-end scores of every point but `value` (ranks counted away from it)."""
-    scores = {}
-    for j in range(len(hist)):
-        if j > value:
-            lo, hi = sum(hist[value + 1 : j]), sum(hist[value + 1 : j + 1])
-        elif j < value:
-            lo, hi = sum(hist[j + 1 : value]), sum(hist[j:value])
-        else:
-            continue
-        if j in (0, len(hist) - 1):
-            hi += target
-        scores[j] = max(0, lo - target, target - hi)
-    return scores
-
-
-def permute_and_flip_law(coin: dict[int, float], fallback: int) -> dict[int, float]:
-    """P(output = k) when each k's coin is heads with probability coin[k] and the output is a
-    uniform heads-up k (`fallback` when none is)."""
-    keys = list(coin)
+def permute_and_flip_law(scores: dict[int, int], scale: float) -> dict[int, float]:
+    """P(output = k) of permute-and-flip: each k's coin is heads with probability
+    exp(−(score − best)/scale); the output is the first heads in a uniformly random order."""
+    keys = list(scores)
+    best = min(scores.values())
+    coin = {k: math.exp(-(scores[k] - best) / scale) for k in keys}
     law: dict[int, float] = {}
-    for heads in itertools.product([False, True], repeat=len(keys)):
-        weight = math.prod(coin[k] if h else 1 - coin[k] for k, h in zip(keys, heads, strict=True))
-        chosen = [k for k, h in zip(keys, heads, strict=True) if h] or [fallback]
-        for k in chosen:
-            law[k] = law.get(k, 0.0) + weight / len(chosen)
+    for order in itertools.permutations(keys):
+        reach = 1.0 / math.factorial(len(keys))  # P(this order, and no heads so far)
+        for k in order:
+            law[k] = law.get(k, 0.0) + reach * coin[k]
+            reach *= 1 - coin[k]
     return law
 
 
-def exact_release_law(hist: list[int], pl: q.QuantilePlan) -> dict[tuple[int, int, int], float]:
-    """P(value, low, high) of a one-p release, from the mechanism's definition."""
-    (p,) = pl.ps
-    scale = float(pl.value_scales[0]) / p.denominator  # in ranks
-    values = permute_and_flip_law(
-        {k: math.exp(-float(s) / scale) for k, s in enumerate(value_scores(hist, p))}, 0
-    )
-    law = {}
-    for v, pv in values.items():
-        coin = {
-            j: math.exp(-s / float(pl.interval_scale))
-            for j, s in end_scores(hist, v, pl.interval_targets[0]).items()
-        }
-        high = permute_and_flip_law({j: c for j, c in coin.items() if j > v}, v)
-        low = permute_and_flip_law({j: c for j, c in coin.items() if j < v}, v)
-        for (lo, pl_), (hi, ph) in itertools.product(low.items(), high.items()):
-            law[(v, lo, hi)] = law.get((v, lo, hi), 0.0) + pv * pl_ * ph
+def exact_values_law(hist: list[int], pl: q.QuantilePlan) -> dict[tuple[int, ...], float]:
+    """P(values) of the level-by-level release, each p among the points its released
+    neighbours in p leave it, enumerated from the mechanism's definition."""
+    law: dict[tuple[int, ...], float] = {(): 1.0}
+    fixed: dict[tuple[int, ...], dict[int, int]] = {(): {}}
+    for level in pl.levels:
+        next_law: dict[tuple[int, ...], float] = {}
+        next_fixed: dict[tuple[int, ...], dict[int, int]] = {}
+        for key, weight in law.items():
+            known = fixed[key]
+            laws = []
+            for i, below, above in level:
+                lo = known[below] if below is not None else 0
+                hi = known[above] if above is not None else len(hist) - 1
+                scores = value_scores(hist, pl.ps[i])
+                allowed = {k: scores[k] for k in range(lo, hi + 1)}
+                laws.append((i, permute_and_flip_law(allowed, float(pl.value_scales[i]))))
+            for picks in itertools.product(*(sorted(law_i.items()) for _, law_i in laws)):
+                chosen = dict(known)
+                w = weight
+                for (i, _), (k, pk) in zip(laws, picks, strict=True):
+                    chosen[i] = k
+                    w *= pk
+                new_key = tuple(chosen[i] for i in sorted(chosen))
+                next_law[new_key] = next_law.get(new_key, 0.0) + w
+                next_fixed[new_key] = chosen
+        law, fixed = next_law, next_fixed
     return law
 
 
 def chi_square_pvalue(observed: Counter, law: dict, n: int) -> float:
     """χ² of observed outcomes against an exact law; outcomes expected < 5 times are pooled."""
+    assert all(k in law for k in observed), "an outcome the law says is impossible"
     big = [k for k, pk in law.items() if pk * n >= 5]
     obs = [observed[k] for k in big]
     exp = [law[k] * n for k in big]
-    rest_obs, rest_exp = n - sum(obs), n - sum(exp)
-    if rest_exp > 1e-9 * n:
-        obs.append(rest_obs)
-        exp.append(rest_exp)
-    assert sum(observed[k] for k in observed if k not in law) == 0, "impossible outcome"
+    if n - sum(exp) > 1e-9 * n:
+        obs.append(n - sum(obs))
+        exp.append(n - sum(exp))
     return float(stats.chisquare(obs, exp).pvalue)
 
 
 HIST = [3, 1, 0, 2, 1, 1]
 
 
-def draw_one_p(hist: list[int], pl: q.QuantilePlan, cells: int, seed: int) -> Counter:
-    """`cells` independent releases of one histogram (each cell is its own draw)."""
-    release = q.release_quantiles(
-        np.tile(np.asarray(hist, dtype=np.int64), (cells, 1)),
-        pl,
-        NoiseSource.seeded_for_tests(seed),
-    )
-    return Counter(
-        zip(
-            release.values[:, 0].tolist(),
-            release.low[:, 0].tolist(),
-            release.high[:, 0].tolist(),
-            strict=True,
-        )
-    )
+def sample_values(hist: list[int], pl: q.QuantilePlan, cells: int, seed: int) -> Counter:
+    """`cells` independent draws of the values mechanism on one histogram (before the ladder's
+    post-processing, which the law above does not include)."""
+    table = np.tile(np.asarray(hist, dtype=np.int64), (cells, 1))
+    below, upto = q._cumulative(table)
+    values = q._release_values(below, upto, pl, NoiseSource.seeded_for_tests(seed))
+    return Counter(map(tuple, values.tolist()))
 
 
-@pytest.mark.parametrize("p", [HALF, Fraction(1, 3)])
-def test_release_follows_the_exact_law(p: Fraction) -> None:
-    """χ² of (value, low, high) over 40,000 releases against the enumerated law; false-alarm
-    rate 1e-4 per case. The scale is large enough that many outcomes are likely."""
-    pl = plan([p], 3, len(HIST))
-    law = exact_release_law(HIST, pl)
+@pytest.mark.parametrize(("ps", "epsilon"), [([HALF], 3), ([Fraction(1, 3)], 3), (QUARTILES, 6)])
+def test_values_follow_the_exact_law(ps: list[Fraction], epsilon: int) -> None:
+    """χ² of the released values (jointly, for the quartiles) over 40,000 draws against the
+    enumerated law; false-alarm rate 1e-4 per case. The ε is small enough that many outcomes
+    are likely, so a wrong law would show."""
+    pl = plan(ps, epsilon, len(HIST))
+    law = exact_values_law(HIST, pl)
     assert math.isclose(sum(law.values()), 1.0)
-    assert len([k for k in law if law[k] * 40_000 >= 5]) >= 12  # the test sees many outcomes
-    assert chi_square_pvalue(draw_one_p(HIST, pl, 40_000, seed=11), law, 40_000) > 1e-4
+    assert len([k for k in law if law[k] * 40_000 >= 5]) >= 5
+    assert chi_square_pvalue(sample_values(HIST, pl, 40_000, seed=11), law, 40_000) > 1e-4
 
 
 def test_chi_square_catches_a_wrong_scale() -> None:
     """The same draws against the law at 1.5× the scale are rejected: the test has power."""
     pl = plan([HALF], 3, len(HIST))
-    wrong = plan([HALF], 2, len(HIST))  # ε 2/3 as large: every scale 1.5×
-    observed = draw_one_p(HIST, pl, 40_000, seed=11)
-    assert chi_square_pvalue(observed, exact_release_law(HIST, wrong), 40_000) < 1e-6
+    wrong = plan([HALF], 2, len(HIST))  # ε 2/3 as large: the scale 1.5×
+    observed = sample_values(HIST, pl, 40_000, seed=11)
+    assert chi_square_pvalue(observed, exact_values_law(HIST, wrong), 40_000) < 1e-6
 
 
 # --------------------------------------------------------------------------- privacy
@@ -173,89 +156,160 @@ def neighbours_of(hist: tuple[int, ...], rows: int) -> list[tuple[int, ...]]:
     return out
 
 
-@pytest.mark.parametrize(("p", "rows"), [(HALF, 1), (Fraction(1, 4), 1), (HALF, 2)])
-def test_exact_privacy_loss_on_a_tiny_grid(p: Fraction, rows: int) -> None:
-    """Exhaustively, on 3 grid points and up to 4 rows: for every pair of histograms one unit
-    apart, every outcome (value, low, high) is at most e^ε times as likely under one as under
-    the other (ε of the p, value and interval together). No sampling: the law is exact."""
-    epsilon = Fraction(1)
-    pl = plan([p], epsilon, 3, rows=rows)
+@pytest.mark.parametrize(
+    ("ps", "rows"), [([HALF], 1), ([Fraction(1, 4)], 1), ([HALF], 2), (QUARTILES, 1)]
+)
+def test_exact_privacy_loss_of_the_values(ps: list[Fraction], rows: int) -> None:
+    """Exhaustively, on 4 grid points and up to 4 rows: for every pair of histograms one unit
+    apart, every outcome of the values is at most e^ε' times as likely under one as under the
+    other, ε' = the plan's value_epsilon. No sampling: the law is exact. For the quartiles this
+    checks the level costs: releasing them level by level spends no more than stated."""
+    pl = plan(ps, 1, 4, rows=rows)
     worst = 0.0
-    for hist in itertools.product(range(5), repeat=3):
+    for hist in itertools.product(range(5), repeat=4):
         if sum(hist) > 4:
             continue
-        law = exact_release_law(list(hist), pl)
+        law = exact_values_law(list(hist), pl)
         for other in neighbours_of(hist, rows):
-            other_law = exact_release_law(list(other), pl)
-            for outcome in law.keys() | other_law.keys():
-                a, b = law.get(outcome, 0.0), other_law.get(outcome, 0.0)
-                if a == b == 0:
-                    continue  # e.g. an end that always finds the padded domain end
-                assert a > 0 and b > 0, "an outcome impossible on one side only breaks ε-DP"
-                worst = max(worst, abs(math.log(a / b)))
-    assert worst <= float(epsilon) + 1e-9
-    assert worst > 0.2 * float(epsilon)  # the bound is not vacuous: the loss is really spent
+            other_law = exact_values_law(list(other), pl)
+            assert law.keys() == other_law.keys()  # nothing possible on one side only
+            for outcome, a in law.items():
+                worst = max(worst, abs(math.log(a / other_law[outcome])))
+    assert worst <= float(pl.value_epsilon) + 1e-9
+    assert worst > 0.2 * float(pl.value_epsilon)  # the loss is really spent: not vacuous
+
+
+def random_neighbour(
+    rng: np.random.Generator, table: np.ndarray, rows: int, substitute: bool
+) -> np.ndarray:
+    """A unit of `rows` rows removed and/or added anywhere in the table (half the time all on
+    one grid point of one cell: the worst cases)."""
+    other = table.copy()
+    remove = substitute or rng.random() < 0.5
+
+    def places() -> tuple[np.ndarray, np.ndarray]:
+        cells = rng.integers(0, table.shape[0], rows)
+        points = rng.integers(0, table.shape[1], rows)
+        if rng.random() < 0.5:
+            return np.repeat(cells[:1], rows), np.repeat(points[:1], rows)
+        return cells, points
+
+    if remove:
+        for cell, k in zip(*places(), strict=True):
+            other[cell, k] -= other[cell, k] > 0
+    if substitute or not remove:
+        np.add.at(other, places(), 1)
+    return other
 
 
 @pytest.mark.parametrize("neighbours", [Neighbours.ADD_REMOVE, Neighbours.SUBSTITUTE])
 def test_scores_move_by_at_most_the_stated_sensitivity(neighbours: Neighbours) -> None:
-    """Random two-cell tables and random neighbours (a unit of R = 3 rows added or removed
-    anywhere; a substitution removes 3 rows and adds 3, each in either cell): summed over the
-    cells, no score moves by more than the plan's Δ, and some move by exactly Δ (tight)."""
+    """Random two-cell tables and neighbours (R = 3 rows; a substitution removes 3 and adds 3):
+    summed over the cells, no score moves by more than the plan's Δ, and some move by exactly
+    Δ (tight). And at the quartiles' second level, where the first and third quartile choose
+    among the points below and above a released median, the two together move by at most
+    level cost × Δ in units of their own Δ, again tightly."""
     rng = np.random.default_rng(5)
     rows, bins = 3, 9
     pl = plan(QUARTILES + [Fraction(1, 10)], 1, bins, rows=rows, neighbours=neighbours)
+    quartiles = plan(QUARTILES, 1, bins, rows=rows, neighbours=neighbours)
     value_moves = np.zeros(len(pl.ps), dtype=np.int64)
-    end_move = 0
+    level_spend = Fraction(0)
     for _ in range(4000):
         table = rng.integers(0, 4, size=(2, bins))
-        other = table.copy()
-        remove = neighbours is Neighbours.SUBSTITUTE or rng.random() < 0.5
-        # half the time a unit's rows share one cell and one point: the worst cases
-        cells, points = (rng.integers(0, 2, rows), rng.integers(0, bins, rows))
-        if rng.random() < 0.5:
-            cells, points = np.repeat(cells[:1], rows), np.repeat(points[:1], rows)
-        for cell, k in zip(cells, points, strict=True):
-            if remove:
-                other[cell, k] -= other[cell, k] > 0
-        if neighbours is Neighbours.SUBSTITUTE or not remove:
-            cells, points = (rng.integers(0, 2, rows), rng.integers(0, bins, rows))
-            if rng.random() < 0.5:
-                cells, points = np.repeat(cells[:1], rows), np.repeat(points[:1], rows)
-            np.add.at(other, (cells, points), 1)
-        below, upto = q._cumulative(table)
-        below2, upto2 = q._cumulative(other)
+        other = random_neighbour(rng, table, rows, neighbours is Neighbours.SUBSTITUTE)
+        scores = {}
         for i, p in enumerate(pl.ps):
-            move = np.abs(q._value_scores(below, upto, p) - q._value_scores(below2, upto2, p))
-            value_moves[i] = max(value_moves[i], move.max(axis=1).sum())
-        value = rng.integers(0, bins, size=2)
-        ends = q._end_scores(below, upto, value, 4) - q._end_scores(below2, upto2, value, 4)
-        end_move = max(end_move, int(np.abs(ends).max(axis=1).sum()))
+            one = q._value_scores(*q._cumulative(table), p)
+            two = q._value_scores(*q._cumulative(other), p)
+            scores[p] = np.abs(one - two)
+            value_moves[i] = max(value_moves[i], scores[p].max(axis=1).sum())
+        median = rng.integers(0, bins, size=(2, 1))
+        points = np.arange(bins)
+        spend = Fraction(0)
+        for i, allowed in ((0, points <= median), (2, points >= median)):
+            p = quartiles.ps[i]
+            moved = np.where(allowed, scores[p], 0).max(axis=1).sum()
+            spend += Fraction(int(moved), quartiles.value_score_sensitivity[i])
+        level_spend = max(level_spend, spend)
     assert value_moves.tolist() == list(pl.value_score_sensitivity)
-    assert end_move == pl.interval_score_sensitivity
+    assert level_spend == quartiles.level_costs[1] == Fraction(4, 3)
+
+
+def test_ladder_moves_by_at_most_the_rows_a_unit_moves() -> None:
+    """The ladder's block counts (for fixed released values) move in L1 by at most the rows one
+    unit moves, the sensitivity its discrete Laplace scale is set from; tight."""
+    rng = np.random.default_rng(8)
+    rows, bins = 3, 40
+    pl = plan(QUARTILES, 1, bins, rows=rows, neighbours=Neighbours.SUBSTITUTE)
+    worst = 0
+    for _ in range(2000):
+        table = rng.integers(0, 4, size=(2, bins))
+        other = random_neighbour(rng, table, rows, substitute=True)
+        values = np.sort(rng.integers(0, bins, size=(2, 3)), axis=1)
+        cuts = q._ladder_cuts(values, bins, pl.ladder_cuts)
+        moved = 0
+        for t in (table, other):
+            upto = np.cumsum(t, axis=1)
+            at = np.take_along_axis(upto, cuts, axis=1)
+            blocks = np.diff(np.concatenate([np.zeros((2, 1), int), at, upto[:, -1:]], axis=1))
+            moved = blocks - moved
+        worst = max(worst, int(np.abs(moved).sum()))
+    assert worst == pl.rows_moved == 2 * rows
+
+
+def test_chernoff_bounds_hold_against_the_exact_law() -> None:
+    """For a small scale and a few blocks, the exact law of (d − a)·Σ_below Z − a·Σ_above Z (by
+    convolving discrete Laplace pmfs) exceeds the table's bound with probability at most the
+    stated miss rate, and the bound is no more than twice the exact tail point."""
+    pl = plan(QUARTILES, 4, 16)
+    scale = float(pl.interval_scale)
+    table = pl.interval_bounds()
+    miss = q.SIDE_MISS / pl.ladder_cuts
+    reach = int(60 * scale) + 1
+    support = np.arange(-reach, reach + 1)
+    pmf = np.exp(-np.abs(support) / scale)
+    pmf /= pmf.sum()
+    for i, p in enumerate(pl.ps):
+        a, d = p.numerator, p.denominator
+        for below, above in ((1, 1), (3, 2), (6, 5)):
+            law, low = np.array([1.0]), 0  # law[j] = P(sum = low + j)
+            for weight, count in ((d - a, below), (-a, above)):
+                spread = np.zeros(2 * reach * abs(weight) + 1)
+                spread[:: abs(weight)] = pmf if weight > 0 else pmf[::-1]
+                for _ in range(count):
+                    law, low = np.convolve(law, spread), low - reach * abs(weight)
+            x = low + np.arange(law.size)
+            w = table[i, below, above]
+            assert law[x >= w].sum() <= miss
+            assert law[x >= w / 2].sum() > miss
 
 
 def test_empirical_privacy_audit() -> None:
-    """Released values on two neighbouring histograms (a row added at the median's edge), 200,000
-    releases each: for every outcome, a Clopper–Pearson lower bound on ln(P/P') must stay
-    below the value's ε. Bonferroni over all bounds: false-alarm rate 1e-6 in total."""
+    """The whole release (values, ladder, post-processing) on two neighbouring histograms, a
+    row added next to the median, 200,000 releases each: for every released (value, low, high),
+    a Clopper–Pearson lower bound on ln(P/P') must stay below ε. Bonferroni over every bound:
+    false-alarm rate 1e-6 in total."""
     pl = plan([HALF], 1, 4)
     hist = np.array([2, 1, 1, 2])
     other = np.array([2, 2, 1, 2])
     n = 200_000
-    outcomes = []
+    counts = []
     for h, seed in ((hist, 1), (other, 2)):
         release = q.release_quantiles(np.tile(h, (n, 1)), pl, NoiseSource.seeded_for_tests(seed))
-        outcomes.append(np.bincount(release.values[:, 0], minlength=4))
-    alpha = 1e-6 / (2 * 4 * 2)
+        outcomes = release.values[:, 0] * 16 + release.low[:, 0] * 4 + release.high[:, 0]
+        counts.append(np.bincount(outcomes, minlength=64))
+    seen = np.flatnonzero(counts[0] + counts[1])
+    alpha = 1e-6 / (2 * 2 * seen.size)
     worst = -math.inf
     for first, second in ((0, 1), (1, 0)):
-        for k in range(4):
-            lower = stats.binomtest(int(outcomes[first][k]), n).proportion_ci(1 - 2 * alpha).low
-            upper = stats.binomtest(int(outcomes[second][k]), n).proportion_ci(1 - 2 * alpha).high
-            worst = max(worst, math.log(lower / upper))
-    assert worst <= float(pl.value_epsilon)
-    assert worst > 0  # the two laws do differ detectably: the audit looks at something
+        for k in seen:
+            ci = stats.binomtest(int(counts[first][k]), n).proportion_ci(1 - 2 * alpha)
+            other_ci = stats.binomtest(int(counts[second][k]), n).proportion_ci(1 - 2 * alpha)
+            if ci.low > 0:
+                worst = max(worst, math.log(ci.low / other_ci.high))
+    assert worst <= float(pl.epsilon)
+    assert worst > 0  # the two laws differ detectably: the audit looks at something
 
 
 # --------------------------------------------------------------------------- coverage
@@ -346,21 +400,39 @@ def test_random_bits_drawn_do_not_depend_on_the_data(monkeypatch: pytest.MonkeyP
         calls.clear()
         q.release_quantiles(hist, pl, NoiseSource.seeded_for_tests(1))
         seen.append(list(calls))
-    assert seen[0] == seen[1] and len(seen[0]) == 2 * len(QUARTILES)
+    assert seen[0] == seen[1] and len(seen[0]) == len(QUARTILES) + 1  # values, then ladder
 
 
 # --------------------------------------------------------------------------- plan and grid
 
 
 def test_plan_states_budget_scales_and_rank_error() -> None:
+    """Quartiles at ε = 1, R = 2, add/remove: a tenth of ε for the ladder; the median first
+    (level cost 1), then the outer quartiles together (level cost 1 + 1/3), so each p's own
+    ε is (9/10)/(7/3) = 27/70, more than the (9/10)/3 of releasing them side by side."""
     pl = plan(["3/4", "1/4", "1/2"], 1, 1001, rows=2)
     assert pl.ps == tuple(QUARTILES)
-    assert pl.value_epsilon == Fraction(1, 4) and pl.interval_epsilon == Fraction(1, 12)
-    # median: Δ = max(1, 1)·2 = 2 in half-ranks, scale 2Δ/ε = 16 half-ranks = 8 ranks
-    assert pl.value_scales[1] == 16
-    assert pl.rank_error95[1] == pytest.approx(8 * math.log(1000 / 0.05))
-    assert pl.interval_scale == 48
-    assert all(t > r for t, r in zip(pl.interval_targets, pl.rank_error95, strict=True))
+    assert (pl.value_epsilon, pl.interval_epsilon) == (Fraction(9, 10), Fraction(1, 10))
+    assert pl.levels == (((1, None, None),), ((0, None, 1), (2, 1, None)))
+    assert pl.level_costs == (1, Fraction(4, 3))
+    assert pl.node_epsilon == Fraction(27, 70)
+    # median: Δ = max(1, 1)·2 = 2 half-ranks; scale 2Δ/ε = 280/27 half-ranks
+    assert pl.value_scales == (Fraction(280, 9), Fraction(280, 27), Fraction(280, 9))
+    assert pl.rank_error95[1] == pytest.approx(140 / 27 * math.log(1000 / 0.05))
+    assert pl.interval_scale == 20  # Δ = 2 rows per block vector, ε = 1/10
+
+
+def test_level_costs_of_other_p_sets() -> None:
+    """One p costs its ε; two p's cost no less than side by side (p = 1/4 then 3/4: a row
+    below 1/4's range moves 3/4's scores by a third of its Δ, but the levels are sequential);
+    seven p's (1/8 … 7/8) take three levels and get 1.38× the ε of seven equal shares (735/533)."""
+    assert plan([HALF], 1, 10).level_costs == (1,)
+    two = plan([Fraction(1, 4), Fraction(3, 4)], 1, 10)
+    assert two.level_costs == (1, 1) and two.node_epsilon == Fraction(9, 20)
+    seven = plan([Fraction(k, 8) for k in range(1, 8)], 1, 10)
+    assert len(seven.levels) == 3
+    assert seven.node_epsilon == Fraction(9, 10) / sum(seven.level_costs)
+    assert seven.node_epsilon / (Fraction(9, 10) / 7) == Fraction(735, 533)
 
 
 @pytest.mark.parametrize(

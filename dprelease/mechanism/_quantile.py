@@ -2,39 +2,39 @@
 
 What goes in: per cell, the histogram of the column's clamped values on a public grid of B
 points (`QuantileGrid`: lower, lower + resolution, …, upper), as the engine counts it after
-bounding each unit's contribution. What comes out: for each requested p, the released grid
-point of every cell and an interval of grid points that holds the cell's true p-quantile with
-probability ≥ 95%. The target is the value of rank ⌈p·n⌉ among the cell's n discretized values.
+bounding each unit's contribution. What comes out: for each requested p, a released grid point
+per cell and an interval of grid points that holds the cell's true p-quantile (the grid point
+of rank ⌈p·n⌉) with probability ≥ 95%. docs/quantiles.md has the measurements behind each
+choice; in short:
 
-How, and why (docs/quantiles.md has the measurements behind the choice):
+* **Values: permute-and-flip** (McKenna & Sheldon 2020) over the grid with the score
+  S(k) = |(1 − p)·#{x < k} − p·#{x > k}|, which counts ties at k as neither below nor above
+  (Smith 2011; OpenDP's score). Permute-and-flip is never worse than the exponential mechanism
+  and needs only Bernoulli(exp(−(S − S_min)/scale)) coins. A coin is [G ≥ S − S_min] with G
+  geometric, P(G ≥ s) = exp(−s/scale), taken from one exact discrete Laplace draw (G = Z for
+  Z ≥ 0, −Z − 1 otherwise), so every grid point costs one draw whatever the data. Flipping
+  every coin at once and taking a uniform heads-up point is exactly permute-and-flip: the first
+  heads of a uniformly random order is uniform among the heads.
+* **Several p's: one level at a time.** The middle p is released first over the whole grid;
+  the p's below it then choose only among grid points up to it, the p's above only among points
+  from it, and so on (as in Kaplan, Schnapp & Stemmer 2022). A row then moves its own p's
+  scores fully but the others' only by their a/max(a, d − a) or (d − a)/max(a, d − a), so a
+  level costs less than its p's added up (`level_costs`), and the values are monotone in p.
+  The score keeps the global target p·n, so no p inherits another's error as bias.
+* **Intervals: one noisy ladder.** A value says nothing about how many rows lie near it, so an
+  honest interval in the column's units needs a measurement. After the values, every cell's
+  grid is cut into blocks that double in width away from each released value; the block counts
+  get exact discrete Laplace noise (one row moves one block: L1 sensitivity = rows moved) from
+  a share of ε (`interval_share`). The noisy cumulative counts then bound where rank p·n lies:
+  a Chernoff bound on the summed noise, union-bounded over the cuts, makes each side miss with
+  probability ≤ 2.5%. The interval is widened to be monotone in p, which keeps its coverage,
+  and a value outside its interval is moved to its nearest end, which can only bring it closer
+  to a quantile the interval holds. All of it is post-processing of the ladder and the values.
 
-* The value is chosen by **permute-and-flip** (McKenna & Sheldon 2020) over the B grid points
-  with the *rank distance* score S(k) = distance of p·n from the ranks grid point k holds,
-  [#{x < k}, #{x ≤ k}]. Permute-and-flip is never worse than the exponential mechanism and
-  needs only Bernoulli(exp(−S/scale)) draws. A draw is [G ≥ S] with G geometric,
-  P(G ≥ s) = exp(−s/scale), which we take from one exact discrete Laplace draw (G = Z for Z ≥ 0,
-  −Z − 1 otherwise), so the work is B draws per cell whatever the data. Drawing every bin's
-  coin at once and taking a uniform accepted bin is exactly permute-and-flip: the first
-  accepted bin of a uniform random order is uniform among the accepted ones.
-  Measured against a hierarchical histogram (a noisy tree over the bins, one measurement for
-  every p), this is 5–20× more accurate in ranks at every n and ε tried, even with ε split
-  over three p's.
-* The **interval** costs a share of ε (`interval_share`): the score says nothing about how many
-  rows sit near the released point, so no post-processing of the value alone can give an
-  honest interval in the column's units. With probability ≥ 97.5% the released point k̂ is
-  within T ranks of p·n (T is data-free). A second permute-and-flip on each side of k̂ then
-  finds a grid point at least T ranks away: above k̂ it scores the rows in (k̂, j] against a
-  public target rank t' (and mirrored below). The two sides see disjoint rows, so together they
-  cost that share once (parallel composition); each side's target is padded with t' public rows
-  at the domain's end, so it always exists. Coverage ≥ 1 − 2.5% − 2.5% by a union bound.
-* **Several p's** split ε equally; the values are then sorted across p (a rearrangement,
-  which never increases the error) and the intervals widened to be monotone too.
-
-Privacy: one unit's change (`rows_moved` rows, removed plus added, over all cells) moves a
-value score by at most max(a, d − a)·rows_moved (p = a/d, scores kept in units of 1/d rank)
-and an interval score by at most rows_moved ranks; sampling at scale 2·Δ/ε makes each
-mechanism ε-DP. Everything is integer arithmetic on counts; random bits come only from the
-NoiseSource, and how many are drawn depends on the public grid and the number of cells.
+Privacy: one unit's change moves `rows_moved` rows (removed plus added, over all cells); the
+values cost `value_epsilon` in total and the ladder `interval_epsilon`. Everything is integer
+arithmetic on counts; random bits come only from the NoiseSource, and how many are drawn
+depends only on the number of cells, the plan, and (for the ladder) on released values.
 """
 
 from __future__ import annotations
@@ -66,16 +66,13 @@ __all__ = [
     "release_quantiles",
 ]
 
-#: Share of each p's ε spent on its interval; the rest chooses the value. A quarter keeps the
-#: value within ~4/3 of the error it would have with the whole share (docs/quantiles.md).
-DEFAULT_INTERVAL_SHARE = Fraction(1, 4)
-#: The interval misses with probability ≤ 5%: 2.5% that the value is further than T ranks from
-#: p·n, plus 2.5% that the interval's end on the side of the true quantile falls short.
-VALUE_MISS = 0.025
-END_MISS = 0.025
-#: Grid sizes and p denominators up to 2^20 and per-cell cumulative counts saturated at 2^40
-#: keep every score d·count below 2^60 in int64. Saturation is 1-Lipschitz, so the sensitivity
-#: bound still holds; it only ever touches cells of more than 10^12 rows.
+#: Share of the statistic's ε spent on the ladder that gives every p its interval.
+DEFAULT_INTERVAL_SHARE = Fraction(1, 10)
+#: Each side of an interval misses with probability at most this (two sides: 95%).
+SIDE_MISS = 0.025
+#: Grid sizes and p denominators up to 2^20 and per-cell counts saturated at 2^40 keep every
+#: score below 2^62 in int64. Saturation is 1-Lipschitz, so the sensitivity bound still holds;
+#: it only ever touches cells of more than 10^12 rows.
 MAX_BINS = 1 << 20
 MAX_P_DENOMINATOR = 1 << 20
 _COUNT_CAP = 1 << 40
@@ -88,8 +85,8 @@ class QuantileGrid:
     """The public grid a column is discretized to: B points lower + k·resolution, k < B.
 
     An engine clamps each value to [lower, upper] and rounds it to the nearest grid point
-    (halves up); `discretize` is that rule, for tests and benchmarks. A released grid point is
-    then within resolution/2 of the clamped column's own quantile.
+    (halves up); `discretize` is that rule, for tests and benchmarks. The released grid point
+    of rank ⌈p·n⌉ is within resolution/2 of the clamped column's own quantile.
     """
 
     lower: Fraction
@@ -132,43 +129,84 @@ class QuantileGrid:
         return np.clip(points, 0, self.bins - 1).astype(np.int64)
 
 
+def _weight_of(p: Fraction) -> int:
+    """max(a, d − a) for p = a/d: the most one row moves p's score (in units of 1/d rank)."""
+    return max(p.numerator, p.denominator - p.numerator)
+
+
+def _release_order(count: int) -> tuple[tuple[tuple[int, int | None, int | None], ...], ...]:
+    """Levels of (p index, index bounding it below, index bounding it above), middle first."""
+    levels: list[list[tuple[int, int | None, int | None]]] = []
+
+    def split(lo: int, hi: int, below: int | None, above: int | None, depth: int) -> None:
+        if lo >= hi:
+            return
+        mid = (lo + hi) // 2
+        if len(levels) <= depth:
+            levels.append([])
+        levels[depth].append((mid, below, above))
+        split(lo, mid, below, mid, depth + 1)
+        split(mid + 1, hi, mid, above, depth + 1)
+
+    split(0, count, None, None, 0)
+    return tuple(tuple(sorted(level)) for level in levels)
+
+
+def _level_cost(ps: list[Fraction]) -> Fraction:
+    """The most ε-units one row spends at a level whose p's choose among consecutive ranges.
+
+    A row at x moves the scores of points below it by a (in units of 1/d rank), of points above
+    it by d − a, and of x itself by 0. Only one p's range holds x inside it, and that p spends
+    its whole ε; a p whose range is all below x spends a/max(a, d − a) of its ε, one all above
+    (d − a)/max(a, d − a).
+    """
+    worst = Fraction(0)
+    for j in range(len(ps)):
+        cost = Fraction(1)
+        cost += sum((Fraction(p.numerator, _weight_of(p)) for p in ps[:j]), Fraction(0))
+        cost += sum(
+            (Fraction(p.denominator - p.numerator, _weight_of(p)) for p in ps[j + 1 :]),
+            Fraction(0),
+        )
+        worst = max(worst, cost)
+    return worst
+
+
 @dataclass(frozen=True)
 class QuantilePlan:
     """Everything a quantile release will do and state, from public settings only.
 
-    Per p: the ε that picks the value and the ε that finds its interval, the exact sampling
-    scales, and the data-free accuracy statement `rank_error95` (ranks: the released value's
-    rank is within p·n ± that with probability ≥ 95%). In the column's units the error is that
-    many ranks times the spacing of the cell's values near the quantile (plus resolution/2),
-    so only the released interval can say it per cell.
+    Each p's value is chosen with `node_epsilon` (the same for every p); a level of the release
+    order costs `level_costs[l]` × that, and the levels add up to `value_epsilon`. The ladder
+    costs `interval_epsilon`. `rank_error95` is the data-free accuracy statement.
     """
 
     ps: tuple[Fraction, ...]
     bins: int
     rows_moved: int
     epsilon: Fraction
-    value_epsilon: Fraction  # per p
-    interval_epsilon: Fraction  # per p
-    value_scales: tuple[Fraction, ...]  # geometric scale per p, in units of 1/d rank
-    interval_scale: Fraction  # geometric scale of the interval's ends, in ranks
+    value_epsilon: Fraction
+    interval_epsilon: Fraction
+    levels: tuple[tuple[tuple[int, int | None, int | None], ...], ...]
+    level_costs: tuple[Fraction, ...]
+    node_epsilon: Fraction
+    value_scales: tuple[Fraction, ...]  # per p: coin scale, in units of 1/d rank
+    interval_scale: Fraction  # discrete Laplace scale of each ladder block count
 
     @property
     def value_score_sensitivity(self) -> tuple[int, ...]:
-        """Δ of each p's value score (units of 1/d rank): max(a, d − a)·rows_moved."""
-        return tuple(
-            max(p.numerator, p.denominator - p.numerator) * self.rows_moved for p in self.ps
-        )
-
-    @property
-    def interval_score_sensitivity(self) -> int:
-        """Δ of an interval end's score, in ranks."""
-        return self.rows_moved
+        """Δ of each p's score (units of 1/d rank): max(a, d − a) per row moved."""
+        return tuple(_weight_of(p) * self.rows_moved for p in self.ps)
 
     def value_rank_bound(self, miss: float) -> tuple[float, ...]:
-        """T per p: P(the released value is more than T ranks from p·n) ≤ miss, for any data.
+        """T per p: P(the released point's score exceeds the best score by more than T ranks)
+        ≤ miss, for any data.
 
-        Permute-and-flip outputs a grid point only if its coin came up, so
-        P(score ≥ x) ≤ Σ over the ≤ B − 1 points scoring ≥ x of exp(−x/scale).
+        Permute-and-flip outputs a point only if its coin came up, so P(S − S_min ≥ x) ≤ Σ over
+        the ≤ B − 1 points that far from the best of exp(−x/scale). The score is the distance
+        of p·n from the point's rank with ties at it counted as a p-share below, so the released
+        point's rank is within T of p·n plus S_min (≤ max(p, 1 − p) × the rows tied at the true
+        quantile's grid point; 0 for continuous data at a fine resolution).
         """
         if self.bins == 1:
             return tuple(0.0 for _ in self.ps)
@@ -180,39 +218,68 @@ class QuantilePlan:
 
     @property
     def rank_error95(self) -> tuple[float, ...]:
-        """The planning statement: 95% rank error of each released value (data-free)."""
+        """The planning statement: 95% rank error of each released value (data-free bound)."""
         return self.value_rank_bound(0.05)
 
     @property
-    def interval_targets(self) -> tuple[int, ...]:
-        """t' per p: the rank, counted away from the released point, each interval end aims at.
+    def ladder_cuts(self) -> int:
+        """Cut slots per cell: each value's own block edges and doubling blocks either side."""
+        per_value = 2 * (max(1, (self.bins - 1).bit_length()) + 1)
+        return len(self.ps) * per_value
 
-        An end whose score is at most Y holds ≥ t' − Y ranks; t' − Y = ⌊T⌋ + 1 more than the
-        value can miss by (with probability 97.5% each), which is what coverage needs.
+    def interval_bounds(self) -> NDArray[np.float64]:
+        """w[p, k_below, k_above]: a bound (units of 1/d rank) that d·Ũ − a·ñ's noise exceeds
+        with probability ≤ SIDE_MISS / ladder_cuts, when Ũ sums k_below noisy blocks and ñ adds
+        k_above more. A Chernoff bound with the discrete Laplace moment generating function,
+        E e^{tZ} = (1 − q)² / ((1 − q e^t)(1 − q e^{−t})), q = exp(−1/scale), |t| < 1/scale;
+        every λ gives a valid bound and the best of a grid of λ is kept.
         """
-        slack = self._end_slack()
-        return tuple(math.floor(t) + 1 + slack for t in self.value_rank_bound(VALUE_MISS))
+        return _chernoff_table(
+            self.ps, float(self.interval_scale), self.ladder_cuts + 1, SIDE_MISS / self.ladder_cuts
+        )
 
     @property
-    def interval_rank_reach95(self) -> tuple[int, ...]:
-        """How far (ranks) past the released point each end of the interval lies, at most, with
-        probability ≥ 97.5%: t' plus the end's own error."""
-        slack = self._end_slack()
-        return tuple(t + slack for t in self.interval_targets)
-
-    def _end_slack(self) -> int:
-        """Y: an interval end's score exceeds Y with probability ≤ END_MISS."""
-        if self.bins == 1:
-            return 0
-        return max(
-            0, math.ceil(float(self.interval_scale) * math.log((self.bins - 1) / END_MISS)) - 1
+    def interval_rank_halfwidth(self) -> tuple[float, ...]:
+        """Per p, how far (ranks) from p·n the ladder can still place its cuts' noisy counts
+        without ruling them out, when every cut slot is a block (data-free). The interval in
+        the column's units is that band mapped through the cell's values, widened to the
+        doubling blocks' edges."""
+        blocks = self.ladder_cuts + 1
+        table = self.interval_bounds()
+        return tuple(
+            float(table[i, blocks // 2, blocks - blocks // 2]) / p.denominator
+            for i, p in enumerate(self.ps)
         )
+
+
+def _chernoff_table(
+    ps: tuple[Fraction, ...], scale: float, max_blocks: int, miss: float
+) -> NDArray[np.float64]:
+    q = math.exp(-1.0 / scale)
+    log_1mq = math.log1p(-q)
+    k = np.arange(max_blocks + 1, dtype=np.float64)
+    out = np.empty((len(ps), max_blocks + 1, max_blocks + 1))
+    for i, p in enumerate(ps):
+        a, d = p.numerator, p.denominator
+        top = 1.0 / (scale * max(a, d - a))  # λ·max(a, d − a) must stay below 1/scale
+        lam = top * np.geomspace(1e-6, 1 - 1e-9, 400)
+
+        def log_mgf(t: NDArray[np.float64]) -> NDArray[np.float64]:
+            return 2 * log_1mq - np.log1p(-q * np.exp(t)) - np.log1p(-q * np.exp(-t))
+
+        below_term = log_mgf(lam * (d - a))  # [λ]
+        above_term = log_mgf(lam * a)
+        for kb in range(max_blocks + 1):
+            exponent = kb * below_term[None, :] + k[:, None] * above_term[None, :] - math.log(miss)
+            # a relative margin of 1e-9 covers float rounding in the bound itself
+            out[i, kb] = (exponent / lam[None, :]).min(axis=1) * (1 + 1e-9)
+    return out
 
 
 @dataclass(frozen=True)
 class QuantileRelease:
     """Released grid point indices, [cells × len(plan.ps)], monotone in p within a cell, and
-    the 95% interval of each: low ≤ value ≤ high. `plan.grid`-free: map with QuantileGrid."""
+    the 95% interval of each: low ≤ value ≤ high. Map them to units with `QuantileGrid`."""
 
     plan: QuantilePlan
     values: NDArray[np.int64]
@@ -239,7 +306,7 @@ def plan_quantiles(
 ) -> QuantilePlan:
     """The plan of a quantile statistic at ε: budget per p, exact scales, accuracy. No data.
 
-    `rows_per_unit` is R, the rows a unit keeps. The quantile sees where rows are, not only how
+    `rows_per_unit` is R, the rows a unit keeps. A quantile sees where rows are, not only how
     many, so a substitution moves 2R rows (removed and added) even in an ungrouped release.
     """
     eps = _as_fraction(epsilon, "epsilon")
@@ -263,13 +330,11 @@ def plan_quantiles(
     if not 0 < share < 1:
         raise SpecError("interval_share", "must be strictly between 0 and 1")
     rows_moved = rows_per_unit * (1 if neighbours is Neighbours.ADD_REMOVE else 2)
-    per_p = eps / len(fractions)
-    interval_eps = per_p * share
-    value_eps = per_p - interval_eps
-    value_scales = tuple(
-        exact_scale(2 * max(p.numerator, p.denominator - p.numerator) * rows_moved / value_eps)
-        for p in fractions
-    )
+    interval_eps = eps * share
+    value_eps = eps - interval_eps
+    levels = _release_order(len(fractions))
+    costs = tuple(_level_cost([fractions[i] for i, _, _ in level]) for level in levels)
+    node_eps = value_eps / sum(costs, Fraction(0))
     return QuantilePlan(
         ps=tuple(fractions),
         bins=bins,
@@ -277,8 +342,13 @@ def plan_quantiles(
         epsilon=eps,
         value_epsilon=value_eps,
         interval_epsilon=interval_eps,
-        value_scales=value_scales,
-        interval_scale=exact_scale(Fraction(2 * rows_moved) / interval_eps),
+        levels=levels,
+        level_costs=costs,
+        node_epsilon=node_eps,
+        value_scales=tuple(
+            exact_scale(2 * _weight_of(p) * rows_moved / node_eps) for p in fractions
+        ),
+        interval_scale=exact_scale(Fraction(rows_moved) / interval_eps),
     )
 
 
@@ -297,39 +367,16 @@ def _cumulative(histograms: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArr
 def _value_scores(
     below: NDArray[np.int64], upto: NDArray[np.int64], p: Fraction
 ) -> NDArray[np.int64]:
-    """d × the distance of p·n from [below, upto] (0 where the point holds rank p·n)."""
+    """d·|(1 − p)·#{x < k} − p·#{x > k}| = |(d − a)·below + a·upto − a·n| per grid point."""
     a, d = p.numerator, p.denominator
-    target = a * upto[:, -1:]
-    return np.maximum(0, np.maximum(d * below - target, target - d * upto))
-
-
-def _end_scores(
-    below: NDArray[np.int64], upto: NDArray[np.int64], value: NDArray[np.int64], target: int
-) -> NDArray[np.int64]:
-    """Scores of the interval's ends, on both sides of each cell's released point `value`.
-
-    Above it, point j holds ranks (rows in (value, j)) … (rows in (value, j]); below it, counted
-    downwards, (rows in (j, value)) … (rows in [j, value)). The score is the distance of
-    `target` from that range. The domain's end points count `target` extra public rows, so a
-    point of score 0 always exists. The score at `value` itself is unused.
-    """
-    column = value[:, None]
-    upto_v = np.take_along_axis(upto, column, axis=1)
-    below_v = np.take_along_axis(below, column, axis=1)
-    points = np.arange(below.shape[1])
-    above = points > column
-    lo_rank = np.where(above, below - upto_v, below_v - upto)
-    hi_rank = np.where(above, upto - upto_v, below_v - below)
-    hi_rank[:, -1] += target
-    hi_rank[:, 0] += target
-    return np.maximum(0, np.maximum(lo_rank - target, target - hi_rank))
+    return np.abs((d - a) * below + a * upto - a * upto[:, -1:])
 
 
 # --------------------------------------------------------------------------- sampling
 
 
 def _coins(scores: NDArray[np.int64], scale: Fraction, source: NoiseSource) -> NDArray[np.bool_]:
-    """Independent Bernoulli(exp(−score/scale)) per entry, as [G ≥ score] with G geometric.
+    """Independent Bernoulli(exp(−score/scale)) per entry (scores ≥ 0), as [G ≥ score].
 
     A discrete Laplace Z with P(Z = z) ∝ q^|z| folds into G = Z (Z ≥ 0) or −Z − 1 (Z < 0) with
     P(G = g) = (1 − q)q^g, so P(G ≥ s) = q^s = exp(−s/scale). The number of draws is the
@@ -344,7 +391,8 @@ def _uniform_below(stream: _BitStream | None, m: NDArray[np.int64]) -> NDArray[n
     """One uniform integer in [0, m_i) per entry (m_i ≥ 1), by exact rejection on 64-bit words.
 
     A word is redrawn with probability < m_i/2^64 < 2^-43: the only place the number of bits
-    drawn depends on the accepted counts, and never in practice. The zero test source gives 0.
+    drawn depends on how many coins came up, and never in practice. The zero test source
+    (no bits) gives 0.
     """
     if stream is None:
         return np.zeros(m.size, dtype=np.int64)
@@ -358,49 +406,111 @@ def _uniform_below(stream: _BitStream | None, m: NDArray[np.int64]) -> NDArray[n
     return (words % mod).astype(np.int64)
 
 
-def _pick_uniform(
-    accepted: NDArray[np.bool_], stream: _BitStream | None, fallback: NDArray[np.int64]
-) -> NDArray[np.int64]:
-    """Per row, a uniformly random accepted column; `fallback` where the row accepts none."""
+def _pick_uniform(accepted: NDArray[np.bool_], stream: _BitStream | None) -> NDArray[np.int64]:
+    """Per row, a uniformly random column among those accepted (every row accepts one)."""
     counts = accepted.sum(axis=1)
     rank = _uniform_below(stream, np.maximum(counts, 1))
-    position = np.argmax(np.cumsum(accepted, axis=1) > rank[:, None], axis=1)
-    return np.where(counts > 0, position, fallback)
+    return np.argmax(np.cumsum(accepted, axis=1) > rank[:, None], axis=1)
 
 
 def _open_stream(source: NoiseSource, cells: int) -> _BitStream | None:
     if source._open_stream is None:
         return None
-    return _BitStream(source._open_stream(), 16 * cells)
+    return _BitStream(source._open_stream(), 8 * cells)
+
+
+def _release_values(
+    below: NDArray[np.int64], upto: NDArray[np.int64], plan: QuantilePlan, source: NoiseSource
+) -> NDArray[np.int64]:
+    """Permute-and-flip for every p, level by level, each p among the points its released
+    neighbours in p leave it."""
+    cells, bins = below.shape
+    points = np.arange(bins)
+    values = np.empty((cells, len(plan.ps)), dtype=np.int64)
+    for level in plan.levels:
+        for i, bound_below, bound_above in level:
+            lowest = values[:, bound_below : bound_below + 1] if bound_below is not None else 0
+            highest = values[:, bound_above : bound_above + 1] if bound_above is not None else bins
+            allowed = (points >= lowest) & (points <= highest)
+            scores = _value_scores(below, upto, plan.ps[i])
+            best = np.where(allowed, scores, np.iinfo(np.int64).max).min(axis=1, keepdims=True)
+            # The coins are drawn for every point; those outside the range are ignored.
+            coins = _coins(np.maximum(scores - best, 0), plan.value_scales[i], source)
+            values[:, i] = _pick_uniform(coins & allowed, _open_stream(source, cells))
+    return values
+
+
+def _ladder_cuts(values: NDArray[np.int64], bins: int, slots: int) -> NDArray[np.int64]:
+    """Per cell, sorted cut points c (a cut splits c | c + 1), `slots` of them: around each
+    value v, v − 1 and v (its own block), then v + 2^i − 1 above and v − 2^i below, i ≥ 1.
+    Slots that fall outside [0, bins − 2] or repeat hold the sentinel bins − 1."""
+    steps = 1 << np.arange(1, max(1, (bins - 1).bit_length()) + 1)
+    offsets = np.concatenate([[-1, 0], steps - 1, -steps])
+    cuts = (values[:, :, None] + offsets[None, None, :]).reshape(values.shape[0], -1)
+    cuts = np.where((cuts >= 0) & (cuts <= bins - 2), cuts, bins - 1)
+    cuts = np.sort(cuts, axis=1)
+    repeated = np.zeros(cuts.shape, dtype=bool)
+    repeated[:, 1:] = cuts[:, 1:] == cuts[:, :-1]
+    cuts = np.sort(np.where(repeated, bins - 1, cuts), axis=1)
+    pad = slots - cuts.shape[1]
+    return np.pad(cuts, ((0, 0), (0, pad)), constant_values=bins - 1) if pad > 0 else cuts
+
+
+def _release_intervals(
+    upto: NDArray[np.int64],
+    values: NDArray[np.int64],
+    plan: QuantilePlan,
+    bounds: NDArray[np.float64],
+    source: NoiseSource,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The ladder: noisy block counts, then for each p the cuts where rank p·n surely is not."""
+    cells, bins = upto.shape
+    cuts = _ladder_cuts(values, bins, plan.ladder_cuts)
+    real_cut = cuts < bins - 1  # cuts are distinct, sentinels last
+    at_cuts = np.take_along_axis(upto, cuts, axis=1)
+    n = upto[:, -1:]
+    blocks = np.diff(np.concatenate([np.zeros((cells, 1), np.int64), at_cuts, n], axis=1))
+    # Block j is (cut j − 1, cut j]; the one after the last real cut runs to the grid's end and
+    # those after it are empty. One draw per slot whatever the cuts; an empty slot gets none.
+    real_block = np.concatenate([np.ones((cells, 1), dtype=bool), real_cut], axis=1)
+    noise = discrete_laplace(plan.interval_scale, blocks.size, source).reshape(blocks.shape)
+    noisy = blocks + np.where(real_block, noise, 0)
+    noisy_upto = np.cumsum(noisy, axis=1)[:, :-1]
+    noisy_n = noisy.sum(axis=1, keepdims=True)
+    blocks_below = np.cumsum(real_block, axis=1)[:, :-1]
+    blocks_above = real_block.sum(axis=1, keepdims=True) - blocks_below
+    low = np.empty_like(values)
+    high = np.empty_like(values)
+    for i, p in enumerate(plan.ps):
+        a, d = p.numerator, p.denominator
+        excess = d * noisy_upto - a * noisy_n  # ≥ 0 iff the cut holds rank p·n (but for noise)
+        margin = bounds[i][blocks_below, blocks_above]
+        surely_past = real_cut & (excess >= margin)
+        surely_short = real_cut & (excess + margin < 0)
+        first_past = np.argmax(surely_past, axis=1)
+        high[:, i] = np.where(surely_past.any(axis=1), cuts[np.arange(cells), first_past], bins - 1)
+        last_short = cuts.shape[1] - 1 - np.argmax(surely_short[:, ::-1], axis=1)
+        low[:, i] = np.where(surely_short.any(axis=1), cuts[np.arange(cells), last_short] + 1, 0)
+    return low, high
 
 
 def _release_batch(
-    histograms: NDArray[np.int64], plan: QuantilePlan, source: NoiseSource
+    histograms: NDArray[np.int64],
+    plan: QuantilePlan,
+    bounds: NDArray[np.float64],
+    source: NoiseSource,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    cells, bins = histograms.shape
     below, upto = _cumulative(histograms)
-    points = np.arange(bins)
-    shape = (cells, len(plan.ps))
-    values, low, high = (np.empty(shape, dtype=np.int64) for _ in range(3))
-    for i, (p, scale, target) in enumerate(
-        zip(plan.ps, plan.value_scales, plan.interval_targets, strict=True)
-    ):
-        stream = _open_stream(source, cells)
-        # Some point always scores 0 (it holds rank p·n), so every row accepts one.
-        value = _pick_uniform(
-            _coins(_value_scores(below, upto, p), scale, source), stream, points[:1]
-        )
-        coins = _coins(_end_scores(below, upto, value, target), plan.interval_scale, source)
-        column = value[:, None]
-        high[:, i] = _pick_uniform(coins & (points > column), stream, value)
-        low[:, i] = _pick_uniform(coins & (points < column), stream, value)
-        values[:, i] = value
-    # Monotone in p: sort the values; widen the intervals to a running min/max, which keeps
-    # each interval's coverage (it only grows) and keeps low ≤ value ≤ high after sorting.
-    values.sort(axis=1)
+    values = _release_values(below, upto, plan, source)
+    low, high = _release_intervals(upto, values, plan, bounds, source)
+    # Post-processing, each step keeping coverage: ends that cross (noise beyond its bounds)
+    # span what lies between them; a running min from the top and max from the bottom make
+    # the ends monotone in p (they only widen). Then each value is moved into its interval,
+    # which can only bring it closer to a quantile the interval holds, and stays monotone.
+    low, high = np.minimum(low, high), np.maximum(low, high)
     low = np.minimum.accumulate(low[:, ::-1], axis=1)[:, ::-1]
     high = np.maximum.accumulate(high, axis=1)
-    return values, low, high
+    return np.clip(values, low, high), low, high
 
 
 def release_quantiles(
@@ -408,27 +518,26 @@ def release_quantiles(
 ) -> QuantileRelease:
     """Release every p of `plan` for every cell: values and 95% intervals, as grid indices.
 
-    `histograms` is [cells × plan.bins] of non-negative integer counts. The cells are done in
-    batches of about 2^20 grid points, so memory stays bounded and the bits drawn depend only
-    on the number of cells and the plan.
+    `histograms` is [cells × plan.bins] of non-negative integer counts. Cells go in batches of
+    about 2^20 grid points, so memory stays bounded.
     """
     counts = np.asarray(histograms)
     if counts.ndim != 2 or counts.shape[1] != plan.bins:
         raise NoiseError(f"histograms must be [cells × {plan.bins}], got shape {counts.shape}")
     if not np.issubdtype(counts.dtype, np.integer):
         raise NoiseError("histograms must hold integer counts")
-    # A negative count is an engine bug, not data: refusing it says nothing about the rows.
-    if counts.size and counts.min() < 0:
-        raise NoiseError("histograms must not hold negative counts")
     src = default_noise_source() if source is None else source
-    cells = counts.shape[0]
+    bounds = plan.interval_bounds()
     batch = max(1, _BATCH_POINTS // plan.bins)
     parts = [
-        _release_batch(counts[start : start + batch].astype(np.int64), plan, src)
-        for start in range(0, cells, batch)
+        _release_batch(
+            np.maximum(counts[start : start + batch], 0).astype(np.int64), plan, bounds, src
+        )
+        for start in range(0, counts.shape[0], batch)
     ]
-    empty = np.empty((0, len(plan.ps)), dtype=np.int64)
+    shape = (0, len(plan.ps))
     values, low, high = (
-        np.concatenate([part[j] for part in parts]) if parts else empty for j in range(3)
+        np.concatenate([part[j] for part in parts]) if parts else np.empty(shape, np.int64)
+        for j in range(3)
     )
     return QuantileRelease(plan=plan, values=values, low=low, high=high)
