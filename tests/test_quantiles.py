@@ -47,10 +47,12 @@ def histograms(values: np.ndarray, bins: int) -> np.ndarray:
 
 
 def value_scores(hist: list[int], p: Fraction) -> list[int]:
-    """d·|(1 − p)·#{x < k} − p·#{x > k}| per grid point, straight from the definition."""
-    a, d = p.numerator, p.denominator
+    """2d·|#{x < k} + ½·#{x = k} − p·n| per grid point, straight from the definition."""
     n = sum(hist)
-    return [abs((d - a) * sum(hist[:k]) - a * (n - sum(hist[: k + 1]))) for k in range(len(hist))]
+    return [
+        int(2 * p.denominator * abs(sum(hist[:k]) + Fraction(hist[k], 2) - p * n))
+        for k in range(len(hist))
+    ]
 
 
 def permute_and_flip_law(scores: dict[int, int], scale: float) -> dict[int, float]:
@@ -416,8 +418,8 @@ def test_plan_states_budget_scales_and_rank_error() -> None:
     assert pl.levels == (((1, None, None),), ((0, None, 1), (2, 1, None)))
     assert pl.level_costs == (1, Fraction(4, 3))
     assert pl.node_epsilon == Fraction(27, 70)
-    # median: Δ = max(1, 1)·2 = 2 half-ranks; scale 2Δ/ε = 280/27 half-ranks
-    assert pl.value_scales == (Fraction(280, 9), Fraction(280, 27), Fraction(280, 9))
+    # median: Δ = 2·max(1, 1)·2 = 4 quarter-ranks; scale 2Δ/ε = 560/27 quarter-ranks
+    assert pl.value_scales == (Fraction(560, 9), Fraction(560, 27), Fraction(560, 9))
     assert pl.rank_error95[1] == pytest.approx(140 / 27 * math.log(1000 / 0.05))
     assert pl.interval_scale == 20  # Δ = 2 rows per block vector, ε = 1/10
 
