@@ -4,21 +4,22 @@ Data: (i) real public microdata shipped inside scikit-learn's wheel, the diabete
 body mass index (442 patients; `load_diabetes(scaled=False)`, nothing downloaded), and (ii) a
 synthetic skewed income column, log-normal (median 30,000, σ = 0.8), 2,000 rows. Both sides get
 the same grid: OpenDP's candidates are dprelease's grid points, so both answer in the same
-units at the same resolution. Each privacy unit is one row (add/remove neighbours). For the
-quartiles both split ε evenly over the three p's; dprelease spends a quarter of each p's share
-on the 95% interval it publishes, OpenDP publishes no interval.
+units at the same resolution. Each privacy unit is one row (add/remove neighbours). Both get
+the same total ε: OpenDP splits it evenly over the p's; dprelease spends a tenth of it on the
+95% intervals it publishes (OpenDP publishes none) and releases the quartiles level by level.
 
 OpenDP (`make_private_quantile`, permute-and-flip over the candidates, its scale set by
 binary search to the ε of one p) lives only in the benchmark env and runs in a child process of
 it, which also loads the scikit-learn data:
 
     bash bench/setup.sh
-    .venv/bin/python bench/bench_quantiles.py                 # ~5 minutes
+    .venv/bin/python bench/bench_quantiles.py                 # ~15 minutes
     .venv/bin/python bench/bench_quantiles.py --releases 50   # quick look
     .venv/bin/python bench/bench_quantiles.py --design 300    # the two candidate designs
 
-Prints markdown tables (median absolute error over the releases, in the column's units) and
-writes them to bench/results/quantiles.md.
+Prints markdown tables (median and mean absolute error over the releases, in the column's
+units; the cost of 10^4 cells × 1,000 grid points against the sampling floor) and writes them
+to bench/results/quantiles.md (`--design`: bench/results/quantiles_design.md).
 """
 
 from __future__ import annotations

@@ -253,53 +253,71 @@ class QuantilePlan:
         per_value = 2 * (max(1, (self.bins - 1).bit_length()) + 1)
         return len(self.ps) * per_value
 
-    def interval_bounds(self) -> NDArray[np.float64]:
-        """w[p, k_below, k_above]: a bound (units of 1/d rank) that d·Ũ − a·ñ's noise exceeds
-        with probability ≤ SIDE_MISS / ladder_cuts, when Ũ sums k_below noisy blocks and ñ adds
-        k_above more. A Chernoff bound with the discrete Laplace moment generating function,
-        E e^{tZ} = (1 − q)² / ((1 − q e^t)(1 − q e^{−t})), q = exp(−1/scale), |t| < 1/scale;
-        every λ gives a valid bound and the best of a grid of λ is kept.
+    @property
+    def interval_miss(self) -> float:
+        """Miss rate allowed at each cut: one side's 2.5%, union-bounded over the distinct cuts
+        a cell can have (at most one per pair of neighbouring grid points)."""
+        return SIDE_MISS / max(1, min(self.ladder_cuts, self.bins - 1))
+
+    def interval_bound(self, index: int, below: ArrayLike, above: ArrayLike) -> NDArray[np.float64]:
+        """w such that P(N ≥ w) ≤ interval_miss for the noise N of d·Ũ − a·ñ (units of 1/d
+        rank) of p = ps[index], when Ũ sums `below` noisy blocks and ñ adds `above` more.
+
+        A Chernoff bound, P(N ≥ w) ≤ e^{−λw}·E e^{λN}, with the discrete Laplace moment
+        generating function E e^{tZ} = (1 − q)² / ((1 − q e^t)(1 − q e^{−t})), q = e^{−1/scale},
+        |t| < 1/scale. Any λ gives a valid bound; the best one is found by bisection, as
+        λ·g′(λ) − g(λ) (g the log moment generating function of N) increases with λ.
         """
-        return _chernoff_table(
-            self.ps, float(self.interval_scale), self.ladder_cuts + 1, SIDE_MISS / self.ladder_cuts
+        return _chernoff_bound(
+            self.ps[index],
+            float(self.interval_scale),
+            np.asarray(below, dtype=np.float64),
+            np.asarray(above, dtype=np.float64),
+            self.interval_miss,
         )
 
     @property
     def interval_rank_halfwidth(self) -> tuple[float, ...]:
-        """Per p, how far (ranks) from p·n the ladder can still place its cuts' noisy counts
-        without ruling them out, when every cut slot is a block (data-free). The interval in
-        the column's units is that band mapped through the cell's values, widened to the
-        doubling blocks' edges."""
-        blocks = self.ladder_cuts + 1
-        table = self.interval_bounds()
+        """Per p, how far (ranks) from p·n a cut can be and still not be ruled out by the
+        ladder when every cut slot is a block (data-free). The interval in the column's units
+        is that band mapped through the cell's values, widened to the doubling blocks' edges."""
+        blocks = max(1, min(self.ladder_cuts, self.bins - 1)) + 1
         return tuple(
-            float(table[i, blocks // 2, blocks - blocks // 2]) / p.denominator
+            float(self.interval_bound(i, blocks // 2, blocks - blocks // 2)) / p.denominator
             for i, p in enumerate(self.ps)
         )
 
 
-def _chernoff_table(
-    ps: tuple[Fraction, ...], scale: float, max_blocks: int, miss: float
+def _chernoff_bound(
+    p: Fraction, scale: float, below: NDArray[np.float64], above: NDArray[np.float64], miss: float
 ) -> NDArray[np.float64]:
-    q = math.exp(-1.0 / scale)
-    log_1mq = math.log1p(-q)
-    k = np.arange(max_blocks + 1, dtype=np.float64)
-    out = np.empty((len(ps), max_blocks + 1, max_blocks + 1))
-    for i, p in enumerate(ps):
-        a, d = p.numerator, p.denominator
-        top = 1.0 / (scale * max(a, d - a))  # λ·max(a, d − a) must stay below 1/scale
-        lam = top * np.geomspace(1e-6, 1 - 1e-9, 400)
+    a, d = p.numerator, p.denominator
+    rate = 1.0 / scale
+    log_norm = 2 * math.log(-math.expm1(-rate))  # ln (1 − q)²
+    threshold = -math.log(miss)
 
-        def log_mgf(t: NDArray[np.float64]) -> NDArray[np.float64]:
-            return 2 * log_1mq - np.log1p(-q * np.exp(t)) - np.log1p(-q * np.exp(-t))
+    def log_mgf_and_slope(lam: NDArray[np.float64]) -> tuple[NDArray[np.float64], ...]:
+        # 1 − q·e^{±t} = −expm1(±t − 1/scale): exact near t → 1/scale, where q·e^t → 1
+        g = np.zeros_like(lam)
+        slope = np.zeros_like(lam)
+        for weight, count in ((d - a, below), (a, above)):
+            rise, fall = lam * weight - rate, -lam * weight - rate
+            rest_up, rest_down = -np.expm1(rise), -np.expm1(fall)
+            g += count * (log_norm - np.log(rest_up) - np.log(rest_down))
+            slope += count * weight * (np.exp(rise) / rest_up - np.exp(fall) / rest_down)
+        return g, slope
 
-        below_term = log_mgf(lam * (d - a))  # [λ]
-        above_term = log_mgf(lam * a)
-        for kb in range(max_blocks + 1):
-            exponent = kb * below_term[None, :] + k[:, None] * above_term[None, :] - math.log(miss)
-            # a relative margin of 1e-9 covers float rounding in the bound itself
-            out[i, kb] = (exponent / lam[None, :]).min(axis=1) * (1 + 1e-9)
-    return out
+    low = np.zeros(np.broadcast(below, above).shape)
+    # λ·max(a, d − a) must stay below 1/scale; a hair below keeps every term finite
+    high = np.full(low.shape, (1 - 1e-6) / (scale * max(a, d - a)))
+    for _ in range(60):
+        mid = (low + high) / 2
+        g, slope = log_mgf_and_slope(mid)
+        further = mid * slope - g < threshold
+        low, high = np.where(further, mid, low), np.where(further, high, mid)
+    lam = (low + high) / 2
+    g, _ = log_mgf_and_slope(lam)
+    return (g + threshold) / lam * (1 + 1e-9)  # the margin covers float rounding in the bound
 
 
 @dataclass(frozen=True)
@@ -486,7 +504,6 @@ def _release_intervals(
     upto: NDArray[np.int64],
     values: NDArray[np.int64],
     plan: QuantilePlan,
-    bounds: NDArray[np.float64],
     source: NoiseSource,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The ladder: noisy block counts, then for each p the cuts where rank p·n surely is not."""
@@ -505,12 +522,18 @@ def _release_intervals(
     noisy_n = noisy.sum(axis=1, keepdims=True)
     blocks_below = np.cumsum(real_block, axis=1)[:, :-1]
     blocks_above = real_block.sum(axis=1, keepdims=True) - blocks_below
+    # The bounds depend on (blocks below, blocks above) only: computed once per distinct pair.
+    pairs, where = np.unique(blocks_below * (cuts.shape[1] + 2) + blocks_above, return_inverse=True)
+    distinct = divmod(pairs, cuts.shape[1] + 2)
+    margins = [
+        plan.interval_bound(i, *distinct)[where].reshape(cuts.shape) for i in range(len(plan.ps))
+    ]
     low = np.empty_like(values)
     high = np.empty_like(values)
     for i, p in enumerate(plan.ps):
         a, d = p.numerator, p.denominator
         excess = d * noisy_upto - a * noisy_n  # ≥ 0 iff the cut holds rank p·n (but for noise)
-        margin = bounds[i][blocks_below, blocks_above]
+        margin = margins[i]
         surely_past = real_cut & (excess >= margin)
         surely_short = real_cut & (excess + margin < 0)
         first_past = np.argmax(surely_past, axis=1)
@@ -523,12 +546,11 @@ def _release_intervals(
 def _release_batch(
     histograms: NDArray[np.int64],
     plan: QuantilePlan,
-    bounds: NDArray[np.float64],
     source: NoiseSource,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     below, upto = _cumulative(histograms)
     values = _release_values(below, upto, plan, source)
-    low, high = _release_intervals(upto, values, plan, bounds, source)
+    low, high = _release_intervals(upto, values, plan, source)
     # Post-processing, each step keeping coverage: ends that cross (noise beyond its bounds)
     # span what lies between them; a running min from the top and max from the bottom make
     # the ends monotone in p (they only widen). Then each value is moved into its interval,
@@ -553,12 +575,9 @@ def release_quantiles(
     if not np.issubdtype(counts.dtype, np.integer):
         raise NoiseError("histograms must hold integer counts")
     src = default_noise_source() if source is None else source
-    bounds = plan.interval_bounds()
     batch = max(1, _BATCH_POINTS // plan.bins)
     parts = [
-        _release_batch(
-            np.maximum(counts[start : start + batch], 0).astype(np.int64), plan, bounds, src
-        )
+        _release_batch(np.maximum(counts[start : start + batch], 0).astype(np.int64), plan, src)
         for start in range(0, counts.shape[0], batch)
     ]
     shape = (0, len(plan.ps))
