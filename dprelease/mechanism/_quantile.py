@@ -9,11 +9,11 @@ choice; in short:
 
 * **Values: permute-and-flip** (McKenna & Sheldon 2020) over the grid with the score
   S(k) = |#{x < k} + ½·#{x = k} − p·n|: how many ranks p·n lies from grid point k, counting
-  half the rows rounded to k as below it (they were spread around it before rounding). This is
-  OpenDP's score |(1 − p)·#{x < c} − p·#{x > c}| on unrounded data, where ties are rare; on
-  rounded data it is the better guess for p ≠ ½ (measured: it halves the quartiles' error in a
-  dense cell). Permute-and-flip is never worse than the exponential mechanism and needs only
-  Bernoulli(exp(−(S − S_min)/scale)) coins. A coin is [G ≥ S − S_min] with G
+  half the rows rounded to k as below it (they were spread around it before rounding). On
+  unrounded data, where ties are rare, this is OpenDP's score |#{x < c} + p·#{x = c} − p·n|;
+  on rounded data, counting ties at ½ rather than p halves the quartiles' mean error in a dense
+  cell (measured). Permute-and-flip is never worse than the exponential mechanism and needs
+  only Bernoulli(exp(−(S − S_min)/scale)) coins. A coin is [G ≥ S − S_min] with G
   geometric, P(G ≥ s) = exp(−s/scale), taken from one exact discrete Laplace draw (G = Z for
   Z ≥ 0, −Z − 1 otherwise), so every grid point costs one draw whatever the data. Flipping
   every coin at once and taking a uniform heads-up point is exactly permute-and-flip: the first
@@ -38,7 +38,8 @@ choice; in short:
 Privacy: one unit's change moves `rows_moved` rows (removed plus added, over all cells); the
 values cost `value_epsilon` in total and the ladder `interval_epsilon`. Everything is integer
 arithmetic on counts; random bits come only from the NoiseSource, and how many are drawn
-depends only on the number of cells, the plan, and (for the ladder) on released values.
+depends only on the number of cells and the plan (but for a redraw of probability < 2^-43 in a
+uniform choice).
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ class QuantileGrid:
         return float(self.lower) + np.asarray(points, dtype=np.float64) * float(self.resolution)
 
     def discretize(self, column: ArrayLike) -> NDArray[np.int64]:
-        """Values → grid point indices: clamp to the bounds, round to the nearest point."""
+        """Values → grid point indices: clamp to the bounds (±inf too), round to the nearest
+        point. NaN has no grid point: an engine applies its null rule before this."""
         x = np.clip(np.asarray(column, dtype=np.float64), float(self.lower), float(self.upper))
         points = np.floor((x - float(self.lower)) / float(self.resolution) + 0.5)
         return np.clip(points, 0, self.bins - 1).astype(np.int64)
