@@ -1,7 +1,8 @@
 """Accuracy of dprelease's quantiles against OpenDP's, on the same data and ε; and their cost.
 
 Data: (i) real public microdata shipped inside scikit-learn's wheel, the diabetes study's raw
-body mass index (442 patients; `load_diabetes(scaled=False)`, nothing downloaded), and (ii) a
+body mass index (442 patients; `load_diabetes(scaled=False)`, nothing downloaded; OpenDP's
+polars extra installs scikit-learn in the benchmark env), and (ii) a
 synthetic skewed income column, log-normal (median 30,000, σ = 0.8), 2,000 rows. Both sides get
 the same grid: OpenDP's candidates are dprelease's grid points, so both answer in the same
 units at the same resolution. Each privacy unit is one row (add/remove neighbours). Both get
