@@ -469,6 +469,7 @@ def test_level_costs_of_other_p_sets() -> None:
         ([Fraction(1)], 1, "strictly between"),
         ([0.5], 1, "exact rational"),
         ([HALF], 0, "positive"),
+        ([HALF], Fraction(1, 10**15), "too small"),
     ],
 )
 def test_plan_refuses_bad_settings(ps: list, epsilon: int, message: str) -> None:

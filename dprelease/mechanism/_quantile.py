@@ -372,7 +372,7 @@ def plan_quantiles(
         raise SpecError("resolution", f"the grid must have 1 to {MAX_BINS} points")
     if isinstance(rows_per_unit, bool) or not isinstance(rows_per_unit, int) or rows_per_unit < 1:
         raise SpecError("max_rows_per_unit", "must be a positive integer")
-    share = Fraction(interval_share)
+    share = _as_fraction(interval_share, "interval_share")
     if not 0 < share < 1:
         raise SpecError("interval_share", "must be strictly between 0 and 1")
     rows_moved = rows_per_unit * (1 if neighbours is Neighbours.ADD_REMOVE else 2)
@@ -381,6 +381,17 @@ def plan_quantiles(
     levels = _release_order(len(fractions))
     costs = tuple(_level_cost([fractions[i] for i, _, _ in level]) for level in levels)
     node_eps = value_eps / sum(costs, Fraction(0))
+    try:
+        value_scales = tuple(
+            exact_scale(2 * _weight_of(p) * rows_moved / node_eps) for p in fractions
+        )
+        interval_scale = exact_scale(Fraction(rows_moved) / interval_eps)
+    except NoiseError as exc:
+        raise SpecError(
+            "epsilon",
+            f"is too small for {len(fractions)} quantile(s) at these bounds ({exc}): raise ε, "
+            "release fewer p's or lower max_rows_per_unit",
+        ) from exc
     return QuantilePlan(
         ps=tuple(fractions),
         bins=bins,
@@ -391,10 +402,8 @@ def plan_quantiles(
         levels=levels,
         level_costs=costs,
         node_epsilon=node_eps,
-        value_scales=tuple(
-            exact_scale(2 * _weight_of(p) * rows_moved / node_eps) for p in fractions
-        ),
-        interval_scale=exact_scale(Fraction(rows_moved) / interval_eps),
+        value_scales=value_scales,
+        interval_scale=interval_scale,
     )
 
 
