@@ -150,6 +150,34 @@ def test_chi_square_catches_a_wrong_scale() -> None:
     assert chi_square_pvalue(observed, exact_values_law(HIST, wrong), 40_000) < 1e-6
 
 
+def test_uniform_choice_rejects_the_biased_top_words() -> None:
+    """A 64-bit word at or above 2^64 − (2^64 mod m) would favour small residues: it is redrawn
+    (here 2^64 − 1 for m = 3), and m = 1 or a power of two never rejects."""
+
+    class Words:
+        def __init__(self, *batches: list[int]) -> None:
+            self.batches = [np.array(b, dtype=np.uint64) for b in batches]
+
+        def words(self, n: int, dtype: type) -> np.ndarray:
+            batch = self.batches.pop(0)
+            assert batch.size == n
+            return batch
+
+    stream = Words([2**64 - 1, 5, 2**64 - 1, 2**64 - 1], [7])
+    m = np.array([3, 3, 1, 4])
+    assert q._uniform_below(stream, m).tolist() == [1, 2, 0, 3]
+
+
+@pytest.mark.parametrize("m", [3, 7, 1000])
+def test_uniform_choice_is_uniform(m: int) -> None:
+    """χ² of 60,000 draws below m (in at most 20 equal classes); false-alarm rate 1e-4."""
+    source = NoiseSource.seeded_for_tests(m)
+    draws = q._uniform_below(q._open_stream(source, 60_000), np.full(60_000, m))
+    classes = np.bincount(draws * min(m, 20) // m, minlength=min(m, 20))
+    expected = np.bincount(np.arange(m) * min(m, 20) // m) * 60_000 / m
+    assert stats.chisquare(classes, expected).pvalue > 1e-4
+
+
 # --------------------------------------------------------------------------- privacy
 
 
