@@ -26,6 +26,7 @@ from dprelease.mechanism._accounting import (
 from dprelease.mechanism._compute import Computed, check_input, compute, summarize_input
 from dprelease.mechanism._margins import LevelLaws, MarginAccuracy, Outcome, margin_accuracy
 from dprelease.mechanism._postprocess import ROUNDING_RULE, noise_decimals, sum_decimals
+from dprelease.mechanism._quantile_accounting import QuantileAllocation
 from dprelease.mechanism.engines import DataSource, InputSummary
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "MarginMeasurement",
     "Measurement",
     "Outcome",
+    "QuantileAllocation",
     "StatisticAllocation",
     "allocate",
     "auto_granularity",

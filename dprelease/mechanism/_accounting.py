@@ -16,10 +16,12 @@ from typing import Any, Literal
 from dprelease.change import ProtectedChange
 from dprelease.errors import NoiseError, SpecError
 from dprelease.loss import PrivacyLoss, split_by_weights
+from dprelease.mechanism._quantile_accounting import QuantileAllocation, allocate_quantile
 from dprelease.mechanism.noise import exact_scale, laplace_moe95, laplace_variance
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
+    QuantileStatistic,
     ReleaseSpec,
     ResolvedSpec,
     Statistic,
@@ -132,13 +134,19 @@ class StatisticAllocation:
 
 @dataclass(frozen=True)
 class Allocation:
-    """A release's loss allocated: per statistic its share and measurements, each measurement's
-    sensitivity, granularity and noise scale (at every level), and how the total was split."""
+    """A release's loss allocated: per statistic its share and measurements (a quantile: its
+    plan), each measurement's sensitivity, granularity and noise scale (at every level), and
+    how the total was split."""
 
-    statistics: list[StatisticAllocation]
+    statistics: list[StatisticAllocation | QuantileAllocation]
     measurements: list[Measurement]
     total: PrivacyLoss
     split: Literal["weights", "accuracy targets"]
+
+    @property
+    def quantiles(self) -> list[QuantileAllocation]:
+        """The quantile statistics: each needs its column's histogram per cell."""
+        return [a for a in self.statistics if isinstance(a, QuantileAllocation)]
 
 
 def _l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
@@ -430,7 +438,11 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
         for s in spending
     )
     weights = (
-        [_need(s, spec, neighbours) for s in spending if not isinstance(s, MeanStatistic)]
+        [
+            _need(s, spec, neighbours)
+            for s in spending
+            if isinstance(s, CountStatistic | SumStatistic)
+        ]
         if accuracy_first  # the spec refuses a mean that spends under accuracy targets
         else [Fraction(s.weight or 1) for s in spending]
     )
@@ -447,8 +459,12 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
             made[stat.name] = _sum(
                 stat.name, stat, share_of[stat.name], resolved, neighbours, _path(index)
             )
-    allocated: list[StatisticAllocation] = []
+    allocated: list[StatisticAllocation | QuantileAllocation] = []
     for index, stat in enumerate(spec.statistics):
+        if isinstance(stat, QuantileStatistic):
+            share = share_of[stat.name]
+            allocated.append(allocate_quantile(stat, share, spec, neighbours, _path(index)))
+            continue
         if not isinstance(stat, MeanStatistic):
             allocated.append(
                 StatisticAllocation(stat, PrivacyLoss.pure(share_of[stat.name]), made[stat.name])
@@ -469,7 +485,13 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
         )
         reused = tuple(name for name in (reuse.sum, reuse.count) if name is not None)
         allocated.append(StatisticAllocation(stat, PrivacyLoss.pure(share), total, count, reused))
-    measurements = {m.name: m for a in allocated for m in (a.measurement, a.count) if m is not None}
+    measurements = {
+        m.name: m
+        for a in allocated
+        if isinstance(a, StatisticAllocation)
+        for m in (a.measurement, a.count)
+        if m is not None
+    }
     return Allocation(
         allocated,
         list(measurements.values()),

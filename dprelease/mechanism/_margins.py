@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from dprelease.errors import INTERRUPTS
-from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.mechanism._accounting import Allocation, Measurement, StatisticAllocation
 from dprelease.mechanism._postprocess import Measured, noise_decimals
 from dprelease.mechanism.engines import ExactAggregates
 from dprelease.mechanism.noise import NoiseSource, discrete_laplace
@@ -115,8 +115,10 @@ def margin_accuracy(
 
     post = resolved.spec.postprocess
     plan = allocation
-    published_sums = {
-        p.measurement.name for p in plan.statistics if isinstance(p.statistic, SumStatistic)
+    published_sums = {  # a spec with margins has no quantile (it refuses one)
+        p.measurement.name
+        for p in plan.statistics
+        if isinstance(p, StatisticAllocation) and isinstance(p.statistic, SumStatistic)
     }
     cache: dict[tuple[NoiseLaw, ...], tuple[np.ndarray, ...]] = {}
     accuracy = {}

@@ -21,7 +21,11 @@ import numpy as np
 import polars as pl
 
 from dprelease.mechanism._accounting import Measurement, StatisticAllocation
+from dprelease.mechanism._quantile_accounting import QuantileAllocation
+from dprelease.mechanism.quantiles import QuantileRelease
 from dprelease.spec import (
+    HIGH_SUFFIX,
+    LOW_SUFFIX,
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
     CountStatistic,
@@ -146,3 +150,17 @@ def _mean(
         out.append(pl.Series(f"{stat.name}{MOE95_SUFFIX}", margin))
     out = [series.fill_nan(None) for series in out]
     return [*out, pl.Series(f"{stat.name}{UNDEFINED_SUFFIX}", ~defined)]
+
+
+def quantile_columns(q: QuantileAllocation, drawn: QuantileRelease) -> list[pl.Series]:
+    """Each p's released value and its 95% interval (`_low`, `_high`), in the column's units:
+    grid points, monotone in p, low ≤ value ≤ high (the mechanism's post-processing)."""
+    out = []
+    for j, name in enumerate(q.statistic.value_columns()):
+        for suffix, points in (
+            ("", drawn.values),
+            (LOW_SUFFIX, drawn.low),
+            (HIGH_SUFFIX, drawn.high),
+        ):
+            out.append(pl.Series(f"{name}{suffix}", q.grid.values(points[:, j]), dtype=pl.Float64))
+    return out

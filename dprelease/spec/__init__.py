@@ -16,7 +16,9 @@ from dprelease.spec._model import PeriodSpec, PostProcessing, ReleaseSpec, perio
 from dprelease.spec._publish import PublishSpec
 from dprelease.spec._resolved import ResolvedSpec
 from dprelease.spec._statistics import (
+    HIGH_SUFFIX,
     LEVEL_COLUMN,
+    LOW_SUFFIX,
     MAX_ABS_BOUND,
     MOE95_SUFFIX,
     STATISTIC_KINDS,
@@ -24,6 +26,7 @@ from dprelease.spec._statistics import (
     CountStatistic,
     MeanReuse,
     MeanStatistic,
+    QuantileStatistic,
     Statistic,
     StatisticKind,
     SumStatistic,
@@ -31,7 +34,9 @@ from dprelease.spec._statistics import (
 )
 
 __all__ = [
+    "HIGH_SUFFIX",
     "LEVEL_COLUMN",
+    "LOW_SUFFIX",
     "MAX_ABS_BOUND",
     "MOE95_SUFFIX",
     "NAME_PATTERN",
@@ -47,6 +52,7 @@ __all__ = [
     "PeriodSpec",
     "PostProcessing",
     "PublishSpec",
+    "QuantileStatistic",
     "RangeDomain",
     "ReleaseSpec",
     "ResolvedSpec",

@@ -27,6 +27,7 @@ from dprelease.spec._statistics import (
     CountStatistic,
     MeanReuse,
     MeanStatistic,
+    QuantileStatistic,
     Statistic,
     SumStatistic,
     output_columns,
@@ -175,6 +176,14 @@ class ReleaseSpec(Strict):
             raise SpecError(
                 "margins", "margins need group_by (an ungrouped release is its own grand total)"
             )
+        quantile = next((s for s in self.statistics if isinstance(s, QuantileStatistic)), None)
+        if quantile is not None:
+            raise SpecError(
+                "margins",
+                f"{quantile.name!r} is a {quantile.kind.value}: a quantile of a margin is not a "
+                "sum of its cells' quantiles, so no consistent table holds both; release the "
+                "margin's quantiles from a spec grouped by the margin's columns",
+            )
         sets: list[frozenset[str]] = []
         for index, margin in enumerate(self.margins):
             unknown = [column for column in margin if column not in keys]
@@ -225,6 +234,15 @@ class ReleaseSpec(Strict):
                 "either every count and sum has 'target_moe95' (accuracy-first split) "
                 "or none has (split by weights)"
             )
+        for index, stat in enumerate(self.statistics):
+            if any(targeted) and isinstance(stat, QuantileStatistic):
+                raise SpecError(
+                    f"statistics[{index}]",
+                    f"a {stat.kind.value} has no margin of error to target (its error is stated "
+                    "in ranks), so it cannot join an accuracy-first split: split by weights "
+                    "(drop the targets; `dprelease plan --target` still finds the ε for them) or "
+                    "release it in a spec of its own",
+                )
         for index, stat in enumerate(self.statistics):
             if not isinstance(stat, MeanStatistic):
                 continue

@@ -27,6 +27,7 @@ from dprelease.statement._manifest import (
 from dprelease.statement._planner import (
     PLAN_FORMAT,
     LevelAccuracy,
+    QuantileAccuracy,
     ReleasePlan,
     StatisticAccuracy,
     accuracy_of,
@@ -46,6 +47,7 @@ __all__ = [
     "NoiseSourceEntry",
     "NotRecorded",
     "Preview",
+    "QuantileAccuracy",
     "ReleasePlan",
     "StatisticAccuracy",
     "accuracy_of",

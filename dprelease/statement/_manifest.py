@@ -161,7 +161,62 @@ class MeanEntry(_Released):
     measurements: list[MeasurementEntry] = Field(description="what it measures itself")
 
 
-StatisticEntry = Annotated[CountEntry | SumEntry | MeanEntry, Field(discriminator="kind")]
+class QuantileValueEntry(_Model):
+    """One p of a quantile statistic: where it is published and what its value costs and says."""
+
+    p: float
+    p_exact: ExactRational
+    column: str = Field(description="the value's column; `<column>_low`, `_high`: its interval")
+    epsilon: float = Field(description="ε of this p's permute-and-flip (its level's cost aside)")
+    epsilon_exact: ExactRational
+    score_sensitivity: float = Field(
+        description="Δ of the score, in ranks: max(p, 1 − p) per row moved"
+    )
+    coin_scale_exact: ExactRational = Field(
+        description="the coins' exact scale 2Δ/ε, in units of 1/(2d) rank for p = a/d"
+    )
+    rank_error95: float = Field(
+        description="data-free: with probability ≥ 95% the value's rank is within this many "
+        "ranks of p·n (plus half the rows rounded to the true quantile's grid point)"
+    )
+    interval_rank_halfwidth95: float = Field(
+        description="data-free: how far from p·n (ranks) a ladder cut can be and not be ruled out"
+    )
+
+
+class QuantileEntry(_Released):
+    """A quantile statistic (a median: p = 0.5): values and 95% intervals per cell."""
+
+    kind: Literal["quantile", "median"]
+    column: str
+    lower: float
+    upper: float
+    resolution: float
+    grid_points: int = Field(description="B: lower, lower + resolution, …, upper")
+    discretization: str
+    rows_moved: int = Field(description="rows one unit's change moves over the histograms")
+    derivation: str = Field(description="how every sensitivity follows from the bounds")
+    value_epsilon: float
+    value_epsilon_exact: ExactRational
+    level_costs: list[ExactRational] = Field(
+        description="per level of the release order (middle p first): its cost in units of a "
+        "p's ε; they add up to value_epsilon / ε_p"
+    )
+    interval_epsilon: float
+    interval_epsilon_exact: ExactRational
+    interval_share: ExactRational
+    interval_noise_scale_exact: ExactRational = Field(
+        description="discrete Laplace scale of each ladder block count (L1 Δ = rows_moved)"
+    )
+    interval_method: str
+    coverage: str
+    error_in_units: str
+    quantiles: list[QuantileValueEntry]
+
+
+StatisticEntry = Annotated[
+    CountEntry | SumEntry | MeanEntry | QuantileEntry, Field(discriminator="kind")
+]
 
 
 class LevelEntry(_Model):

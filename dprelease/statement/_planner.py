@@ -30,19 +30,29 @@ from dprelease.mechanism import (
     LN_20,
     Allocation,
     Outcome,
+    StatisticAllocation,
     allocate,
     granularity_references,
     margin_accuracy,
     rows_reach,
     sensitivity_bound,
 )
-from dprelease.spec import CountStatistic, PostProcessing, ReleaseSpec, ResolvedSpec, SumStatistic
+from dprelease.spec import (
+    CountStatistic,
+    PostProcessing,
+    QuantileStatistic,
+    ReleaseSpec,
+    ResolvedSpec,
+    SumStatistic,
+)
 from dprelease.statement._entries import statistic_entry
 from dprelease.statement._manifest import (
+    CountEntry,
     ExactRational,
     MeanEntry,
     MeasurementEntry,
     MoeRange,
+    QuantileEntry,
     StatisticEntry,
     SumEntry,
 )
@@ -65,30 +75,56 @@ class LevelAccuracy(BaseModel):
     )
 
 
+class QuantileAccuracy(BaseModel):
+    """One p of a quantile statistic: its data-free 95% accuracy, in ranks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    p: float
+    column: str
+    rank_error95: float = Field(description="95%: the value's rank is within this of p·n")
+    interval_rank_halfwidth95: float = Field(
+        description="how far from p·n (ranks) an interval's end can lie (data-free bound)"
+    )
+
+
 class StatisticAccuracy(BaseModel):
     """One statistic's accuracy at the planned (or released) ε.
 
     For a mean, Δ and the scale are its sum's and `moe95` is None: its margin depends on each
     cell's noisy count (see the `<mean>_moe95` column). With margins, the scale is the cells'
     own noise, `moe95` the largest margin of error of the released cells, and `levels` each
-    level's.
+    level's. A quantile's error is in ranks (`quantiles`), its Δ the largest score Δ in ranks;
+    it has no scale in the column's units and no margin of error.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    kind: Literal["count", "sum", "mean"]
+    kind: Literal["count", "sum", "mean", "quantile", "median"]
     epsilon: float = Field(description="ε this statistic spends itself")
     epsilon_exact: ExactRational
-    sensitivity: float = Field(description="Δ in the column's units")
+    sensitivity: float = Field(
+        description="Δ in the column's units (a quantile: its score's largest Δ, in ranks)"
+    )
     derivation: str = Field(description="how Δ follows from the declared bounds")
-    scale: float = Field(description="discrete Laplace noise scale, in the column's units")
+    scale: float | None = Field(
+        description="discrete Laplace noise scale, in the column's units (None: a quantile)"
+    )
     moe95: float | None = Field(description="95% margin of error (half-width)")
     target_moe95: float | None = None
     target_met: bool | None = None
     reuses: list[str] = Field(default_factory=list, description="what a mean divides, at no ε")
     levels: list[LevelAccuracy] | None = Field(
         default=None, description="with margins: every level, the cells first"
+    )
+    quantiles: list[QuantileAccuracy] | None = Field(
+        default=None, description="a quantile statistic: each p's accuracy in ranks"
+    )
+    error_in_units: str | None = Field(
+        default=None,
+        description="a quantile: its error in the column's units, as far as it "
+        "can be said without data",
     )
 
 
@@ -121,6 +157,9 @@ def accuracy_of(
     by_name = {entry.name: entry for entry in entries}
     rows = []
     for entry in entries:
+        if isinstance(entry, QuantileEntry):
+            rows.append(_quantile_accuracy(entry))
+            continue
         if isinstance(entry, MeanEntry):
             total = _sum_of(entry, by_name)
             rows.append(
@@ -164,6 +203,29 @@ def accuracy_of(
             )
         )
     return rows
+
+
+def _quantile_accuracy(entry: QuantileEntry) -> StatisticAccuracy:
+    return StatisticAccuracy(
+        name=entry.name,
+        kind=entry.kind,
+        epsilon=entry.epsilon,
+        epsilon_exact=entry.epsilon_exact,
+        sensitivity=max(q.score_sensitivity for q in entry.quantiles),
+        derivation=entry.derivation,
+        scale=None,
+        moe95=None,
+        quantiles=[
+            QuantileAccuracy(
+                p=q.p,
+                column=q.column,
+                rank_error95=q.rank_error95,
+                interval_rank_halfwidth95=q.interval_rank_halfwidth95,
+            )
+            for q in entry.quantiles
+        ],
+        error_in_units=entry.error_in_units,
+    )
 
 
 def _sum_of(mean: MeanEntry, by_name: Mapping[str, StatisticEntry]) -> MeasurementEntry | SumEntry:
@@ -228,7 +290,13 @@ def _entries(
     """The manifest's statistic entries of the planned release (only the statistics `names`,
     if given); with margins every level's margins of error."""
     chosen = [p for p in planned.statistics if names is None or p.statistic.name in names]
-    measured = {m.name for p in chosen for m in (p.measurement, p.count) if m is not None}
+    measured = {
+        m.name
+        for p in chosen
+        if isinstance(p, StatisticAllocation)
+        for m in (p.measurement, p.count)
+        if m is not None
+    }
     margins = margin_accuracy(resolved, planned, measured)
     outcome = None if margins is None else Outcome.planned(margins)
     return [statistic_entry(p, post, margins, outcome) for p in chosen]
@@ -240,6 +308,12 @@ def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
     for name, value in given.items():
         if name not in kinds:
             raise SpecError("target", f"no statistic {name!r} in release {spec.name!r}")
+        if isinstance(kinds[name], QuantileStatistic):
+            raise SpecError(
+                "target",
+                f"{name!r} is a {kinds[name].kind.value}: it has no margin of error in the "
+                "column's units (its 95% rank error is in the plan); target counts and sums",
+            )
         if not isinstance(kinds[name], CountStatistic | SumStatistic):
             raise SpecError(
                 "target",
@@ -269,7 +343,7 @@ def epsilon_for_targets(
         except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
             return False
         entries = _entries(planned, spec.postprocess, resolved, targets)
-        margin = {e.name: e.moe95 for e in entries if not isinstance(e, MeanEntry)}
+        margin = {e.name: e.moe95 for e in entries if isinstance(e, CountEntry | SumEntry)}
         return all(margin[name] <= target for name, target in targets.items())
 
     low = _lower_bound(resolved, targets, neighbours)

@@ -13,7 +13,7 @@ import hashlib
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -288,13 +288,15 @@ class ExactAggregates:
 
     `values` holds one Int128 series per measurement name (rows for a count, the sum of integer
     units for a sum), aligned with `keys`, the public key grid (no columns when ungrouped:
-    then every series has one cell). `summary` is the private input summary, computed in the
-    same pass.
+    then every series has one cell). `histograms` holds, per quantile statistic, the rows of
+    each observed (cell, grid point) pair (Int64 columns `cell`, the row of `keys`; `point`,
+    the grid index; `rows`). `summary` is the private input summary, computed in the same pass.
     """
 
     keys: pl.DataFrame
     values: Mapping[str, pl.Series]
     summary: InputSummary
+    histograms: Mapping[str, pl.DataFrame] = field(default_factory=dict)
 
     def of(self, measurement: Measurement) -> pl.Series:
         return self.values[measurement.name]

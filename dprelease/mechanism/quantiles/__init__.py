@@ -48,7 +48,11 @@ from dprelease.mechanism.quantiles._plan import (
     QuantilePlan,
     plan_quantiles,
 )
-from dprelease.mechanism.quantiles._release import QuantileRelease, release_quantiles
+from dprelease.mechanism.quantiles._release import (
+    QuantileRelease,
+    release_observed_quantiles,
+    release_quantiles,
+)
 
 __all__ = [
     "DEFAULT_INTERVAL_SHARE",
@@ -56,5 +60,6 @@ __all__ = [
     "QuantilePlan",
     "QuantileRelease",
     "plan_quantiles",
+    "release_observed_quantiles",
     "release_quantiles",
 ]

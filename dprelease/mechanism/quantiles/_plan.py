@@ -66,9 +66,27 @@ class QuantileGrid:
     def upper(self) -> Fraction:
         return self.lower + (self.bins - 1) * self.resolution
 
+    @property
+    def decimals(self) -> int | None:
+        """Decimal places that write every grid point exactly (None: some point is no finite
+        decimal, e.g. a resolution of 1/3 given as a fraction)."""
+        places = 0
+        for x in (self.lower, self.resolution):
+            d = x.denominator
+            twos = (d & -d).bit_length() - 1
+            fives, rest = 0, d >> twos
+            while rest % 5 == 0:
+                fives, rest = fives + 1, rest // 5
+            if rest != 1:
+                return None
+            places = max(places, twos, fives)
+        return places
+
     def values(self, points: ArrayLike) -> NDArray[np.float64]:
-        """Grid point indices → values in the column's units."""
-        return float(self.lower) + np.asarray(points, dtype=np.float64) * float(self.resolution)
+        """Grid point indices → values in the column's units (to the grid's decimals, so 0.1 ·
+        3 prints as 0.3)."""
+        raw = float(self.lower) + np.asarray(points, dtype=np.float64) * float(self.resolution)
+        return raw if self.decimals is None else np.round(raw, self.decimals)
 
     def discretize(self, column: ArrayLike) -> NDArray[np.int64]:
         """Values → grid point indices: clamp to the bounds (±inf too), round to the nearest

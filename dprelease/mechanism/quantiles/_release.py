@@ -3,6 +3,7 @@ level, the noisy ladder and the intervals it gives (see the folder's face for th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -208,11 +209,52 @@ def release_quantiles(
         raise NoiseError(f"histograms must be [cells × {plan.bins}], got shape {counts.shape}")
     if not np.issubdtype(counts.dtype, np.integer):
         raise NoiseError("histograms must hold integer counts")
+    return _release(
+        counts.shape[0],
+        lambda start, stop: np.maximum(counts[start:stop], 0).astype(np.int64),
+        plan,
+        source,
+    )
+
+
+def release_observed_quantiles(
+    cells: int,
+    cell: ArrayLike,
+    point: ArrayLike,
+    rows: ArrayLike,
+    plan: QuantilePlan,
+    source: NoiseSource | None = None,
+) -> QuantileRelease:
+    """`release_quantiles` of `cells` histograms given as their non-zero entries: `rows` rows
+    of cell `cell` at grid point `point` (an engine's observed pairs, each pair once). Each
+    batch of cells is laid out densely only while it is drawn, so memory stays bounded
+    whatever the number of cells × grid points."""
+    at_cell = np.asarray(cell, dtype=np.int64)
+    order = np.argsort(at_cell, kind="stable")
+    at_cell = at_cell[order]
+    at_point = np.asarray(point, dtype=np.int64)[order]
+    counts = np.asarray(rows, dtype=np.int64)[order]
+
+    def dense(start: int, stop: int) -> NDArray[np.int64]:
+        lo, hi = np.searchsorted(at_cell, [start, stop])
+        out = np.zeros((stop - start, plan.bins), dtype=np.int64)
+        out[at_cell[lo:hi] - start, at_point[lo:hi]] = counts[lo:hi]
+        return out
+
+    return _release(cells, dense, plan, source)
+
+
+def _release(
+    cells: int,
+    batch_of: Callable[[int, int], NDArray[np.int64]],
+    plan: QuantilePlan,
+    source: NoiseSource | None,
+) -> QuantileRelease:
     src = default_noise_source() if source is None else source
     batch = max(1, _BATCH_POINTS // plan.bins)
     parts = [
-        _release_batch(np.maximum(counts[start : start + batch], 0).astype(np.int64), plan, src)
-        for start in range(0, counts.shape[0], batch)
+        _release_batch(batch_of(start, min(start + batch, cells)), plan, src)
+        for start in range(0, cells, batch)
     ]
     shape = (0, len(plan.ps))
     values, low, high = (
