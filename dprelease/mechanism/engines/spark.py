@@ -37,6 +37,7 @@ from dprelease.mechanism.engines import (
     validate_schema,
     withholding_engine_errors,
 )
+from dprelease.mechanism.engines._spark_quantiles import grid_point, histograms
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec, StatisticKind
 
@@ -247,6 +248,12 @@ def _sums(plan: Allocation) -> list[Measurement]:
     return [m for m in plan.measurements if m.kind is StatisticKind.SUM]
 
 
+def _values_read(plan: Allocation) -> list[str]:
+    """The columns whose values are read (summed, or a quantile's), each once."""
+    quantiles = [q.statistic.column for q in plan.quantiles]
+    return list(dict.fromkeys([*(str(m.column) for m in _sums(plan)), *quantiles]))
+
+
 def _domain_frame(
     session: SparkSession,
     domain: pl.DataFrame,
@@ -301,7 +308,7 @@ def _selected(frame: DataFrame, loaded: ResolvedSpec, plan: Allocation) -> DataF
     spec = loaded.spec
     schema = frame.schema
     types = {column: _key_types(loaded, column) for column in spec.key_columns}
-    summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
+    summed = _values_read(plan)
 
     def key(column: str) -> Column:
         typed = _as_key(_column(column), schema[column].dataType, types[column][1])
@@ -376,8 +383,10 @@ def _summary(row: Mapping[str, Any], loaded: ResolvedSpec) -> InputSummary:
 
 def _cells(
     selected: DataFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None, salt: int
-) -> DataFrame:
-    """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell.
+) -> tuple[DataFrame, DataFrame | None]:
+    """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell; with
+    quantiles, also one row (cell, statistic, point, rows) per observed grid point (a second
+    job over the same kept rows).
 
     The salt joins as a one-row table rather than as a literal, so it never appears in query
     plans (Spark UI, event logs, Connect server logs).
@@ -407,15 +416,17 @@ def _cells(
         df = df.withColumn("cell", cell)
     if spec.privacy_unit is not None:
         df = _bounded(df, loaded)
-    summed = list(dict.fromkeys(str(m.column) for m in _sums(plan)))
+    value = _values_read(plan).index
     units = [
-        _units(F.col(f"value{summed.index(str(m.column))}"), m).alias(f"units{i}")
+        _units(F.col(f"value{value(str(m.column))}"), m).alias(f"units{i}")
         for i, m in enumerate(_sums(plan))
     ]
+    points = [grid_point(F.col(f"value{value(q.statistic.column)}"), q) for q in plan.quantiles]
+    hist = histograms(df, points) if points else None
     df = df.select("cell", *units)
     return df.groupBy("cell").agg(
         F.count(F.lit(1)).alias("rows"), *(F.sum(u).alias(u) for u in df.columns[1:])
-    )
+    ), hist
 
 
 class SparkEngine:
@@ -434,8 +445,9 @@ class SparkEngine:
             frame = read(data, self._session)
             validate_schema(polars_schema(frame.schema), loaded, frozenset())
             selected = _selected(frame, loaded, plan)
-            _cells(selected, loaded, plan, month, salt=0).schema  # noqa: B018 - analysis only
-            _summary_frame(selected, loaded, month).schema  # noqa: B018
+            cells, hist = _cells(selected, loaded, plan, month, salt=0)
+            for query in (cells, hist, _summary_frame(selected, loaded, month)):
+                _ = query is not None and query.schema  # analysis only: Spark checks the plan
 
     def aggregate(
         self,
@@ -450,7 +462,9 @@ class SparkEngine:
         The input summary is a second, small Spark job over the same typed rows."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
             selected = _selected(read(data, self._session), loaded, plan)
-            table = _cells(selected, loaded, plan, month, salt).toArrow()
+            cells, hist = _cells(selected, loaded, plan, month, salt)
+            table = cells.toArrow()
+            points = None if hist is None else pl.DataFrame(pl.from_arrow(hist.toArrow()))
             summary = _summary_frame(selected, loaded, month).first()
         assert summary is not None  # a global aggregate has one row
         observed = pl.DataFrame(pl.from_arrow(table))
@@ -464,7 +478,14 @@ class SparkEngine:
         values = {
             m.name: laid_out(column.get(m.name, "rows")).alias(m.name) for m in plan.measurements
         }
-        return ExactAggregates(loaded.key_grid, values, _summary(summary.asDict(), loaded))
+        counted = {
+            q.statistic.name: points.filter(pl.col("statistic") == i).select(
+                pl.col(name).cast(pl.Int64) for name in ("cell", "point", "rows")
+            )
+            for i, q in enumerate(plan.quantiles)
+            if points is not None
+        }
+        return ExactAggregates(loaded.key_grid, values, _summary(summary.asDict(), loaded), counted)
 
     def summarize(
         self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
