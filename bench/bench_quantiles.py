@@ -279,9 +279,11 @@ def main() -> int:
         print(table)
         (RESULTS.parent / "quantiles_design.md").write_text(table + "\n")
         return 0
-    from dprelease.mechanism.quantiles import DEFAULT_INTERVAL_SHARE
+    from dprelease.mechanism._quantile_accounting import interval_share
 
-    share = args.interval_share or DEFAULT_INTERVAL_SHARE
+    def share_of(ps: list[str]) -> Fraction:
+        """The release path's interval share for these p's, unless --interval-share sets one."""
+        return args.interval_share or interval_share(len(ps))
 
     def child(flag: str, stdin: str = "") -> dict:
         done = subprocess.run(
@@ -314,7 +316,9 @@ def main() -> int:
         "",
         f"Absolute error over {args.releases} releases per setting, in the column's units, median "
         f"and mean (OpenDP {theirs['version']}, `make_private_quantile`; same grid, same total "
-        f"ε; dprelease spends {share} of it on the intervals). 'width' is the median width of "
+        f"ε; dprelease spends "
+        + ", ".join(f"{share_of(CASES[c])} of it on the intervals of the {c}" for c in args.cases)
+        + "). 'width' is the median width of "
         "dprelease's 95% intervals, 'covered' the share of them that hold the true quantile. "
         "A median error sits on the grid's steps, so where a mechanism picks the right point "
         "about half the time it jumps by a whole step between runs; the mean does not, but "
@@ -332,7 +336,7 @@ def main() -> int:
             ps = CASES[case]
             truth = true_quantiles(column, ps)
             for eps in EPSILONS:
-                values, low, high = ours(column, GRIDS[name], ps, eps, args.releases, share)
+                values, low, high = ours(column, GRIDS[name], ps, eps, args.releases, share_of(ps))
                 other = np.asarray(theirs["values"][name][case][eps])
                 for i, p in enumerate(ps):
                     # rounded to 1e-9 units: the grid's float arithmetic, not an error

@@ -23,7 +23,7 @@ from dprelease.cli._common import (
 from dprelease.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dprelease.statement import ReleasePlan
+    from dprelease.statement import ReleasePlan, StatisticAccuracy
     from dprelease.statement._manifest import MoeRange
 
 
@@ -61,8 +61,32 @@ def _table(planned: ReleasePlan) -> Table:
             _num(row.epsilon),
             _num(row.sensitivity),
             _num(row.scale),
-            "per cell" if row.moe95 is None else _num(row.moe95),
+            _margin(row),
             target,
+        )
+    return table
+
+
+def _margin(row: StatisticAccuracy) -> str:
+    """The ±95% column: a margin, a mean's "per cell", or a quantile's rank error."""
+    if row.quantiles:
+        return "ranks ↓"
+    return "per cell" if row.moe95 is None else _num(row.moe95)
+
+
+def _quantiles_table(planned: ReleasePlan) -> Table | None:
+    """Quantile statistics: each p's 95% rank error and interval half-width (data-free)."""
+    rows = [(row.name, q) for row in planned.statistics for q in row.quantiles or []]
+    if not rows:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, title="quantiles: 95% errors in ranks", title_justify="left")
+    for column in ("statistic", "column", "p"):
+        table.add_column(column, overflow="fold")
+    for column in ("rank error", "interval ±ranks"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for name, q in rows:
+        table.add_row(
+            name, q.column, f"{q.p:g}", _num(q.rank_error95), _num(q.interval_rank_halfwidth95)
         )
     return table
 
@@ -99,9 +123,13 @@ def _print(planned: ReleasePlan) -> None:
     console.print(_table(planned))
     if (levels := _levels_table(planned)) is not None:
         console.print(levels)
+    if (quantiles := _quantiles_table(planned)) is not None:
+        console.print(quantiles)
     for row in planned.statistics:
         how = f"reuses {', '.join(row.reuses)}; " if row.reuses else ""
-        console.print(f"{row.name}: {how}{row.derivation}")
+        console.print(f"{row.name}: {how}{row.derivation}", markup=False)
+        if row.error_in_units is not None:
+            console.print(f"{row.name}, error {row.error_in_units}", markup=False)
     if planned.epsilon_for_targets is not None:
         console.print(
             f"smallest ε meeting every target: {planned.epsilon_for_targets:g} "
