@@ -17,7 +17,7 @@ from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.loss import PrivacyLoss
 from dprelease.mechanism.quantiles import QuantileGrid, QuantilePlan, plan_quantiles
-from dprelease.spec import QuantileStatistic, ReleaseSpec
+from dprelease.spec import QuantileStatistic, ReleaseSpec, exact_decimal
 
 #: The ladder's share of a quantile statistic's ε, by how many p's it releases. A lone p gains
 #: nothing from the level order, so every bit of ε its interval takes is lost to its value
@@ -28,7 +28,8 @@ INTERVAL_SHARE_SEVERAL_PS = Fraction(1, 10)
 
 
 def interval_share(count: int) -> Fraction:
-    """The ladder's share of ε for a statistic of `count` p's (see the constants)."""
+    """The ladder's share of ε for a statistic of `count` p's (see the constants), unless the
+    statistic sets its own `interval_share`."""
     return INTERVAL_SHARE_ONE_P if count == 1 else INTERVAL_SHARE_SEVERAL_PS
 
 
@@ -86,7 +87,9 @@ def allocate_quantile(
             grid.bins,
             spec.rows_per_unit,
             neighbours,
-            interval_share=interval_share(len(stat.ps)),
+            interval_share=interval_share(len(stat.ps))
+            if stat.interval_share is None
+            else exact_decimal(stat.interval_share, "interval_share"),
         )
     except SpecError as exc:
         raise SpecError(f"{path}.{exc.path}", exc.message) from None

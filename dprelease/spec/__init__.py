@@ -30,6 +30,7 @@ from dprelease.spec._statistics import (
     Statistic,
     StatisticKind,
     SumStatistic,
+    exact_decimal,
     output_columns,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "StatisticKind",
     "SumStatistic",
     "ValuesDomain",
+    "exact_decimal",
     "level_grid",
     "load_spec",
     "output_columns",

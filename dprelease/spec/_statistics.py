@@ -160,6 +160,12 @@ class QuantileStatistic(_StatisticBase):
         description="the quantiles, each strictly between 0 and 1 (0.25, 0.5, 0.75); one "
         "number or a list. A median takes none",
     )
+    interval_share: float | None = Field(
+        default=None,
+        description="the share of this statistic's ε spent on its 95% intervals, strictly "
+        "between 0 and 1: more narrows the intervals and costs the values accuracy (default: "
+        "1/40 for one p, 1/10 for several)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -208,6 +214,10 @@ class QuantileStatistic(_StatisticBase):
                 "resolution",
                 f"gives {steps + 1} grid points; at most {MAX_GRID_POINTS}: make it coarser",
             )
+        if self.interval_share is not None:
+            share = exact_decimal(self.interval_share, "interval_share")
+            if not 0 < share < 1:
+                raise SpecError("interval_share", "must be strictly between 0 and 1")
         ps = self.ps
         if len(set(ps)) != len(ps):
             raise SpecError("p", "each p may appear once")

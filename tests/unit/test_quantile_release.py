@@ -258,3 +258,33 @@ def test_substitution_moves_twice_the_rows_even_ungrouped() -> None:
 def test_an_epsilon_too_small_for_the_sampler_names_the_statistic() -> None:
     with pytest.raises(SpecError, match=r"release\.statistics\[0\]\.epsilon"):
         prepare_release(incomes(1, 0), income_spec(), Fraction(1, 10**30))
+
+
+def test_the_interval_share_is_one_fortieth_for_a_lone_p_unless_the_spec_sets_it() -> None:
+    """A lone p's value gains nothing from the level order, so its interval takes less of ε
+    (docs/quantiles.md measures the trade against OpenDP); several p's share a tenth; a spec
+    may set its own share, which the manifest states, and a share outside (0, 1) is refused."""
+
+    def share(**statistic: Any) -> str:
+        spec = make_spec(
+            statistics=[
+                {
+                    "name": "m",
+                    "kind": "quantile",
+                    "column": "cost",
+                    "lower": 0,
+                    "upper": 100,
+                    "resolution": 1,
+                    **statistic,
+                }
+            ]  # fmt: skip
+        )
+        entry = prepare_release(COSTS, spec, 1).manifest.statistics[0]
+        assert Fraction(entry.interval_epsilon_exact) == Fraction(entry.interval_share)
+        return entry.interval_share
+
+    assert share(p=0.5) == "1/40"
+    assert share(p=[0.25, 0.5, 0.75]) == "1/10"
+    assert share(p=0.5, interval_share=0.2) == "1/5"
+    with pytest.raises(SpecError, match="interval_share"):
+        share(p=0.5, interval_share=1)
