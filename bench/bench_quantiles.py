@@ -256,6 +256,7 @@ def main() -> int:
     parser.add_argument("--interval-share", type=Fraction, default=None)
     parser.add_argument("--skip-cost", action="store_true")
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--datasets", nargs="+", choices=list(GRIDS), default=list(GRIDS))
     parser.add_argument(
         "--design",
         type=int,
@@ -297,7 +298,11 @@ def main() -> int:
 
     from dprelease.mechanism.quantiles import QuantileGrid
 
-    data = {name: np.asarray(col) for name, col in child("--child-data").items()}
+    data = {
+        name: np.asarray(col)
+        for name, col in child("--child-data").items()
+        if name in args.datasets
+    }
     candidates = {
         name: QuantileGrid.from_bounds(*(Fraction(x) for x in GRIDS[name]))
         .values(np.arange(QuantileGrid.from_bounds(*(Fraction(x) for x in GRIDS[name])).bins))
