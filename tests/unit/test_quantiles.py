@@ -507,12 +507,15 @@ def test_plan_refuses_bad_settings(ps: list, epsilon: int, message: str) -> None
 
 
 def test_grid_from_bounds_and_discretize() -> None:
+    """Clamp, then round to the nearest grid point, halves to even as the engines do (0.25 is
+    half a step of 0.5: to point 0; 0.75: to point 2)."""
     grid = qp.QuantileGrid.from_bounds(0, 100, Fraction(1, 2))
     assert grid.bins == 201 and grid.upper == 100
-    assert grid.discretize([-5, 0.2, 0.25, 99.9, 1e9, math.inf]).tolist() == [
+    assert grid.discretize([-5, 0.2, 0.25, 0.75, 99.9, 1e9, math.inf]).tolist() == [
         0,
         0,
-        1,
+        0,
+        2,
         200,
         200,
         200,
