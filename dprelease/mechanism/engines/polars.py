@@ -264,6 +264,15 @@ def _histograms(lf: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation) -> lis
     ]
 
 
+def _kept(bounded: pl.LazyFrame, plan: Allocation) -> pl.LazyFrame:
+    """The rows a partition keeps, collected once when several aggregations read them (the
+    counts and sums, and each quantile's histogram): bounding holds a partition's rows in
+    memory anyway, and polars would otherwise bound it again for every aggregation."""
+    if not plan.quantiles:
+        return bounded
+    return bounded.collect(engine="streaming").lazy()
+
+
 def _histogram_sum(parts: list[pl.DataFrame], loaded: ResolvedSpec, index: int) -> pl.DataFrame:
     """Partitions' histograms of one quantile statistic added up."""
     keys = [*_keys(loaded).values(), _point(index)]
@@ -334,7 +343,7 @@ def _partitioned(
         separate = pl.QueryOptFlags(comm_subplan_elim=False)
         _, facts = pl.collect_all([sink, summary], engine="streaming", optimizations=separate)
         for directory in sorted(Path(tmp).iterdir()):
-            bounded = _bounded(pl.scan_ipc(directory / "*.ipc"), loaded, salt)
+            bounded = _kept(_bounded(pl.scan_ipc(directory / "*.ipc"), loaded, salt), plan)
             part, *hists = pl.collect_all(
                 [_aggregated(bounded, loaded, plan), *_histograms(bounded, loaded, plan)],
                 engine="streaming",
