@@ -1,5 +1,5 @@
 """Accuracy and speed of releases with margins, at the same total ε, through the
-release path (`prepare(...).run(...)`, what `dp.release` runs).
+release path (`prepare(...).draw(...)`, what `dp.release` runs).
 
 Counts released by region × clinic, on three hierarchies: the demo's visits (January 2024 of
 `pipelines.demo_data.generate_visits`, the 32 clinics of pipelines/specs/public/clinics.csv,
@@ -24,7 +24,7 @@ Seeded noise (NoiseSource.seeded_for_tests, allow_unsafe_noise): a benchmark, ne
 release. Besides the MAE ratios: the RMSE ratio c/a, the ratio of the published 95% margins of
 error (the `n_moe95` columns of (c) and (a), mean over the level's rows: exact, noise-free) and
 Var c/a, the exact ratio of the consistent estimate's variance to the level's own measurement's
-(`consistency.level_variances`). (a) is one discrete Laplace draw, peaked and heavy-tailed, and
+(`level_variances`). (a) is one discrete Laplace draw, peaked and heavy-tailed, and
 (c) a mix of many, closer to normal: at equal variance a Laplace error has the smaller mean
 absolute value (√2/2 σ against 0.80 σ) but the wider 95% interval (2.12 σ against 1.96 σ).
 
@@ -49,21 +49,24 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from dprelease.consistency import (
-    Levels,
-    NoiseLaw,
-    consistent,
-    consistent_nonnegative,
-    level_variances,
-    moe95,
-    round_additive,
-    split_epsilon,
-)
+from dprelease.loss import split_by_weights
+from dprelease.mechanism._consistency import consistent, consistent_nonnegative, level_variances
+from dprelease.mechanism._law import NoiseLaw
+from dprelease.mechanism._moe import moe95
+from dprelease.mechanism._rounding import round_additive
 from dprelease.mechanism.noise import NoiseSource, discrete_laplace
-from dprelease.pure_release import PreparedRelease, prepare
-from dprelease.spec import LEVEL_COLUMN, parse_spec
+from dprelease.publish import PreparedRelease, decide_budget
+from dprelease.publish import prepare as prepare_with
+from dprelease.spec import LEVEL_COLUMN, Levels, ResolvedSpec, parse_spec
 
 _PLUS_MAX_CELLS = 1000
+
+
+def prepare(data: pl.DataFrame, resolved: ResolvedSpec, epsilon: Fraction) -> PreparedRelease:
+    """The release path's preparation at a stated ε (no ledger)."""
+    return prepare_with(data, resolved, decide_budget(resolved, epsilon=epsilon))
+
+
 METHODS = ("a", "b", "c", "a_full", "b_full", "c_plus")
 
 
@@ -108,7 +111,8 @@ def specs(scenario: Scenario, directory: Path) -> dict[str, Any]:
     """The release specs compared: cells, region, total, and cells with margins."""
     keys_file = directory / f"keys-{scenario.keys.height}.csv"
     scenario.keys.write_csv(keys_file)
-    joint = [{"columns": ["region", "clinic"], "domain": {"file": str(keys_file)}}]
+    # the keys file beside the spec (here: `directory`), as a spec file has it
+    joint = [{"columns": ["region", "clinic"], "domain": {"file": keys_file.name}}]
     regions = scenario.keys.get_column("region").unique(maintain_order=True).to_list()
     base = {
         "name": "b",
@@ -118,7 +122,7 @@ def specs(scenario: Scenario, directory: Path) -> dict[str, Any]:
     }
     linear = {"nonnegative": False}
     return {
-        "cells": parse_spec({**base, "group_by": joint, "postprocess": linear}),
+        "cells": parse_spec({**base, "group_by": joint, "postprocess": linear}, base_dir=directory),
         "region": parse_spec(
             {
                 **base,
@@ -128,9 +132,12 @@ def specs(scenario: Scenario, directory: Path) -> dict[str, Any]:
         ),
         "total": parse_spec({**base, "postprocess": linear}),
         "margins": parse_spec(
-            {**base, "group_by": joint, "margins": [["region"], []], "postprocess": linear}
+            {**base, "group_by": joint, "margins": [["region"], []], "postprocess": linear},
+            base_dir=directory,
         ),
-        "margins_nonnegative": parse_spec({**base, "group_by": joint, "margins": [["region"], []]}),
+        "margins_nonnegative": parse_spec(
+            {**base, "group_by": joint, "margins": [["region"], []]}, base_dir=directory
+        ),
     }
 
 
@@ -176,7 +183,7 @@ def run(
     errors = Errors({m: np.zeros(3) for m in METHODS}, {m: np.zeros(3) for m in METHODS})
     for _ in range(releases):
         tables = {
-            name: p.run(source, allow_unsafe_noise=True).table for name, p in prepared.items()
+            name: p.draw(source, allow_unsafe_noise=True).table for name, p in prepared.items()
         }
         for method in ("a", "a_full"):
             region, alone = tables[f"{method}_region"], tables[f"{method}_total"]
@@ -204,7 +211,10 @@ def run(
 def variance_ratio(scenario: Scenario, epsilon: Fraction) -> np.ndarray:
     """Mean over each level's rows of Var(c)/Var(a): exact, noise-free."""
     levels = Levels.build(scenario.keys, [["region"], []])
-    laws = [NoiseLaw(scenario.delta / share) for share in split_epsilon(epsilon, 3)]
+    laws = [
+        NoiseLaw.laplace(scenario.delta / share)
+        for share in split_by_weights(epsilon, [Fraction(1)] * 3)
+    ]
     ours = level_variances(levels, laws)
     return np.array([np.mean(ours[k] / laws[k].variance) for k in range(3)])
 
@@ -221,7 +231,7 @@ def timed(fn: Callable[[], object], repeats: int = 1) -> float:
 def timings(scenario: Scenario, epsilon: Fraction, directory: Path) -> list[tuple[str, float]]:
     """The steps at 10⁴ cells (module level), and a whole release through the release path."""
     grid = scenario.keys
-    laws = [NoiseLaw(1 / share) for share in split_epsilon(epsilon, 3)]
+    laws = [NoiseLaw.laplace(1 / share) for share in split_by_weights(epsilon, [Fraction(1)] * 3)]
     levels = Levels.build(grid, [["region"], []])
     truth = np.bincount(scenario.data["clinic"].to_numpy(), minlength=grid.height).astype(float)
     source = NoiseSource.seeded_for_tests(1)
@@ -244,8 +254,8 @@ def timings(scenario: Scenario, epsilon: Fraction, directory: Path) -> list[tupl
             timed(lambda: prepare(scenario.data, loaded, epsilon)),
         ),
         (
-            "run() of a release (aggregate, noise, solve, round)",
-            timed(lambda: prepared.run(source, allow_unsafe_noise=True), 3),
+            "draw() of a release (aggregate, noise, solve, round)",
+            timed(lambda: prepared.draw(source, allow_unsafe_noise=True), 3),
         ),
     ]
 

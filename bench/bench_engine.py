@@ -158,13 +158,14 @@ def bench_spec() -> dict:
 def run_dprelease(path: str) -> tuple[float, dict]:
     import polars as pl
 
-    from dprelease.pure_release import prepare
+    from dprelease.publish import decide_budget, prepare
     from dprelease.spec import parse_spec
 
     start = time.perf_counter()
-    prepared = prepare(path, parse_spec(bench_spec()), EPSILON)
+    resolved = parse_spec(bench_spec())
+    prepared = prepare(path, resolved, decide_budget(resolved, epsilon=EPSILON))
     planned = time.perf_counter()
-    result = prepared.run()  # production noise source, as `release(path, loaded, 1.0)` does
+    result = prepared.draw()  # production noise source, as `release(path, loaded, 1.0)` does
     seconds = time.perf_counter() - start
     return seconds, {
         "cells": result.table.height,

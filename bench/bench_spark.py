@@ -74,13 +74,14 @@ def _session():
 
 
 def run_spark(path: str) -> tuple[float, dict]:
-    from dprelease.pure_release import prepare
+    from dprelease.publish import decide_budget, prepare
     from dprelease.spec import parse_spec
 
     session = _session()  # the engine's spark_session() finds it (getOrCreate)
     start = time.perf_counter()
-    prepared = prepare(path, parse_spec(bench_spec()), EPSILON, engine="spark")
-    result = prepared.run()
+    resolved = parse_spec(bench_spec())
+    prepared = prepare(path, resolved, decide_budget(resolved, epsilon=EPSILON), engine="spark")
+    result = prepared.draw()
     seconds = time.perf_counter() - start
     total = int(result.table["n"].sum())
     return seconds, {"cells": result.table.height, "total": total, "spark": session.version}

@@ -27,7 +27,7 @@ from dprelease.errors import ConfigError, SpecError
 from dprelease.ledger import Ledger
 from dprelease.loss import Amount, exact_positive
 from dprelease.mechanism import DataSource
-from dprelease.publish import Budget, decide_budget, prepare, record_release
+from dprelease.publish import Budget, decide_budget, plan_budget, prepare, record_release
 from dprelease.spec import ReleaseSpec, ResolvedSpec, load_spec, resolve
 from dprelease.statement import (
     LegacyManifest,
@@ -36,7 +36,6 @@ from dprelease.statement import (
     StatisticAccuracy,
     accuracy_of,
 )
-from dprelease.statement import plan as plan_release
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,33 +97,36 @@ def _opened(ledger: Ledger | str | None) -> Iterator[Ledger | None]:
 
 
 def _exact(value: Amount, field: str) -> Fraction:
-    """An ε or cap given in Python as an exact rational; SpecError naming the keyword."""
+    """An ε, ρ or cap given in Python as an exact rational; SpecError naming the keyword."""
     try:
         return exact_positive(value)
     except ValueError as exc:
-        raise SpecError(field, f"ε {exc}") from None
+        raise SpecError(field, f"{'ρ' if field == 'rho' else 'ε'} {exc}") from None
 
 
-def _budget(
-    resolved: ResolvedSpec,
-    ledger: Ledger | None,
-    epsilon: Amount | None,
-    cap: Amount | None,
-    privacy: PrivacyLike | None,
-    scope: str | None,
-    *,
-    require_loss: bool = True,
-) -> Budget:
-    """`decide_budget` on what a Python caller passes (exact ε and cap, a privacy YAML path)."""
-    return decide_budget(
-        resolved,
-        scope=scope,
-        privacy=_privacy(privacy),
-        ledger=ledger,
-        epsilon=None if epsilon is None else _exact(epsilon, "epsilon"),
-        cap=None if cap is None else _exact(cap, "cap"),
-        require_loss=require_loss,
-    )
+@dataclass(frozen=True)
+class _Asked:
+    """What a Python caller asked of the budget: exact amounts, a privacy YAML path."""
+
+    epsilon: Amount | None
+    rho: Amount | None
+    cap: Amount | None
+    privacy: PrivacyLike | None
+    scope: str | None
+
+    def budget(
+        self, resolved: ResolvedSpec, ledger: Ledger | None, *, require_loss: bool = True
+    ) -> Budget:
+        return decide_budget(
+            resolved,
+            scope=self.scope,
+            privacy=_privacy(self.privacy),
+            ledger=ledger,
+            epsilon=None if self.epsilon is None else _exact(self.epsilon, "epsilon"),
+            rho=None if self.rho is None else _exact(self.rho, "rho"),
+            cap=None if self.cap is None else _exact(self.cap, "cap"),
+            require_loss=require_loss,
+        )
 
 
 def release(
@@ -132,6 +134,7 @@ def release(
     spec: SpecLike,
     *,
     epsilon: Amount | None = None,
+    rho: Amount | None = None,
     privacy: PrivacyLike | None = None,
     ledger: Ledger | str | None = None,
     scope: str | None = None,
@@ -143,9 +146,10 @@ def release(
     """Release `spec` from `data` (pandas or polars DataFrame, polars LazyFrame, pyarrow Table,
     or a parquet/CSV path).
 
-    The release spends `epsilon` (0.5, "1/12", a Fraction); without it, its share (the spec
-    file's `publish.share`, default all) of its scope's cap: the ledger's, else `cap`, else the
-    ε of the scope's odds risk profile in `privacy` (a privacy YAML or `PrivacyProfiles`).
+    The release spends `epsilon` (0.5, "1/12", a Fraction), or `rho` in a zCDP scope; without
+    them, its share (the spec file's `publish.share`, default all) of its scope's cap: the
+    ledger's, else `cap`, else the ε (or ρ_max) of the scope's odds risk profile in `privacy`
+    (a privacy YAML or `PrivacyProfiles`).
 
     With `ledger` (a `dp.Ledger` or its URL/path) the release is charged to `scope` (default:
     the spec file's `publish.scope`, else the spec's name; a new scope is created with `cap` or
@@ -158,7 +162,7 @@ def release(
     if ledger is None and (scope is not None or force_new):
         raise ConfigError("ledger", "scope and force_new need a ledger to charge")
     with _opened(ledger) as book:
-        budget = _budget(resolved, book, epsilon, cap, privacy, scope)
+        budget = _Asked(epsilon, rho, cap, privacy, scope).budget(resolved, book)
         prepared = prepare(data, resolved, budget, period=period, engine=engine)
         if book is None:
             drawn = prepared.draw()
@@ -177,18 +181,27 @@ def plan(
     spec: SpecLike,
     epsilon: Amount | None = None,
     *,
+    rho: Amount | None = None,
     privacy: PrivacyLike | None = None,
     ledger: Ledger | str | None = None,
     scope: str | None = None,
     cap: Amount | None = None,
     targets: dict[str, float] | None = None,
+    compare: bool = False,
+    delta: float | None = None,
+    releases: int | None = None,
 ) -> ReleasePlan:
-    """What a release of `spec` will state per statistic (ε, Δ, scale, 95% margin of error; with
-    margins each level's), without reading any data. Its ε is the one `dp.release` would spend
-    with the same arguments; with `targets` (name → wanted margin of the released cells;
-    default: the spec's `target_moe95`) also the smallest ε that meets them, planned at when no
-    ε follows from the arguments."""
+    """What a release of `spec` will state per statistic (ε or ρ, Δ, scale, 95% margin of
+    error; with margins each level's), without reading any data. Its loss is the one
+    `dp.release` would spend with the same arguments; with `targets` (name → wanted margin of
+    the released cells; default: the spec's `target_moe95`) also the smallest loss that meets
+    them, planned at when no loss follows from the arguments. With `compare` (and `privacy`),
+    `.comparison` gives the margins under pure ε with Laplace noise and under zCDP with
+    Gaussian noise at the same odds profile (at `delta`, as one of `releases` releases)."""
     resolved = _resolved(spec)
+    asked = _Asked(epsilon, rho, cap, privacy, scope)
     with _opened(ledger) as book:  # the planner asks for ε or targets in its own words
-        budget = _budget(resolved, book, epsilon, cap, privacy, scope, require_loss=False)
-    return plan_release(resolved, budget.loss, budget.change, targets=targets)
+        budget = asked.budget(resolved, book, require_loss=False)
+    return plan_budget(
+        resolved, budget, targets=targets, compare=compare, delta=delta, releases=releases
+    )

@@ -172,6 +172,10 @@ class CompositionMismatch(LedgerError):
     """The spec composes periods differently from the scope it would draw on."""
 
 
+class MeasureMismatch(LedgerError):
+    """The release spends another measure (ε or ρ), or reads zCDP at another δ, than its scope."""
+
+
 class SpecChanged(LedgerError):
     """The release slot was released from another spec; re-releasing it must be asked for."""
 

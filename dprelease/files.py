@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import stat
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,6 +90,28 @@ def error_at_path(
     return error(path, message + (f" (and {more} more problem(s))" if more else ""))
 
 
+def irregular(path: Path) -> str | None:
+    """What `path` is when it exists but is not a regular file ("a directory", "a FIFO (named
+    pipe)", …; symbolic links followed); None for a regular file or nothing at all.
+
+    Every file dprelease reads is checked with this before it is opened: opening a FIFO blocks
+    until something writes to it, and a device may never end, so either would hang a release
+    instead of refusing it."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None  # missing (or unreadable): opening it says so
+    kinds = [
+        (stat.S_ISREG, None),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ]
+    return next((kind for test, kind in kinds if test(mode)), "not a file")
+
+
 def read_sections(
     path: Path, sections: Sequence[str], error: type[ConfigError], what: str
 ) -> dict[str, Any]:
@@ -96,6 +119,8 @@ def read_sections(
 
     `what` names the kind of file in messages ("spec file", "privacy config").
     """
+    if (kind := irregular(path)) is not None:
+        raise error("", f"cannot read {what} {str(path)!r}: it is {kind}, not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -223,6 +248,30 @@ def replaceable_target(path: Path, option: str = "") -> Path:
         f"{path} {kind}; dprelease writes a file whole, by renaming a new file over the old "
         "one, so give the path of a regular file",
     )
+
+
+def unwritable_directory(path: Path) -> str | None:
+    """Why files cannot be written into the directory `path` (made when missing), in words; None
+    when they can.
+
+    Asked before a release is reserved, so a directory that cannot take the files is refused
+    before the budget is charged instead of after the commit. It tries what writing will do,
+    since permission bits do not tell (root ignores them; a read-only mount ignores root): it
+    creates and removes an empty file in `path`, or, when `path` does not exist yet, in its
+    nearest existing ancestor, where its directories would be made. Nothing stays behind."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "it" if existing == path else f"{existing}"
+        return f"cannot write into {path}: {where} exists and is not a directory"
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".dprelease-probe-", dir=existing)
+    except OSError as exc:
+        return f"cannot write into {path}: {exc.strerror or type(exc).__name__} in {existing}"
+    os.close(handle)
+    os.unlink(probe)
+    return None
 
 
 @contextmanager

@@ -110,6 +110,36 @@ class Measure(StrEnum):
     def symbol(self) -> str:
         return "ε" if self is Measure.PURE else "ρ"
 
+    @property
+    def native_mechanism(self) -> Mechanism:
+        """The noise whose guarantee is stated in this measure: Laplace for ε, Gaussian for ρ."""
+        return Mechanism.LAPLACE if self is Measure.PURE else Mechanism.GAUSSIAN
+
+
+class Mechanism(StrEnum):
+    """The noise a release adds: exact discrete Laplace (ε-DP) or discrete Gaussian (ρ-zCDP)."""
+
+    LAPLACE = "laplace"
+    GAUSSIAN = "gaussian"
+
+    @property
+    def native_measure(self) -> Measure:
+        """The measure this mechanism's guarantee is stated in (a Laplace release also fits a
+        zCDP scope: ε-DP is ε²/2-zCDP; a Gaussian one never fits a pure scope)."""
+        return Measure.PURE if self is Mechanism.LAPLACE else Measure.ZCDP
+
+
+def zcdp_of_pure(epsilon: Fraction) -> Fraction:
+    """ρ of an ε-DP release: ε-DP implies ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
+    return epsilon * epsilon / 2
+
+
+def pure_within_zcdp(rho: Fraction, resolution: int = 10**12) -> Fraction:
+    """The largest ε, a multiple of 1/resolution, whose ε²/2 is at most `rho`: a Laplace
+    release spending it fits a zCDP share of ρ (rounded down, so never above)."""
+    scaled = math.isqrt(math.floor(2 * rho * resolution * resolution))
+    return Fraction(scaled, resolution)
+
 
 @dataclass(frozen=True, order=True)
 class PrivacyLoss:
@@ -121,6 +151,10 @@ class PrivacyLoss:
     @classmethod
     def pure(cls, epsilon: Fraction) -> PrivacyLoss:
         return cls(Measure.PURE, Fraction(epsilon))
+
+    @classmethod
+    def zcdp(cls, rho: Fraction) -> PrivacyLoss:
+        return cls(Measure.ZCDP, Fraction(rho))
 
     def __add__(self, other: PrivacyLoss) -> PrivacyLoss:
         self._same_measure(other)
@@ -141,6 +175,13 @@ class PrivacyLoss:
         """The ε of a pure loss (ValueError for another measure: there is no exact ε of a ρ)."""
         if self.measure is not Measure.PURE:
             raise ValueError(f"a {self.measure.value} loss has no pure ε")
+        return self.amount
+
+    @property
+    def rho(self) -> Fraction:
+        """The ρ of a zCDP loss (ValueError for a pure one: use `zcdp_of_pure` to convert)."""
+        if self.measure is not Measure.ZCDP:
+            raise ValueError(f"a {self.measure.value} loss is not stated in ρ")
         return self.amount
 
     def _same_measure(self, other: PrivacyLoss) -> None:

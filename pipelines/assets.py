@@ -24,7 +24,14 @@ import polars as pl
 from pydantic import Field
 
 from dprelease.budget import budget_markdown, markdown_table, write_plots
-from dprelease.errors import BudgetExhausted, DPReleaseError, LedgerNotFound, UnknownScope
+from dprelease.errors import (
+    BudgetExhausted,
+    ConfigError,
+    DPReleaseError,
+    LedgerNotFound,
+    UnknownScope,
+)
+from dprelease.files import unwritable_directory
 from dprelease.ledger import Ledger, ScopeStatus
 from dprelease.loss import typed_text
 from dprelease.operator import LOGGER_NAME
@@ -302,8 +309,11 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                     ledger=book,
                     may_open_scope=config.create_scope or not ledger.require_existing,
                 )
-                # spec, budget and schema validated before the ledger changes
+                # spec, budget, schema and the public directory checked before the ledger changes
                 prepared = prepare(path, release, budget, period=period)
+                directory = public.release_dir(spec.name, period)
+                if (problem := unwritable_directory(directory)) is not None:
+                    raise ConfigError("public.directory", problem)
                 recorded = record_release(
                     prepared,
                     ledger=book,
@@ -317,7 +327,6 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
             raise dg.Failure(f"{spec.name} {period or ''}".strip() + f": {refusal(exc)}") from None
         _observe_schema(context, spec.source, path)
         checks = check_results(release, recorded, status, highest)
-        directory = public.release_dir(spec.name, period)
         failed = [str(c.check_name) for c in checks if not c.passed]
         if failed:
             published = f"no: check(s) {', '.join(failed)} failed; files withheld"

@@ -15,20 +15,34 @@ from typing import Any
 
 from dprelease.errors import BudgetExhausted, ReservationMismatch
 from dprelease.ledger import Ledger, ReleaseConflict
+from dprelease.loss import Measure
 
 RELEASED, EXHAUSTED, CONFLICT, STORED, MISMATCH = 0, 3, 4, 5, 6
 SPEC_HASH = "h" * 64
 
 
 def release_once(
-    url: str, scope: str, release_id: str, period: str, epsilon: Any, barrier: Any
+    url: str,
+    scope: str,
+    release_id: str,
+    period: str,
+    epsilon: Any,
+    barrier: Any,
+    measure: Measure = Measure.PURE,
 ) -> None:
-    """Open the ledger, wait for every racer, then reserve -> 'release' -> commit."""
+    """Open the ledger, wait for every racer, then reserve -> 'release' -> commit (`epsilon` is
+    the amount in the scope's `measure`: ε, or ρ)."""
     ledger = Ledger(url)
     barrier.wait()
     try:
         reservation = ledger.reserve(
-            release_id, scope, period, epsilon, spec_hash=SPEC_HASH, run_id=f"pid{os.getpid()}"
+            release_id,
+            scope,
+            period,
+            epsilon,
+            spec_hash=SPEC_HASH,
+            run_id=f"pid{os.getpid()}",
+            measure=measure,
         )
         if reservation.status == "committed":
             sys.exit(STORED)

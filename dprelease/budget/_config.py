@@ -48,8 +48,8 @@ from dprelease.budget._profiles import (
 )
 from dprelease.change import ProtectedChange
 from dprelease.errors import ConfigError
-from dprelease.loss import Measure
 from dprelease.files import Location, error_at_path, join_path, read_sections
+from dprelease.loss import Measure
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 # Discriminated unions put the chosen `kind` into error locations; YAML paths must not show it.

@@ -52,15 +52,18 @@ def _print_json(data: Any) -> None:
 
 
 def _status_table(statuses: list[ScopeStatus]) -> Table:
-    table = Table(title="Privacy budget (ε)", title_justify="left", box=box.SIMPLE_HEAD)
+    """One row per scope, its amounts in its own unit (ε, or ρ for zCDP)."""
+    table = Table(title="Privacy budget", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("scope", overflow="fold")
     table.add_column("composition")
+    table.add_column("unit")
     for column in ("cap", "spent", "left", "released", "open"):
         table.add_column(column, justify="right", no_wrap=True)
     for s in statuses:
         table.add_row(
             s.name,
             s.composition,
+            s.unit,
             _num(s.cap),
             _num(s.spent),
             _num(s.remaining),
@@ -68,6 +71,16 @@ def _status_table(statuses: list[ScopeStatus]) -> Table:
             str(s.open_reservations),
         )
     return table
+
+
+def _zcdp_lines(statuses: list[ScopeStatus]) -> list[str]:
+    """What the spent ρ of each zCDP scope implies as (ε, δ)-DP."""
+    return [
+        f"{s.name}: zCDP read at δ = {s.delta:g}; ρ spent {_num(s.spent)} implies "
+        f"({s.epsilon_delta():.4g}, {s.delta:g})-DP"
+        for s in statuses
+        if s.delta is not None and s.epsilon_delta() is not None
+    ]
 
 
 def _period_table(s: ScopeStatus) -> Table:
@@ -97,6 +110,8 @@ def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOp
         console.print("no budget scopes yet")
         return
     console.print(_status_table(statuses))
+    for line in _zcdp_lines(statuses):
+        console.print(line)
     if any(s.open_reservations for s in statuses):
         console.print(
             "open: reserved, never committed; counted as spent until committed or voided "
@@ -108,7 +123,7 @@ def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOp
             console.print(_period_table(s))
 
 
-def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
+def _history_table(scope: str, events: list[LedgerEvent], unit: str = "ε") -> Table:
     """Two lines per event (when / what / ε, then the release and the details), so the table
     reads at 80 columns. A release id is shown whole, folded onto more lines if it is longer
     than its column: cut, two ids of the same long asset would look alike."""
@@ -124,7 +139,7 @@ def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
             details.append(f"by {e.actor}")
         table.add_row(
             f"{e.at:%Y-%m-%d}\n{e.at:%H:%M:%S}",
-            e.kind + ("" if e.epsilon is None else f"\nε {_num(e.epsilon)}"),
+            e.kind + ("" if e.epsilon is None else f"\n{unit} {_num(e.epsilon)}"),
             (e.release_id + "\n" if e.release_id else "") + " · ".join(d for d in details if d),
         )
     return table
@@ -140,6 +155,7 @@ def history(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonO
         if scope is not None:
             ledger.status(scope)  # UnknownScope (exit 2) rather than an empty history
         events = ledger.history(scope)
+        units = {s.name: s.unit for s in ledger.status()}
     if as_json:
         _print_json([e.to_dict() for e in events])
         return
@@ -148,7 +164,9 @@ def history(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonO
     if not events:
         console.print("no events yet")
     for name in dict.fromkeys(e.scope for e in events):
-        console.print(_history_table(name, [e for e in events if e.scope == name]))
+        console.print(
+            _history_table(name, [e for e in events if e.scope == name], units.get(name, "ε"))
+        )
 
 
 @ledger_app.command("export")

@@ -23,7 +23,13 @@ from dprelease.cli._common import (
 from dprelease.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dprelease.statement import ReleasePlan, StatisticAccuracy
+    from dprelease.statement import (
+        LevelAccuracy,
+        MeasureComparison,
+        MeasurementAccuracy,
+        ReleasePlan,
+        StatisticAccuracy,
+    )
     from dprelease.statement._manifest import MoeRange
 
 
@@ -45,33 +51,83 @@ def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
 
 
+def _range(moe: float | MoeRange) -> str:
+    return _num(moe) if isinstance(moe, float) else f"{_num(moe.min)}–{_num(moe.max)}"
+
+
+def _spent(noise: StatisticAccuracy | MeasurementAccuracy | LevelAccuracy) -> str:
+    """What a noise spends in the plan's measure: ε, or ρ under zCDP."""
+    return _num(noise.epsilon if noise.rho is None else noise.rho)
+
+
+#: One row of the plan's table: statistic, kind, level, ε (or ρ), Δ, scale, ±95%, target.
+Row = tuple[str, str, str, str, str, str, str, str]
+
+
+def _noise_rows(
+    name: str, kind: str, noise: StatisticAccuracy | MeasurementAccuracy, target: str
+) -> list[Row]:
+    """One row per noisy vector: the cells without margins, else every level; ε (or ρ), Δ and
+    the scale on a row are that one noise's, so scale = Δ/ε there (up to the sampler's rounding
+    up; Gaussian: σ = Δ2/√(2ρ))."""
+    if noise.levels is None:
+        moe = "per cell" if noise.moe95 is None else _num(noise.moe95)
+        return [(name, kind, "", _spent(noise), _num(noise.sensitivity),
+                 _num(noise.scale), moe, target)]  # fmt: skip
+    return [
+        (
+            name if k == 0 else "",
+            kind if k == 0 else "",
+            level.level,
+            _spent(level),
+            _num(level.sensitivity),
+            _num(level.scale),
+            _range(level.moe95),
+            target if k == 0 else "",
+        )
+        for k, level in enumerate(noise.levels)
+    ]
+
+
+def _statistic_rows(row: StatisticAccuracy) -> list[Row]:
+    """A count or sum: its noise (per level, then what it spends over all levels). A mean: what
+    it spends and that its margin is per cell, then each measurement it makes itself (what it
+    reuses is named below the table)."""
+    target = "" if row.target_moe95 is None else _num(row.target_moe95)
+    if row.target_met is not None:
+        target += " ok" if row.target_met else " MISSED"
+    if row.quantiles:  # errors in ranks, per p: in the quantiles' own table
+        return [(row.name, row.kind, "", _spent(row), _num(row.sensitivity), "–", "ranks ↓", "")]
+    if row.kind != "mean":
+        rows = _noise_rows(row.name, row.kind, row, target)
+        if row.levels is not None:
+            rows.append(("", "", "all levels", _spent(row), "", "", "", ""))
+        return rows
+    rows = [(row.name, "mean", "", _spent(row), "", "", "per cell", "")]
+    for own in row.measurements:
+        rows += _noise_rows("", f"  its {own.kind}", own, "")
+    return rows
+
+
 def _table(planned: ReleasePlan) -> Table:
-    table = Table(box=box.SIMPLE_HEAD)
+    """Every noise the release adds, one per row (with margins one per level), so each row's
+    scale is its own noise's; a statistic's ε (or ρ) over all its levels on a row of its own."""
+    symbol = planned.measure.symbol
+    margins = any(row.levels is not None for row in planned.statistics)
+    title = f"{symbol}, Δ, noise scale and 95% margins of error per level" if margins else None
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
     table.add_column("statistic", overflow="fold")
-    table.add_column("kind")
-    for column in ("ε", "Δ", "scale", "±95%", "target"):
+    table.add_column("kind", no_wrap=True)
+    if margins:
+        table.add_column("level", no_wrap=True)
+    for column in (symbol, "Δ", "scale", "±95%", "target"):
         table.add_column(column, justify="right", no_wrap=True)
     for row in planned.statistics:
-        target = "" if row.target_moe95 is None else _num(row.target_moe95)
-        if row.target_met is not None:
-            target += " ok" if row.target_met else " MISSED"
-        table.add_row(
-            row.name,
-            row.kind,
-            _num(row.epsilon),
-            _num(row.sensitivity),
-            _num(row.scale),
-            _margin(row),
-            target,
-        )
+        for cells in _statistic_rows(row):
+            table.add_row(*(cells if margins else cells[:2] + cells[3:]))
+        if margins:
+            table.add_section()
     return table
-
-
-def _margin(row: StatisticAccuracy) -> str:
-    """The ±95% column: a margin, a mean's "per cell", or a quantile's rank error."""
-    if row.quantiles:
-        return "ranks ↓"
-    return "per cell" if row.moe95 is None else _num(row.moe95)
 
 
 def _quantiles_table(planned: ReleasePlan) -> Table | None:
@@ -91,38 +147,39 @@ def _quantiles_table(planned: ReleasePlan) -> Table | None:
     return table
 
 
-def _range(moe: float | MoeRange) -> str:
-    return _num(moe) if isinstance(moe, float) else f"{_num(moe.min)}–{_num(moe.max)}"
-
-
-def _levels_table(planned: ReleasePlan) -> Table | None:
-    """With margins: each statistic's levels, their ε and noise, and the margin of error of
-    the released values (consistent and rounded); None without margins."""
-    rows = [(row.name, level) for row in planned.statistics for level in row.levels or []]
-    if not rows:
-        return None
-    table = Table(box=box.SIMPLE_HEAD, title="95% margins of error per level", title_justify="left")
+def _comparison_table(comparison: MeasureComparison) -> Table:
+    """Margins under pure ε (Laplace) and zCDP (Gaussian) at the same odds profile."""
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title=f"pure ε or zCDP? as one of {comparison.releases} release(s) of the scope: "
+        f"ε = {comparison.epsilon_exact} (Laplace) or ρ = {comparison.rho_exact} (Gaussian, "
+        f"odds statement with probability ≥ 1 − {comparison.delta:g})",
+        title_justify="left",
+    )
     table.add_column("statistic", overflow="fold")
-    table.add_column("level", overflow="fold")
-    for column in ("ε", "scale", "±95%"):
+    for column in ("±95% pure ε", "±95% zCDP", "smaller"):
         table.add_column(column, justify="right", no_wrap=True)
-    for name, level in rows:
+    for row in comparison.statistics:
         table.add_row(
-            name, level.level, _num(level.epsilon), _num(level.scale), _range(level.moe95)
+            row.name,
+            "per cell" if row.pure_moe95 is None else _num(row.pure_moe95),
+            "per cell" if row.zcdp_moe95 is None else _num(row.zcdp_moe95),
+            row.smaller or "–",
         )
     return table
 
 
 def _print(planned: ReleasePlan) -> None:
     console = Console(highlight=False)
+    if planned.rho_total is not None:
+        spends = f"ρ = {planned.rho_total:g} ({planned.rho_total_exact}, zCDP)"
+    else:
+        spends = f"ε = {planned.epsilon_total:g} ({planned.epsilon_total_exact})"
     console.print(
-        f"release {planned.release!r} at ε = {planned.epsilon_total:g} "
-        f"({planned.epsilon_total_exact}), split by {planned.budget_split}, "
-        f"{planned.neighbours.value} neighbours"
+        f"release {planned.release!r} at {spends}, {planned.mechanism.value} noise, split by "
+        f"{planned.budget_split}, {planned.neighbours.value} neighbours"
     )
     console.print(_table(planned))
-    if (levels := _levels_table(planned)) is not None:
-        console.print(levels)
     if (quantiles := _quantiles_table(planned)) is not None:
         console.print(quantiles)
     for row in planned.statistics:
@@ -132,9 +189,12 @@ def _print(planned: ReleasePlan) -> None:
             console.print(f"{row.name}, error {row.error_in_units}", markup=False)
     if planned.epsilon_for_targets is not None:
         console.print(
-            f"smallest ε meeting every target: {planned.epsilon_for_targets:g} "
-            f"({planned.epsilon_for_targets_exact})"
+            f"smallest {planned.measure.symbol} meeting every target: "
+            f"{planned.epsilon_for_targets:g} ({planned.epsilon_for_targets_exact})"
         )
+    if planned.comparison is not None:
+        console.print(_comparison_table(planned.comparison))
+        console.print(f"smaller margins: {planned.comparison.smaller}")
 
 
 @app.command("plan")
@@ -162,6 +222,35 @@ def plan_command(
         ),
     ] = None,
     scope: ReleaseScopeOption = None,
+    rho: Annotated[
+        str | None,
+        typer.Option("--rho", help="ρ of a zCDP release, e.g. 0.01 or 1/100.", show_default=False),
+    ] = None,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare",
+            help="Also plan it under pure ε (Laplace) and zCDP (Gaussian) at the same odds "
+            "profile (--config), and say which margins are smaller.",
+        ),
+    ] = False,
+    delta: Annotated[
+        float | None,
+        typer.Option(
+            "--delta",
+            help="With --compare: δ of the zCDP statement (default: the profile's, else 1e-9).",
+            show_default=False,
+        ),  # fmt: skip
+    ] = None,
+    releases: Annotated[
+        int | None,
+        typer.Option(
+            "--releases",
+            help="With --compare: equal releases sharing the scope's budget (default: "
+            "1/publish.share).",
+            show_default=False,
+        ),
+    ] = None,
     target: Annotated[
         list[str] | None,
         typer.Option(
@@ -174,12 +263,12 @@ def plan_command(
     """Per statistic ε, Δ, noise scale and 95% margin of error; with targets, the smallest ε
     that meets them. Reads no data and spends nothing."""
     from dprelease.budget import load_privacy_profiles
-    from dprelease.publish import Options, decide_budget
+    from dprelease.publish import Options, decide_budget, plan_budget
     from dprelease.spec import load_spec
-    from dprelease.statement import plan
 
     resolved = load_spec(spec)
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
+    chosen_rho = None if rho is None else parse_epsilon(rho, "--rho")
     privacy = None if config is None else load_privacy_profiles(config)
     with open_existing_ledger(ledger_url) as book:
         budget = decide_budget(
@@ -188,10 +277,18 @@ def plan_command(
             privacy=privacy,
             ledger=book,
             epsilon=chosen,
+            rho=chosen_rho,
             require_loss=False,  # the planner asks for ε or targets in its own words
             options=Options(**CLI_WORDS_FOR_BUDGET),
         )
-    planned = plan(resolved, budget.loss, budget.change, targets=_targets(target or []))
+    planned = plan_budget(
+        resolved,
+        budget,
+        targets=_targets(target or []),
+        compare=compare,
+        delta=delta,
+        releases=releases,
+    )
     if as_json:
         typer.echo(planned.model_dump_json(indent=2))
     else:

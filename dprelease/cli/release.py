@@ -21,6 +21,7 @@ from dprelease.cli._common import (
     parse_epsilon,
 )
 from dprelease.errors import ConfigError, LedgerNotFound
+from dprelease.files import unwritable_directory
 
 if TYPE_CHECKING:
     import polars as pl
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 
 PREVIEW_ROWS = 12
 #: Margin columns (`_ci95`: releases stored before they were renamed, and `_moe95`) and a mean's
-#: flag column (its null cells show as –): left to the files.
-HIDDEN_SUFFIXES = ("_ci95", "_moe95", "_undefined")
+#: flag columns (undefined, uninformative): left to the files.
+HIDDEN_SUFFIXES = ("_ci95", "_moe95", "_undefined", "_uninformative")
 
 
 def _eps(value: Fraction) -> str:
@@ -126,6 +127,12 @@ def release(
             "--cap", help="Lifetime cap of a new scope, e.g. 1 or 1/3.", show_default=False
         ),
     ] = None,
+    rho: Annotated[
+        str | None,
+        typer.Option(
+            "--rho", help="ρ of this release, in a zCDP scope (e.g. 1/100).", show_default=False
+        ),
+    ] = None,
     period: Annotated[
         str | None, typer.Option("--period", help="Reporting period (YYYY-MM for monthly specs).")
     ] = None,
@@ -149,10 +156,11 @@ def release(
     from dprelease.publish import Options, decide_budget, prepare, publish
     from dprelease.spec import load_spec
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError("--out", f"{out} exists and is not a directory")
+    if (problem := unwritable_directory(out)) is not None:
+        raise ConfigError("--out", problem)
     resolved = load_spec(spec)
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
+    chosen_rho = None if rho is None else parse_epsilon(rho, "--rho")
     stated_cap = None if cap is None else parse_epsilon(cap, "--cap")
     privacy = None if config is None else load_privacy_profiles(config)
     try:
@@ -167,6 +175,7 @@ def release(
             ledger=existing,
             new_ledger=existing is None,
             epsilon=chosen,
+            rho=chosen_rho,
             cap=stated_cap,
             options=Options(**CLI_WORDS_FOR_BUDGET),
         )

@@ -42,7 +42,7 @@ from dprelease.ledger.records import (
     Voided,
 )
 from dprelease.ledger.scopes import exact_epsilon
-from dprelease.loss import Amount
+from dprelease.loss import Amount, Measure
 
 __all__ = [
     "DEFAULT_LEDGER_PATH",
@@ -125,15 +125,23 @@ class Ledger:
     # -- scopes --------------------------------------------------------------------------
 
     def ensure_scope(
-        self, name: str, cap: Amount, composition: Composition = "sequential"
+        self,
+        name: str,
+        cap: Amount,
+        composition: Composition = "sequential",
+        *,
+        measure: Measure = Measure.PURE,
+        delta: float | None = None,
     ) -> ScopeStatus:
-        """The scope's status, creating it with `cap` if it does not exist.
+        """The scope's status, creating it with `cap` (ε for a pure scope, ρ for a zcdp one,
+        read at `delta`) if it does not exist.
 
         An existing scope keeps the cap the ledger has (the one source of truth: change it with
-        `set_cap`); its composition must equal `composition` (else CompositionMismatch).
+        `set_cap`); its composition must equal `composition` (else CompositionMismatch), its
+        measure and δ this ones (else MeasureMismatch).
         """
         with self._db.tx() as conn:
-            scopes.ensure_scope(self._db, conn, name, cap, composition)
+            scopes.ensure_scope(self._db, conn, name, cap, composition, measure, delta)
             return reports.status(conn, self.display_url, name)[0]
 
     def set_cap(self, name: str, cap: Amount, *, reason: str | None = None) -> ScopeStatus:
@@ -153,6 +161,7 @@ class Ledger:
         *,
         spec_hash: str,
         composition: Composition = "sequential",
+        measure: Measure = Measure.PURE,
         run_id: str | None = None,
         force_new: bool = False,
         max_cap: Fraction | None = None,
@@ -173,6 +182,7 @@ class Ledger:
                 epsilon,
                 spec_hash=spec_hash,
                 composition=composition,
+                measure=measure,
                 run_id=run_id,
                 force_new=force_new,
                 max_cap=max_cap,

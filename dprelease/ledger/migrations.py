@@ -180,7 +180,20 @@ def _v2_release_identity(conn: Connection) -> None:
         )
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1_tables, _v2_release_identity]
+def _v3_scope_measure(conn: Connection) -> None:
+    """Each scope's measure (`pure`: amounts are ε; `zcdp`: amounts are ρ) and, for zCDP, the δ
+    its odds statement is read at. Scopes of earlier ledgers spent ε: they become `pure`."""
+    _add_column(conn, "dprelease_scopes", "measure", String(8))
+    _add_column(conn, "dprelease_scopes", "delta", Text())
+    scopes = table("dprelease_scopes", column("measure"))
+    conn.execute(update(scopes).values(measure="pure"))
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    _v1_tables,
+    _v2_release_identity,
+    _v3_scope_measure,
+]
 LATEST = len(MIGRATIONS)
 
 

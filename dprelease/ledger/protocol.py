@@ -42,9 +42,9 @@ from dprelease.ledger.records import (
 )
 from dprelease.ledger.reports import load_stored
 from dprelease.ledger.schema import charges, releases
-from dprelease.ledger.scopes import exact_epsilon, require_composition
+from dprelease.ledger.scopes import exact_epsilon, require_composition, require_measure
 from dprelease.ledger.spending import fmt, spending
-from dprelease.loss import Amount
+from dprelease.loss import Amount, Measure
 
 
 def _short(spec_hash: str | None) -> str:
@@ -126,6 +126,7 @@ def reserve(
     *,
     spec_hash: str,
     composition: Composition,
+    measure: Measure = Measure.PURE,
     run_id: str | None,
     force_new: bool,
     max_cap: Fraction | None,
@@ -143,6 +144,7 @@ def reserve(
     run = _Run(release_id, scope, period, exact_epsilon(epsilon), spec_hash, run_id)
     scope_row = db.locked_scope(conn, scope)
     require_composition(scope_row, composition)
+    require_measure(scope_row, measure)
     if scope_row.composition == "parallel" and period is None:
         raise LedgerError(
             f"scope {scope!r} composes periods in parallel: pass the period (partition key) "

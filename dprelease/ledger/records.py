@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Literal
 
 from dprelease.errors import LedgerError
+from dprelease.loss import Measure
 
 Composition = Literal["sequential", "parallel"]
 #: A charge's life: "reserved" -> "committed", or "reserved" -> "voided" (never both).
@@ -101,21 +103,41 @@ class Voided:
 
 @dataclass(frozen=True)
 class ScopeStatus:
-    """Budget of one scope. For parallel scopes `spent`/`remaining` are the worst period's."""
+    """Budget of one scope, in its measure's unit (ε for `pure`, ρ for `zcdp`). For parallel
+    scopes `spent`/`remaining` are the worst period's."""
 
     name: str
     cap: Fraction
     spent: Fraction
     remaining: Fraction
     composition: Composition
+    measure: Measure = Measure.PURE
+    delta: float | None = None  # zcdp: the δ its odds statement is read at
     periods: dict[str | None, Fraction] = field(default_factory=dict)  # spent per period
     releases: int = 0  # committed charges
     open_reservations: int = 0  # reserved, never committed nor voided (counted as spent)
+
+    @property
+    def unit(self) -> str:
+        """The symbol of the amounts: ε or ρ."""
+        return self.measure.symbol
+
+    def epsilon_delta(self) -> float | None:
+        """zcdp: the ε of (ε, δ)-DP that the spent ρ implies, ρ + 2√(ρ·log(1/δ)) (Bun &
+        Steinke 2016); None for a pure scope."""
+        if self.measure is not Measure.ZCDP or self.delta is None:
+            return None
+        rho = float(self.spent)
+        return rho + 2.0 * math.sqrt(rho * math.log(1.0 / self.delta))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "composition": self.composition,
+            "measure": self.measure.value,
+            "unit": self.unit,
+            "delta": self.delta,
+            "epsilon_delta_spent": self.epsilon_delta(),
             "cap": float(self.cap),
             "spent": float(self.spent),
             "remaining": float(self.remaining),

@@ -18,6 +18,7 @@ from dprelease.ledger.database import aware, now
 from dprelease.ledger.records import LedgerEvent, ScopeStatus, StoredRelease
 from dprelease.ledger.schema import charges, events, releases, scopes
 from dprelease.ledger.spending import spending
+from dprelease.loss import Measure
 
 EXPORT_FORMAT = "dprelease-ledger-export/2"  # 2: spec hashes, voided charges, slot release ids
 
@@ -73,6 +74,8 @@ def status(conn: Connection, display_url: str, scope: str | None = None) -> list
                 spent=used,
                 remaining=max(cap - used, Fraction(0)),
                 composition=row.composition,
+                measure=Measure(row.measure or Measure.PURE),
+                delta=None if row.delta is None else float(row.delta),
                 periods=spent[row.name].by_period,
                 releases=counts.get((row.name, "committed"), 0),
                 open_reservations=counts.get((row.name, "reserved"), 0),

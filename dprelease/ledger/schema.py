@@ -4,7 +4,8 @@ These definitions are for reading and writing rows only, never for creating tabl
 are made by the frozen DDL in `migrations` (tests check that both agree). Change the schema by
 appending a migration there, then update this file to match.
 
-Epsilon is stored exactly, as a rational ``"p/q"`` string.
+Amounts (caps, charges) are stored exactly, as rational ``"p/q"`` strings, in the scope's measure:
+ε for a `pure` scope, ρ for a `zcdp` one (the `epsilon` columns keep their first name).
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ scopes = Table(
     Column("cap", Text, nullable=False),
     Column("composition", String(16), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # migration 3
+    Column("measure", String(8)),  # loss.Measure: "pure" (ε) or "zcdp" (ρ)
+    Column("delta", Text),  # zcdp: the δ the odds statement is read at (repr of a float)
 )
 
 charges = Table(

@@ -7,18 +7,19 @@ history with the old and new values and the reason.
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from typing import Any, get_args
 
 from sqlalchemy import Connection, Row, insert, select, update
 
-from dprelease.errors import CompositionMismatch, LedgerError
+from dprelease.errors import CompositionMismatch, LedgerError, MeasureMismatch
 from dprelease.ledger.database import Database, now
 from dprelease.ledger.events import record_event
 from dprelease.ledger.records import Composition
 from dprelease.ledger.schema import scopes
 from dprelease.ledger.spending import fmt
-from dprelease.loss import Amount, exact_positive
+from dprelease.loss import Amount, Measure, exact_positive
 
 
 def exact_epsilon(value: Amount, what: str = "epsilon") -> Fraction:
@@ -44,15 +45,51 @@ def require_composition(row: Row[Any], composition: str) -> None:
         )
 
 
-def ensure_scope(
-    db: Database, conn: Connection, name: str, cap: Amount, composition: Composition
-) -> bool:
-    """Create the scope with `cap` if it does not exist; True if it was created.
+#: A scope's name: ASCII letters, digits, '_', '.', '-', starting with a letter or digit. A scope
+#: is a budget: a second spelling of the same name (other case, spaces, Unicode look-alikes)
+#: would be a second, full budget for the same people.
+_SCOPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}", re.ASCII)
 
-    An existing scope keeps its cap whatever `cap` says; its composition must match.
+
+def require_measure(row: Row[Any], measure: Measure, delta: float | None = None) -> None:
+    """A scope keeps one measure (and, for zCDP, one δ) for life: its amounts are in one unit."""
+    found = Measure(row.measure or Measure.PURE)
+    if found is not measure:
+        raise MeasureMismatch(
+            f"budget scope {row.name!r} spends {found.symbol} ({found.value}) but this release "
+            f"asks for {measure.symbol} ({measure.value}); a scope's measure never changes: "
+            "release into another scope, or make the privacy profile's measure agree"
+        )
+    if measure is Measure.ZCDP and None not in (row.delta, delta) and float(row.delta) != delta:
+        raise MeasureMismatch(
+            f"budget scope {row.name!r} reads its odds statement at δ = {row.delta}, not "
+            f"{delta}; a scope's δ never changes: make the privacy profile's delta agree"
+        )
+
+
+def ensure_scope(
+    db: Database,
+    conn: Connection,
+    name: str,
+    cap: Amount,
+    composition: Composition,
+    measure: Measure = Measure.PURE,
+    delta: float | None = None,
+) -> bool:
+    """Create the scope with `cap` (in `measure`'s unit) if it does not exist; True if it was
+    created.
+
+    An existing scope keeps its cap whatever `cap` says; its composition, measure and δ must
+    match. A new scope's name must be canonical (`_SCOPE_NAME`) and differ from every existing
+    scope's other than in letter case.
     """
-    if not name or not name.strip():
-        raise LedgerError("scope name must be non-empty")
+    if not isinstance(name, str) or _SCOPE_NAME.fullmatch(name) is None:
+        raise LedgerError(
+            f"scope name {name!r}: use ASCII letters, digits, '_', '.' and '-' (starting with a "
+            "letter or digit, at most 200), so that one budget has one spelling"
+        )
+    if (measure is Measure.ZCDP) != (delta is not None):
+        raise LedgerError(f"scope {name!r}: a zcdp scope needs its δ, a pure one has none")
     if composition not in get_args(Composition):
         raise LedgerError(
             f"scope {name!r}: composition must be 'sequential' or 'parallel', got {composition!r}"
@@ -62,18 +99,32 @@ def ensure_scope(
     row = conn.execute(select(scopes).where(scopes.c.name == name).with_for_update()).one_or_none()
     if row is not None:
         require_composition(row, composition)
+        require_measure(row, measure, delta)
         return False
+    names = conn.execute(select(scopes.c.name)).scalars().all()
+    alike = next((other for other in names if other.casefold() == name.casefold()), None)
+    if alike is not None:
+        raise LedgerError(
+            f"scope {name!r} differs from the existing scope {alike!r} only in letter case; "
+            f"release into {alike!r}, or choose a name that is not the same budget's"
+        )
     conn.execute(
         insert(scopes).values(
-            name=name, cap=str(exact_cap), composition=composition, created_at=now()
+            name=name,
+            cap=str(exact_cap),
+            composition=composition,
+            created_at=now(),
+            measure=measure.value,
+            delta=None if delta is None else repr(delta),
         )
     )
+    unit = "" if measure is Measure.PURE else f", zcdp: ρ, δ = {delta!r}"
     record_event(
         conn,
         "scope_created",
         name,
         epsilon=exact_cap,
-        detail=f"cap {exact_cap} ({fmt(exact_cap)}), {composition}",
+        detail=f"cap {exact_cap} ({fmt(exact_cap)}), {composition}{unit}",
     )
     return True
 

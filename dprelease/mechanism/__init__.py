@@ -20,10 +20,11 @@ from dprelease.mechanism._accounting import (
     allocate,
     auto_granularity,
     granularity_references,
-    rows_reach,
     sensitivity_bound,
 )
 from dprelease.mechanism._compute import Computed, check_input, compute, summarize_input
+from dprelease.mechanism._l1 import rows_reach
+from dprelease.mechanism._law import LevelNoise
 from dprelease.mechanism._margins import LevelLaws, MarginAccuracy, Outcome, margin_accuracy
 from dprelease.mechanism._postprocess import ROUNDING_RULE, noise_decimals, sum_decimals
 from dprelease.mechanism._quantile_accounting import QuantileAllocation
@@ -37,6 +38,7 @@ __all__ = [
     "DataSource",
     "InputSummary",
     "LevelLaws",
+    "LevelNoise",
     "MarginAccuracy",
     "MarginMeasurement",
     "Measurement",

@@ -14,10 +14,12 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from dprelease.change import ProtectedChange
-from dprelease.errors import NoiseError, SpecError
-from dprelease.loss import PrivacyLoss, split_by_weights
+from dprelease.errors import SpecError
+from dprelease.loss import Measure, Mechanism, PrivacyLoss
+from dprelease.mechanism._l1 import count_sensitivity, l1_reach, rows_reach, sum_sensitivity
+from dprelease.mechanism._l2 import contribution, l2_derivation, l2_squared
+from dprelease.mechanism._law import LevelNoise, level_noise
 from dprelease.mechanism._quantile_accounting import QuantileAllocation, allocate_quantile
-from dprelease.mechanism.noise import exact_scale, laplace_moe95, laplace_variance
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
@@ -34,46 +36,10 @@ from dprelease.spec import (
 GRANULARITY_HEADROOM_BITS = 20
 #: P(|Laplace| > t) = exp(-t/b): the 95% half-width of Laplace(b) is b·ln(20).
 LN_20 = math.log(20)
-#: Largest sensitivity in integer units. One row moves a sum by at most Δ units, so with fewer
-#: than 2^63 rows an Int128 accumulator cannot overflow whatever the data (2^53 · 2^63 < 2^127).
-MAX_SENSITIVITY_UNITS = 2**53
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Noise:
-    """One noisy integer vector's law: Δ and the exact discrete Laplace scale, in integer units
-    of `granularity`, and the loss it spends."""
-
-    granularity: Fraction  # 1 for counts
-    sensitivity_units: int
-    derivation: str
-    loss: PrivacyLoss
-    scale_units: Fraction  # exact discrete Laplace scale, ≥ sensitivity_units / ε
-
-    @property
-    def epsilon(self) -> Fraction:
-        return self.loss.epsilon
-
-    @property
-    def sensitivity(self) -> float:
-        return float(self.sensitivity_units * self.granularity)
-
-    @property
-    def scale(self) -> float:
-        return float(self.scale_units * self.granularity)
-
-    @property
-    def moe95(self) -> float:
-        """95% margin of error: the half-width h·g of the exact discrete Laplace interval."""
-        return float(laplace_moe95(self.scale_units) * self.granularity)
-
-    @property
-    def variance(self) -> float:
-        return laplace_variance(self.scale_units) * float(self.granularity) ** 2
-
-
-@dataclass(frozen=True, kw_only=True)
-class MarginMeasurement(_Noise):
+class MarginMeasurement(LevelNoise):
     """A margin of a measurement (see `Measurement.margins`): its rows are sums of cells, noised
     with the measurement's granularity but their own share of ε, Δ and scale."""
 
@@ -81,7 +47,7 @@ class MarginMeasurement(_Noise):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Measurement(_Noise):
+class Measurement(LevelNoise):
     """One noisy integer vector over the key grid: a count or a sum in units of `granularity`.
 
     With margins (`spec.margins`) its fields are the cells' (the finest level's) and each
@@ -97,7 +63,7 @@ class Measurement(_Noise):
     margins: tuple[MarginMeasurement, ...] = ()
 
     @property
-    def levels(self) -> tuple[_Noise, ...]:
+    def levels(self) -> tuple[LevelNoise, ...]:
         """The noise of every level: the cells, then each margin in the spec's order."""
         return (self, *self.margins)
 
@@ -142,76 +108,12 @@ class Allocation:
     measurements: list[Measurement]
     total: PrivacyLoss
     split: Literal["weights", "accuracy targets"]
+    mechanism: Mechanism = Mechanism.LAPLACE
 
     @property
     def quantiles(self) -> list[QuantileAllocation]:
         """The quantile statistics: each needs its column's histogram per cell."""
         return [a for a in self.statistics if isinstance(a, QuantileAllocation)]
-
-
-def _l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
-    """Rows one unit can move in L1 over a level's rows, and why. Substitution = one removal
-    plus one addition; on a grouped level the added rows may sit in other groups (×2), on an
-    ungrouped one (the whole release, or a grand total) they replace rows of the same cell.
-
-    R is exactly what the engine enforces last (`max_rows_per_unit`, which the spec keeps at or
-    below max_groups_per_unit × max_rows_per_group), so nothing else is assumed.
-    """
-    rows = spec.rows_per_unit
-    if spec.privacy_unit is None:
-        reason = "each row is a privacy unit: one unit is 1 row"
-    elif spec.max_rows_per_unit is None:
-        reason = (
-            f"one unit keeps at most {rows} row(s) (max_rows_per_unit defaults to "
-            f"{spec.max_groups_per_unit} group(s) × {spec.max_rows_per_group} row(s) per group)"
-        )
-    else:
-        reason = f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
-    if neighbours is ProtectedChange.SUBSTITUTE and grouped:
-        return (
-            2 * rows,
-            reason + "; substitution removes those rows and adds as many (possibly "
-            "in other groups): ×2",
-        )
-    return rows, reason
-
-
-def rows_reach(spec: ReleaseSpec, neighbours: ProtectedChange) -> int:
-    """Rows one privacy unit can move in L1 over the cells (see `_l1_reach`)."""
-    return _l1_reach(spec, neighbours, bool(spec.group_by))[0]
-
-
-def _count_sensitivity(
-    spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool
-) -> tuple[int, str]:
-    reach, reason = _l1_reach(spec, neighbours, grouped)
-    return reach, f"count: {reason} → Δ = {reach}"
-
-
-def _sum_sensitivity(
-    spec: ReleaseSpec,
-    neighbours: ProtectedChange,
-    lower_u: int,
-    upper_u: int,
-    granularity: Fraction,
-    grouped: bool,
-) -> tuple[int, str]:
-    g = f"{float(granularity):g}"
-    if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
-        rows = spec.rows_per_unit
-        span = max(upper_u, 0) - min(lower_u, 0)
-        delta = rows * span
-        return delta, (
-            f"sum: one unit's ≤ {rows} row(s) replaced, each in [{lower_u}, {upper_u}] "
-            f"units of {g} → Δ = {rows} × {span} = {delta} units"
-        )
-    reach, reason = _l1_reach(spec, neighbours, grouped)
-    largest = max(abs(lower_u), abs(upper_u))
-    delta = reach * largest
-    return delta, (
-        f"sum: {reason}; each clamped to [{lower_u}, {upper_u}] units of {g} → "
-        f"Δ = {reach} × {largest} = {delta} units"
-    )
 
 
 def auto_granularity(sensitivity: Fraction, epsilon: Fraction) -> Fraction:
@@ -225,25 +127,6 @@ def auto_granularity(sensitivity: Fraction, epsilon: Fraction) -> Fraction:
     if Fraction(2) ** exponent > scale:  # now 2^exponent ≤ scale < 2^(exponent + 1)
         exponent -= 1
     return Fraction(2) ** (exponent - GRANULARITY_HEADROOM_BITS)
-
-
-def _noise_scale(delta: int, epsilon: Fraction, path: str) -> Fraction:
-    """The exact sampling scale for Δ/ε, refused here (before any budget is reserved) when
-    the sampler cannot draw it."""
-    if delta > MAX_SENSITIVITY_UNITS:
-        raise SpecError(
-            path,
-            f"sensitivity of {delta} units is above 2^53; lower the bounds or "
-            "max_rows_per_unit, or choose a coarser 'granularity'",
-        )
-    try:
-        return exact_scale(Fraction(delta) / epsilon)
-    except NoiseError:
-        raise SpecError(
-            path,
-            "the noise scale Δ/ε is beyond what the noise sampler can draw; raise ε, or lower "
-            "the bounds or max_rows_per_unit (or choose a coarser 'granularity')",
-        ) from None
 
 
 def _checked(m: Measurement, path: str) -> Measurement:
@@ -266,35 +149,58 @@ def _checked(m: Measurement, path: str) -> Measurement:
     return m
 
 
-def _levels(resolved: ResolvedSpec, epsilon: Fraction) -> list[tuple[bool, Fraction]]:
+def _levels(resolved: ResolvedSpec, loss: PrivacyLoss) -> list[tuple[bool, PrivacyLoss]]:
     """Per level (the cells, then each margin): whether it is grouped, and its share of a
-    measurement's `epsilon` (`ResolvedSpec.level_shares`: exact, the shares sum to `epsilon`;
-    levels compose sequentially)."""
-    shares = [epsilon * fraction for fraction in resolved.level_shares]
+    measurement's `loss` (`ResolvedSpec.level_shares`: exact, the shares sum to the loss;
+    levels compose sequentially, in ε or in ρ alike)."""
+    shares = [loss * fraction for fraction in resolved.level_shares]
     return list(zip(resolved.level_grouped, shares, strict=True))
+
+
+def _l2(
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    level: int,
+    grouped: bool,
+    lower_u: int,
+    upper_u: int,
+) -> tuple[int, str]:
+    """Δ2² of a level in integer units² and why (`mechanism._l2`)."""
+    spec = resolved.spec
+    bound = contribution(
+        spec.rows_per_unit,
+        spec.max_rows_per_group if spec.privacy_unit is not None else None,
+        resolved.level_cells_per_row[level],
+        lower_u,
+        upper_u,
+    )
+    one_row = not grouped
+    return l2_squared(bound, neighbours, one_row), l2_derivation(bound, neighbours, one_row)
 
 
 def _measured(
     resolved: ResolvedSpec,
-    epsilon: Fraction,
+    loss: PrivacyLoss,
+    mechanism: Mechanism,
+    neighbours: ProtectedChange,
     path: str,
     granularity: Fraction,
     sensitivity: Callable[[bool], tuple[int, str]],
+    bounds: tuple[int, int] = (1, 1),
 ) -> tuple[dict[str, Any], tuple[MarginMeasurement, ...]]:
     """The cells' noise (keyword arguments of `Measurement`) and each margin's, from the level
-    shares of `epsilon` and each level's Δ (`sensitivity(grouped)`)."""
+    shares of `loss`, each level's Δ1 (`sensitivity(grouped)`) and, for Gaussian noise, its Δ2
+    (from the values' integer `bounds`, (1, 1) for counts)."""
     noise: list[dict[str, Any]] = []
-    for grouped, share in _levels(resolved, epsilon):
-        delta, derivation = sensitivity(grouped)
-        noise.append(
-            {
-                "granularity": granularity,
-                "sensitivity_units": delta,
-                "derivation": derivation,
-                "loss": PrivacyLoss.pure(share),
-                "scale_units": _noise_scale(delta, share, path),
-            }
+    for level, (grouped, share) in enumerate(_levels(resolved, loss)):
+        l1 = sensitivity(grouped)
+        l2 = (
+            _l2(resolved, neighbours, level, grouped, *bounds)
+            if mechanism is Mechanism.GAUSSIAN
+            else (0, "")
         )
+        made = level_noise(mechanism, share, granularity, l1, l2, path)
+        noise.append({name: getattr(made, name) for name in _LEVEL_FIELDS})
     margins = tuple(
         MarginMeasurement(columns=columns, **level)
         for columns, level in zip(resolved.margin_columns, noise[1:], strict=True)
@@ -302,16 +208,26 @@ def _measured(
     return noise[0], margins
 
 
+_LEVEL_FIELDS = tuple(LevelNoise.__dataclass_fields__)
+
+
 def _count(
-    name: str, epsilon: Fraction, resolved: ResolvedSpec, neighbours: ProtectedChange, path: str
+    name: str,
+    loss: PrivacyLoss,
+    mechanism: Mechanism,
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    path: str,
 ) -> Measurement:
     spec = resolved.spec
     cells, margins = _measured(
         resolved,
-        epsilon,
+        loss,
+        mechanism,
+        neighbours,
         path,
         Fraction(1),
-        lambda grouped: _count_sensitivity(spec, neighbours, grouped),
+        lambda grouped: count_sensitivity(spec, neighbours, grouped),
     )
     m = Measurement(name=name, kind=StatisticKind.COUNT, margins=margins, **cells)
     return _checked(m, path)
@@ -321,22 +237,32 @@ def granularity_references(
     stat: SumStatistic | MeanStatistic,
     resolved: ResolvedSpec,
     neighbours: ProtectedChange,
-    epsilon: Fraction,
+    loss: PrivacyLoss,
 ) -> list[Fraction]:
     """Per level, the noise scale (declared bounds, before discretization) from which an
     automatic granularity is derived: it is the finest of the levels' powers of two, so every
-    level's noise stays 2^20 above it."""
+    level's noise stays 2^20 above it. Under zCDP the scale is the Laplace one at the ε whose
+    ε²/2 is the level's ρ, which is at least σ (Δ2 ≤ Δ1): the noise stays as far above."""
     largest = max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
     return [
-        _l1_reach(resolved.spec, neighbours, grouped)[0] * largest / share
-        for grouped, share in _levels(resolved, epsilon)
+        l1_reach(resolved.spec, neighbours, grouped)[0] * largest / _epsilon_like(share)
+        for grouped, share in _levels(resolved, loss)
     ]
+
+
+def _epsilon_like(loss: PrivacyLoss) -> Fraction:
+    """ε itself, or for a ρ the ε with ε²/2 = ρ (to a float's precision: it only places the
+    automatic granularity)."""
+    if loss.measure is Measure.PURE:
+        return loss.amount
+    return Fraction(math.sqrt(2 * loss.amount))
 
 
 def _sum(
     name: str,
     stat: SumStatistic | MeanStatistic,
-    epsilon: Fraction,
+    loss: PrivacyLoss,
+    mechanism: Mechanism,
     resolved: ResolvedSpec,
     neighbours: ProtectedChange,
     path: str,
@@ -349,7 +275,7 @@ def _sum(
     else:
         granularity = min(
             auto_granularity(scale, Fraction(1))
-            for scale in granularity_references(stat, resolved, neighbours, epsilon)
+            for scale in granularity_references(stat, resolved, neighbours, loss)
         )
     lower_u = round(lower / granularity)
     upper_u = round(upper / granularity)
@@ -360,10 +286,13 @@ def _sum(
         )
     cells, margins = _measured(
         resolved,
-        epsilon,
+        loss,
+        mechanism,
+        neighbours,
         path,
         granularity,
-        lambda grouped: _sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity, grouped),
+        lambda grouped: sum_sensitivity(spec, neighbours, lower_u, upper_u, granularity, grouped),
+        (lower_u, upper_u),
     )
     m = Measurement(
         name=name,
@@ -389,13 +318,48 @@ def sensitivity_bound(
     return reach * max(abs(Fraction(stat.lower)), abs(Fraction(stat.upper)))
 
 
-def _need(
-    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: ProtectedChange
+def sensitivity_squared_bound(
+    stat: CountStatistic | SumStatistic, resolved: ResolvedSpec, neighbours: ProtectedChange
 ) -> Fraction:
-    """ε a statistic needs for its target margin, Δ·ln(20)/target (the continuous Laplace
-    quantile, in exact rationals): the accuracy-first split is in proportion to these."""
+    """Δ2² of a count or sum at the cells, in its own units², before discretization."""
+    lower, upper = (
+        (Fraction(1), Fraction(1))
+        if isinstance(stat, CountStatistic)
+        else (Fraction(stat.lower), Fraction(stat.upper))
+    )
+    scale = math.lcm(lower.denominator, upper.denominator)  # exact integer bounds, then back
+    squared, _ = _l2(
+        resolved,
+        neighbours,
+        0,
+        resolved.level_grouped[0],
+        int(lower * scale),
+        int(upper * scale),
+    )
+    return Fraction(squared, scale * scale)
+
+
+#: z of the normal 97.5% quantile: a Gaussian's 95% margin is about z·σ.
+_Z95 = Fraction(196, 100)
+
+
+def _need(
+    stat: CountStatistic | SumStatistic,
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    measure: Measure,
+    mechanism: Mechanism,
+) -> Fraction:
+    """What a statistic needs for its target margin h (continuous approximations, in exact
+    rationals): the accuracy-first split is in proportion to these. Laplace: ε = Δ1·ln(20)/h,
+    charged ε (pure) or ε²/2 (zCDP); Gaussian: ρ = Δ2²·z²/(2h²)."""
     assert stat.target_moe95 is not None  # the spec has targets on every count and sum or none
-    return sensitivity_bound(stat, spec, neighbours) * Fraction(LN_20) / Fraction(stat.target_moe95)
+    target = Fraction(stat.target_moe95)
+    if mechanism is Mechanism.GAUSSIAN:
+        squared = sensitivity_squared_bound(stat, resolved, neighbours)
+        return squared * _Z95 * _Z95 / (2 * target * target)
+    epsilon = sensitivity_bound(stat, resolved.spec, neighbours) * Fraction(LN_20) / target
+    return epsilon if measure is Measure.PURE else epsilon * epsilon / 2
 
 
 def _path(index: int) -> str:
@@ -415,13 +379,21 @@ def spending_statistics(spec: ReleaseSpec) -> list[Statistic]:
     ]
 
 
-def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedChange) -> Allocation:
+def allocate(
+    resolved: ResolvedSpec,
+    loss: PrivacyLoss,
+    neighbours: ProtectedChange,
+    mechanism: Mechanism = Mechanism.LAPLACE,
+) -> Allocation:
     """Split a release's loss over its statistics and derive every measurement's sensitivity and
-    noise scale.
+    noise.
 
-    Everything comes from the spec and the loss alone (granularity too: declared, else
-    automatic), so the allocation and every refusal are the same whatever the data. Raises
-    SpecError, naming the statistic, for anything the sampler or the manifest could not handle.
+    Everything comes from the spec, the loss and the mechanism alone (granularity too:
+    declared, else automatic), so the allocation and every refusal are the same whatever the
+    data. Raises SpecError, naming the statistic, for anything the sampler or the manifest could
+    not handle. The loss is split in its own measure (ε, or ρ), each share spent by `mechanism`:
+    Laplace noise at ε (in a zCDP scope at the largest ε with ε²/2 ≤ its ρ), Gaussian noise at
+    ρ (zCDP only).
 
     A mean divides the release's first count by its first sum of the same column and bounds
     (post-processing, no extra loss; see `ReleaseSpec.reuse_of`); what it cannot reuse it
@@ -429,9 +401,10 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
     measurement's share is split again over its levels (`Measurement.margins`).
     """
     spec = resolved.spec
-    epsilon = loss.epsilon
-    if epsilon <= 0:
-        raise SpecError("epsilon", "ε must be > 0")
+    if loss.amount <= 0:
+        raise SpecError("epsilon", f"{loss.measure.symbol} must be > 0")
+    if mechanism is Mechanism.GAUSSIAN and loss.measure is not Measure.ZCDP:
+        raise SpecError("release.mechanism", "Gaussian noise spends ρ (zCDP), not ε")
     spending = spending_statistics(spec)
     accuracy_first = any(
         isinstance(s, CountStatistic | SumStatistic) and s.target_moe95 is not None
@@ -439,25 +412,23 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
     )
     weights = (
         [
-            _need(s, spec, neighbours)
+            _need(s, resolved, neighbours, loss.measure, mechanism)
             for s in spending
             if isinstance(s, CountStatistic | SumStatistic)
         ]
         if accuracy_first  # the spec refuses a mean that spends under accuracy targets
         else [Fraction(s.weight or 1) for s in spending]
     )
-    share_of = dict(
-        zip([s.name for s in spending], split_by_weights(epsilon, weights), strict=True)
-    )
+    share_of = dict(zip([s.name for s in spending], loss.split(weights), strict=True))
     made: dict[str, Measurement] = {}
     for index, stat in enumerate(spec.statistics):
         if isinstance(stat, CountStatistic):
             made[stat.name] = _count(
-                stat.name, share_of[stat.name], resolved, neighbours, _path(index)
+                stat.name, share_of[stat.name], mechanism, resolved, neighbours, _path(index)
             )
         elif isinstance(stat, SumStatistic):
             made[stat.name] = _sum(
-                stat.name, stat, share_of[stat.name], resolved, neighbours, _path(index)
+                stat.name, stat, share_of[stat.name], mechanism, resolved, neighbours, _path(index)
             )
     allocated: list[StatisticAllocation | QuantileAllocation] = []
     for index, stat in enumerate(spec.statistics):
@@ -466,25 +437,23 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
             allocated.append(allocate_quantile(stat, share, spec, neighbours, _path(index)))
             continue
         if not isinstance(stat, MeanStatistic):
-            allocated.append(
-                StatisticAllocation(stat, PrivacyLoss.pure(share_of[stat.name]), made[stat.name])
-            )
+            allocated.append(StatisticAllocation(stat, share_of[stat.name], made[stat.name]))
             continue
         path, reuse = _path(index), spec.reuse_of(stat)
-        share = share_of.get(stat.name, Fraction(0))
-        part = share / ((reuse.sum is None) + (reuse.count is None) or 1)  # its share, split
+        share = share_of.get(stat.name, PrivacyLoss(loss.measure, Fraction(0)))
+        part = share * Fraction(1, (reuse.sum is None) + (reuse.count is None) or 1)
         total = (
             made[reuse.sum]
             if reuse.sum
-            else _sum(internal_name(stat, "sum"), stat, part, resolved, neighbours, path)
+            else _sum(internal_name(stat, "sum"), stat, part, mechanism, resolved, neighbours, path)
         )
         count = (
             made[reuse.count]
             if reuse.count
-            else _count(internal_name(stat, "count"), part, resolved, neighbours, path)
+            else _count(internal_name(stat, "count"), part, mechanism, resolved, neighbours, path)
         )
         reused = tuple(name for name in (reuse.sum, reuse.count) if name is not None)
-        allocated.append(StatisticAllocation(stat, PrivacyLoss.pure(share), total, count, reused))
+        allocated.append(StatisticAllocation(stat, share, total, count, reused))
     measurements = {
         m.name: m
         for a in allocated
@@ -497,4 +466,5 @@ def allocate(resolved: ResolvedSpec, loss: PrivacyLoss, neighbours: ProtectedCha
         list(measurements.values()),
         loss,
         "accuracy targets" if accuracy_first else "weights",
+        mechanism,
     )

@@ -18,7 +18,7 @@ from dprelease.mechanism._margins import MarginAccuracy, Outcome, release_levels
 from dprelease.mechanism._postprocess import columns, from_noisy, quantile_columns
 from dprelease.mechanism._quantile_accounting import QuantileAllocation
 from dprelease.mechanism.engines import DataSource, InputSummary, get_engine, new_salt
-from dprelease.mechanism.noise import NoiseSource, discrete_laplace
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.mechanism.quantiles import QuantileRelease, release_observed_quantiles
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
@@ -78,8 +78,7 @@ def compute(
     if margins is None:
         cells = resolved.cells
         noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
-            m.name: exact.of(m) + pl.Series(discrete_laplace(m.scale_units, cells, source))
-            for m in allocation.measurements
+            m.name: exact.of(m) + pl.Series(m.draw(cells, source)) for m in allocation.measurements
         }
         measured = from_noisy(allocation.measurements, noisy, post)
         keys = exact.keys

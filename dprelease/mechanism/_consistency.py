@@ -1,9 +1,10 @@
 """Consistent tables over a key grid and its margins: the numerical core.
 
 A release with margins measures every *level* — the finest cells of the public key grid and each
-declared margin (a subset of the key columns; ``[]`` is the grand total) — with its own discrete
-Laplace noise. Everything here is post-processing of those noisy values with public parameters
-(key grid, margins, noise laws): it costs no privacy budget and never sees confidential data.
+declared margin (a subset of the key columns; ``[]`` is the grand total) — with its own integer
+noise, discrete Laplace or discrete Gaussian (`NoiseLaw`). Everything here is post-processing of
+those noisy values with public parameters (key grid, margins, noise laws): it costs no privacy
+budget and never sees confidential data.
 
 Estimator. The noisy cells are y₀ = x + e₀ (C cells) and margin ℓ is yℓ = Aℓ x + eℓ, where Aℓ
 sums cells into the margin's rows and eℓ is iid noise of variance σℓ². The weighted least-squares
@@ -23,45 +24,20 @@ a cell belongs to) and per margin row, never a dense C × C inverse.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 import clarabel  # type: ignore[import-untyped]  # ships no type information
 import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
 from scipy.sparse.linalg import splu  # type: ignore[import-untyped]
 
-from dprelease.mechanism.noise import exact_scale, laplace_variance
+from dprelease.mechanism._law import NoiseLaw
 from dprelease.spec import Levels
 
 # Dense right-hand sides are solved in column blocks of at most this many entries (K × block),
 # so memory stays bounded when there are many signatures and margin rows.
 _BLOCK_ENTRIES = 1 << 22
-
-
-@dataclass(frozen=True)
-class NoiseLaw:
-    """The noise added to one level: exact discrete Laplace at `scale` units of `granularity`.
-
-    Pass the scale the sampler used (`exact_scale` is applied) and the statistic's granularity
-    (1 for counts); the noise in value space is granularity · Z, Z integer.
-    """
-
-    scale: Fraction
-    granularity: Fraction = Fraction(1)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "scale", exact_scale(self.scale))
-        if not isinstance(self.granularity, numbers.Real) or not self.granularity > 0:
-            raise ValueError(f"granularity must be a positive number, got {self.granularity!r}")
-        object.__setattr__(self, "granularity", Fraction(self.granularity))
-
-    @property
-    def variance(self) -> float:
-        """Var(granularity · Z) in value units²."""
-        return laplace_variance(self.scale) * float(self.granularity) ** 2
 
 
 # --------------------------------------------------------------------------- the linear solve

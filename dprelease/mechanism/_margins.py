@@ -26,13 +26,14 @@ import polars as pl
 
 from dprelease.errors import INTERRUPTS
 from dprelease.mechanism._accounting import Allocation, Measurement, StatisticAllocation
+from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._postprocess import Measured, noise_decimals
 from dprelease.mechanism.engines import ExactAggregates
-from dprelease.mechanism.noise import NoiseSource, discrete_laplace
+from dprelease.mechanism.noise import NoiseSource
 from dprelease.spec import Levels, PostProcessing, ResolvedSpec, StatisticKind, SumStatistic
 
 if TYPE_CHECKING:  # the solvers (scipy, Clarabel, HiGHS) load only for a release with margins
-    from dprelease.mechanism._consistency import Estimate, NoiseLaw
+    from dprelease.mechanism._consistency import Estimate
     from dprelease.mechanism._rounding import Rounded
 
 #: The shift every value keeps below in a controlled rounding of at most two nested chains of
@@ -92,9 +93,7 @@ class MarginAccuracy:
 
 
 def _laws(m: Measurement) -> tuple[NoiseLaw, ...]:
-    from dprelease.mechanism._consistency import NoiseLaw
-
-    return tuple(NoiseLaw(level.scale_units, m.granularity) for level in m.levels)
+    return tuple(level.law for level in m.levels)
 
 
 def nonnegative(m: Measurement, post: PostProcessing) -> bool:
@@ -268,9 +267,7 @@ def release_levels(
     for m in plan.measurements:
         acc = margins.accuracy[m.name]
         noisy = [
-            (exact_level + pl.Series(discrete_laplace(level.scale_units, size, source)))
-            .cast(pl.Float64)
-            .to_numpy()
+            (exact_level + pl.Series(level.draw(size, source))).cast(pl.Float64).to_numpy()
             * float(m.granularity)
             for exact_level, level, size in zip(
                 level_sums(exact.of(m), levels), m.levels, levels.sizes, strict=True

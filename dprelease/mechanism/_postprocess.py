@@ -9,6 +9,12 @@ the second significant digit of its 95% margin of error (a margin of 2,996 round
 0.0456 to thousandths), since the digits beyond are noise; a mean likewise, per cell, by its own
 margin. Margin columns are rounded *up* to the same place, so a margin is never understated;
 counts are integers. The manifest states the places used.
+
+A mean also knows where its truth lies: in [lower, upper], a mean of clamped values. So it is
+rounded to a place no coarser than that width allows and never past a bound, and its margin is
+never more than the distance to the farther bound, which holds the truth for sure (not only
+at 95%). A cell whose margin reaches that far says nothing the bounds did not: its mean ±
+margin covers the whole range, and `<mean>_uninformative` is true there.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dprelease.spec import (
     LOW_SUFFIX,
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
+    UNINFORMATIVE_SUFFIX,
     CountStatistic,
     PostProcessing,
     StatisticKind,
@@ -35,6 +42,13 @@ from dprelease.spec import (
 )
 
 _INT64 = (-(2**63), 2**63 - 1)
+#: A decimal computed in floats (a bound, a published value, a difference of them) within this
+#: relative distance of a multiple of its rounding place stands for that multiple: their binary
+#: noise (0.3 − 0.1 is 0.19999999999999998) is some 1e-16, as in the controlled rounding.
+_SNAP = 1e-9
+#: 10^k for every place a float can have, looked up per cell (a power per cell costs more than
+#: the rounding); exact for the places that occur (k ≤ 22).
+_POWERS_OF_TEN = 10.0 ** np.arange(309)
 #: The default rounding, as the manifest states it.
 ROUNDING_RULE = (
     "counts are integers; sums and means are rounded to the decimal place of the second "
@@ -51,15 +65,29 @@ def noise_decimals(moe95: float) -> int | None:
     return 1 - math.floor(math.log10(moe95))
 
 
-def _round(values: np.ndarray, places: np.ndarray, up: bool = False) -> np.ndarray:
-    """`values` rounded to `places` decimals each (negative: tens, hundreds, …; NaN: as is).
+def _round(
+    values: np.ndarray,
+    places: np.ndarray,
+    up: bool = False,
+    down: bool = False,
+    decimal: bool = False,
+) -> np.ndarray:
+    """`values` rounded to `places` decimals each (negative: tens, hundreds, …; NaN: as is),
+    to the nearest (half to even), or `up` or `down`. With `decimal`, `values` are decimals
+    (bounds, differences of bounds and published values) whose binary noise must not move them
+    past a multiple of the place: 0.14 × 100 is 14.000000000000002, still 14 rounded up.
 
     In numpy, dividing by an exact power of ten, so 3734 / 10 gives the float printed 373.4
     (an optimizer's multiplication by 0.1 would not)."""
-    to_int = np.ceil if up else np.rint  # rint: half to even
+    to_int = np.ceil if up else np.floor if down else np.rint
     known = np.isfinite(places)
-    power = 10.0 ** np.abs(np.where(known, places, 0))  # exact for the places that occur
-    rounded = np.where(places >= 0, to_int(values * power) / power, to_int(values / power) * power)
+    power = _POWERS_OF_TEN[np.abs(np.where(known, places, 0)).astype(np.int64).clip(0, 308)]
+    scaled = np.where(places >= 0, values * power, values / power)
+    if decimal:  # within 1e-9 (relative) of a multiple of the place: that multiple
+        nearest = np.rint(scaled)
+        snap = np.abs(scaled - nearest) <= _SNAP * np.maximum(1.0, np.abs(scaled))
+        scaled = np.where(snap, nearest, scaled)
+    rounded = np.where(places >= 0, to_int(scaled) / power, to_int(scaled) * power)
     return np.where(known, rounded, values)
 
 
@@ -129,11 +157,34 @@ def columns(
     return _mean(p, measured, post)
 
 
+def _within(values: np.ndarray, places: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """`values` (in [lower, upper]) rounded to `places` and kept inside the bounds: a value
+    rounded past a bound goes to the nearest multiple of the place inside it (99 rounded to
+    the tens of [18, 99] is 90, not 100), or to the bound itself where none fits.
+
+    The multiples nearest inside the bounds are worked out once per place that occurs (a few),
+    not per cell."""
+    rounded = _round(values, places)
+    known = np.isfinite(places)
+    if not known.any():  # no place (zero margins): every digit kept, already within the bounds
+        return rounded
+    first = int(places[known].min())
+    each = np.arange(first, int(places[known].max()) + 1, dtype=float)
+    inner_lower = _round(np.full(each.shape, lower), each, up=True, decimal=True)
+    inner_upper = _round(np.full(each.shape, upper), each, down=True, decimal=True)
+    fits = inner_lower <= inner_upper
+    low, high = np.where(fits, inner_lower, lower), np.where(fits, inner_upper, upper)
+    at = np.where(known, places - first, 0).astype(np.int64)
+    return np.where(known, np.clip(rounded, low[at], high[at]), rounded)
+
+
 def _mean(
     p: StatisticAllocation, measured: Mapping[str, Measured], post: PostProcessing
 ) -> list[pl.Series]:
     """Sum / count, clamped to the bounds; null (and flagged) where the count is ≤ 0, since no
-    mean is defined there (the bounds' midpoint would only look like data)."""
+    mean is defined there (the bounds' midpoint would only look like data). Rounded within the
+    bounds, its margin at most the distance to the farther bound, and flagged uninformative
+    where that is what the margin is (see the module's docstring)."""
     stat, count_m = p.statistic, p.count
     assert count_m is not None and not isinstance(stat, CountStatistic)  # a mean's denominator
     total, count = measured[p.measurement.name], measured[count_m.name]
@@ -143,13 +194,26 @@ def _mean(
     mean = np.clip(total.values.to_numpy() / safe, stat.lower, stat.upper)
     # first-order propagation of the sum's and the count's margins through sum / count
     moe = (total.moe95 + np.abs(mean) * count.moe95) / safe
-    places = _places(post, moe)
-    out = [pl.Series(stat.name, np.where(defined, _round(mean, places), np.nan))]
+    # no place coarser than the range's own: beyond the width, a margin says only "anywhere"
+    places = _places(post, np.minimum(moe, stat.upper - stat.lower))
+    value = _within(mean, places, stat.lower, stat.upper)
+    # the farthest the truth can be from the published value: a sure bound on its error
+    reach = np.maximum(value - stat.lower, stat.upper - value)
+    reach = _round(reach, places, up=True, decimal=True)
+    margin = _round(moe, places, up=True)
+    uninformative = margin >= reach
+    out = [pl.Series(stat.name, np.where(defined, value, np.nan))]
     if post.moe95_columns:
-        margin = np.where(defined, _round(moe, places, up=True), np.nan)
-        out.append(pl.Series(f"{stat.name}{MOE95_SUFFIX}", margin))
+        published = np.where(defined, np.minimum(margin, reach), np.nan)
+        out.append(pl.Series(f"{stat.name}{MOE95_SUFFIX}", published))
     out = [series.fill_nan(None) for series in out]
-    return [*out, pl.Series(f"{stat.name}{UNDEFINED_SUFFIX}", ~defined)]
+    return [
+        *out,
+        pl.Series(f"{stat.name}{UNDEFINED_SUFFIX}", ~defined),
+        pl.Series(f"{stat.name}{UNINFORMATIVE_SUFFIX}", uninformative, dtype=pl.Boolean).scatter(
+            np.flatnonzero(~defined), None
+        ),
+    ]
 
 
 def quantile_columns(q: QuantileAllocation, drawn: QuantileRelease) -> list[pl.Series]:

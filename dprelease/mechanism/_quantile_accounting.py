@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
-from dprelease.loss import PrivacyLoss
+from dprelease.loss import Measure, PrivacyLoss, pure_within_zcdp
 from dprelease.mechanism.quantiles import QuantileGrid, QuantilePlan, plan_quantiles
 from dprelease.spec import QuantileStatistic, ReleaseSpec, exact_decimal
 
@@ -35,8 +35,9 @@ def interval_share(count: int) -> Fraction:
 
 @dataclass(frozen=True)
 class QuantileAllocation:
-    """How a quantile statistic is made: its grid, its loss and the exact plan of its values
-    and intervals, with the derivation of every sensitivity the manifest states."""
+    """How a quantile statistic is made: its grid, its loss (its share of the release's, in
+    the release's measure) and the exact plan of its values and intervals at `plan.epsilon`,
+    with the derivation of every sensitivity the manifest states."""
 
     statistic: QuantileStatistic
     loss: PrivacyLoss
@@ -46,7 +47,15 @@ class QuantileAllocation:
 
     @property
     def epsilon(self) -> Fraction:
+        """The ε of its share (a pure release; ValueError in a zCDP one, as for any share)."""
         return self.loss.epsilon
+
+
+def calibrated_epsilon(share: PrivacyLoss) -> Fraction:
+    """The ε the mechanism spends from a share: the share's own in a pure release; in a zCDP
+    one the largest ε (a multiple of 10^-12) with ε²/2 ≤ its ρ, as ε-DP is ε²/2-zCDP (the
+    same conversion as Laplace noise in a zCDP scope)."""
+    return share.amount if share.measure is Measure.PURE else pure_within_zcdp(share.amount)
 
 
 def _rows_moved(spec: ReleaseSpec, neighbours: ProtectedChange) -> tuple[int, str]:
@@ -71,13 +80,14 @@ def _rows_moved(spec: ReleaseSpec, neighbours: ProtectedChange) -> tuple[int, st
 
 def allocate_quantile(
     stat: QuantileStatistic,
-    epsilon: Fraction,
+    share: PrivacyLoss,
     spec: ReleaseSpec,
     neighbours: ProtectedChange,
     path: str,
 ) -> QuantileAllocation:
-    """The plan of `stat` at its share `epsilon`; SpecError naming `path` for an ε too small
-    for the sampler."""
+    """The plan of `stat` at its `share` of the release's loss; SpecError naming `path` for an
+    ε too small for the sampler."""
+    epsilon = calibrated_epsilon(share)
     grid = QuantileGrid.from_bounds(stat.lower_exact, stat.upper_exact, stat.resolution_exact)
     moved, why = _rows_moved(spec, neighbours)
     try:
@@ -106,4 +116,4 @@ def allocate_quantile(
         f"Intervals (ladder of block counts, discrete Laplace): one row moves one block by 1 → "
         f"L1 Δ = {moved}"
     )
-    return QuantileAllocation(stat, PrivacyLoss.pure(epsilon), grid, plan, derivation)
+    return QuantileAllocation(stat, share, grid, plan, derivation)

@@ -14,7 +14,13 @@ stored: re-runs and backfills give byte-identical files and charge nothing. With
 (`prepared.draw()`) nothing is recorded: for exploring inside the secure environment only.
 """
 
-from dprelease.publish._budget import Budget, Options, composition_of, decide_budget
+from dprelease.publish._budget import (
+    Budget,
+    Options,
+    composition_of,
+    decide_budget,
+    plan_budget,
+)
 from dprelease.publish._files import RELEASE_FILES, write_release_files
 from dprelease.publish._prepared import PreparedRelease, Release, noise_source_entry, prepare
 from dprelease.publish._record import STATUS_TEXT, Recorded, publish, record_release
@@ -30,6 +36,7 @@ __all__ = [
     "composition_of",
     "decide_budget",
     "noise_source_entry",
+    "plan_budget",
     "prepare",
     "publish",
     "record_release",

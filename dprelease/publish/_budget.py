@@ -12,21 +12,33 @@ The rules, in order:
 - the cap in force is the ledger's for an existing scope (the ledger is the one source of truth:
   `dprelease ledger set-cap` changes it), else the cap a new scope gets — the stated cap, else
   the profile's; a new scope needs one of the two, and may be refused outright (production);
-- the release's ε is the one stated, else the spec file's `publish.share` (default: all) of the
-  cap in force.
+- the release's loss is the one stated, else the spec file's `publish.share` (default: all) of
+  the cap in force;
+- its measure is the scope's: ε for a `pure` scope, ρ for a `zcdp` one (the ledger's for an
+  existing scope, which keeps one for life, else the profile's `measure:`), with the profile's δ;
+- its mechanism is the spec's `mechanism:`, else the measure's own (Laplace for ε, Gaussian for
+  ρ); a Laplace release fits a zCDP scope (charged ρ), a Gaussian one never fits a pure scope.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dprelease.budget import BudgetChoice, PrivacyProfiles, cap_from_profile, choose_budget
+from dprelease.budget import (
+    BudgetChoice,
+    PrivacyConfig,
+    PrivacyProfiles,
+    cap_from_profile,
+    choose_budget,
+)
 from dprelease.change import ProtectedChange, choose_change
-from dprelease.errors import ConfigError, SpecError, UnknownScope
-from dprelease.ledger import Composition, Ledger
-from dprelease.loss import PrivacyLoss
+from dprelease.errors import ConfigError, MeasureMismatch, SpecError, UnknownScope
+from dprelease.ledger import Composition, Ledger, ScopeStatus
+from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.spec import ResolvedSpec
+from dprelease.statement import ReleasePlan, compare_measures, plan
 
 
 @dataclass(frozen=True)
@@ -57,8 +69,11 @@ class Budget:
     cap: Fraction | None  # the scope's cap in force (for a new scope: the one it will get)
     profile_cap: Fraction | None  # the most the scope's privacy profile allows
     new_scope: bool  # the ledger has no such scope yet: recording creates it with `cap`
+    mechanism: Mechanism = Mechanism.LAPLACE  # the noise the release adds
+    delta: float | None = None  # zcdp: the δ the scope's odds statement is read at
     stated_cap_ignored: Fraction | None = None  # a stated cap the existing scope does not have
     choice: BudgetChoice | None = None  # the profile's choice, to explain it
+    profile: PrivacyConfig | None = None  # the scope's privacy profile, if one was given
 
     def required_loss(self) -> PrivacyLoss:
         """The release's loss; ConfigError when nothing stated one (`decide_budget` with
@@ -82,6 +97,7 @@ def decide_budget(
     ledger: Ledger | None = None,
     new_ledger: bool = False,
     epsilon: Fraction | None = None,
+    rho: Fraction | None = None,
     cap: Fraction | None = None,
     may_open_scope: bool = True,
     require_loss: bool = True,
@@ -91,65 +107,175 @@ def decide_budget(
 
     `ledger` is the ledger the release will be recorded in; `new_ledger` says the release will
     be recorded in a ledger that does not exist yet (every scope is new; it is created only once
-    the release has passed every check); neither: the release is not recorded. `cap` is a stated
-    cap for a new scope; `may_open_scope=False` refuses an unknown scope (UnknownScope) instead
-    of creating it; `require_loss=False` lets a plan look for the ε its targets need when
-    nothing states one. Errors name the inputs as `options` does. Reads nothing but the
-    ledger's scope.
+    the release has passed every check); neither: the release is not recorded. `epsilon` (a
+    pure scope) or `rho` (a zCDP scope) states the release's loss; `cap` is a stated cap for a
+    new scope, in its measure's unit; `may_open_scope=False` refuses an unknown scope
+    (UnknownScope) instead of creating it; `require_loss=False` lets a plan look for the ε its
+    targets need when nothing states one. Errors name the inputs as `options` does. Reads
+    nothing but the ledger's scope.
     """
     spec = resolved.spec
     name = scope or (resolved.publish.scope if resolved.publish else None) or spec.name
-    choice = profile_cap = None
+    if epsilon is not None and rho is not None:
+        raise ConfigError(options.path(options.epsilon), f"give {options.epsilon} or rho, not both")
+    choice = profile_cap = profile = None
     if privacy is not None:
-        choice = choose_budget(privacy.for_scope(name))
+        profile = privacy.for_scope(name)
+        choice = choose_budget(profile)
         profile_cap = cap_from_profile(choice)
-        if cap is not None and cap > profile_cap:
-            raise ConfigError(
-                options.path(options.cap),
-                f"{float(cap):g} exceeds the ε the privacy profile allows ({float(profile_cap):g})",
-            )
     try:
         change = choose_change(spec.neighbours, choice.neighbours if choice else None)
     except ValueError as exc:
         raise SpecError("release.neighbours", str(exc)) from None
-    in_ledger = _ledger_cap(ledger, name, may_open_scope)
-    new_scope = (ledger is not None or new_ledger) and in_ledger is None
+    existing = _scope_status(ledger, name, may_open_scope)
+    measure, delta = _measure(existing, choice, spec.mechanism, epsilon, rho, options)
+    if cap is not None and profile_cap is not None and cap > profile_cap:
+        raise ConfigError(
+            options.path(options.cap),
+            f"{float(cap):g} exceeds the {measure.symbol} the privacy profile allows "
+            f"({float(profile_cap):g})",
+        )
+    new_scope = (ledger is not None or new_ledger) and existing is None
     if new_ledger and not may_open_scope:
         raise UnknownScope(f"unknown budget scope {name!r}: the ledger does not exist yet")
-    in_force = in_ledger if in_ledger is not None else cap or profile_cap
+    in_force = existing.cap if existing is not None else cap or profile_cap
     if new_scope and in_force is None:
         raise ConfigError(
             options.path(options.cap),
             f"budget scope {name!r} is new: give {options.cap} or {options.privacy} to set its "
             "lifetime cap",
         )
+    if new_scope and measure is Measure.ZCDP and delta is None:
+        raise ConfigError(
+            options.path(options.privacy),
+            f"budget scope {name!r} is new and spends ρ: give {options.privacy} with its "
+            "profile's delta (the probability that its odds statement may fail)",
+        )
     share = resolved.publish.share if resolved.publish else Fraction(1)
-    amount = epsilon if epsilon is not None else None if in_force is None else in_force * share
+    stated = epsilon if epsilon is not None else rho
+    amount = stated if stated is not None else None if in_force is None else in_force * share
     if amount is None and require_loss:
         raise ConfigError(
             options.path(options.epsilon),
             f"give {options.epsilon} or {options.privacy} (its profile sets a cap)",
         )
     return Budget(
-        loss=None if amount is None else PrivacyLoss.pure(amount),
+        loss=None if amount is None else PrivacyLoss(measure, amount),
         change=change,
         scope=name,
         composition=composition_of(resolved),
         cap=in_force,
         profile_cap=profile_cap,
         new_scope=new_scope,
-        stated_cap_ignored=cap if in_ledger is not None and cap not in (None, in_ledger) else None,
+        mechanism=_mechanism(spec.mechanism, measure),
+        delta=delta,
+        stated_cap_ignored=cap
+        if existing is not None and cap not in (None, existing.cap)
+        else None,
         choice=choice,
+        profile=profile,
     )
 
 
-def _ledger_cap(ledger: Ledger | None, scope: str, may_open_scope: bool) -> Fraction | None:
-    """The scope's cap in the ledger, None if the scope (or the ledger) does not exist;
+def plan_budget(
+    resolved: ResolvedSpec,
+    budget: Budget,
+    *,
+    targets: Mapping[str, float] | None = None,
+    compare: bool = False,
+    delta: float | None = None,
+    releases: int | None = None,
+) -> ReleasePlan:
+    """What the release this budget allows will state (`statement.plan`); with `compare`, also
+    its margins under pure ε with Laplace noise and under zCDP with Gaussian noise at the same
+    odds profile (δ: given, else the profile's, else 10⁻⁹), as one of `releases` equal
+    releases of the scope (default: 1/`publish.share`)."""
+    planned = plan(
+        resolved,
+        budget.loss,
+        budget.change,
+        targets=targets,
+        mechanism=budget.mechanism,
+        measure=None if budget.loss is None else budget.loss.measure,
+    )
+    if not compare:
+        return planned
+    if budget.profile is None:
+        raise ConfigError("privacy", "comparing pure ε with zCDP needs the scope's privacy profile")
+    share = resolved.publish.share if resolved.publish else Fraction(1)
+    if releases is None and share.numerator != 1:
+        raise ConfigError("releases", f"the share {share} is not 1/n: give the number of releases")
+    comparison = compare_measures(
+        resolved,
+        budget.profile,
+        budget.change,
+        delta=delta or budget.profile.delta or DEFAULT_DELTA,
+        releases=releases or share.denominator,
+    )
+    return planned.model_copy(update={"comparison": comparison})
+
+
+#: The δ a comparison reads zCDP at when neither the caller nor the profile states one.
+DEFAULT_DELTA = 1e-9
+
+
+def _measure(
+    existing: ScopeStatus | None,
+    choice: BudgetChoice | None,
+    mechanism: Mechanism | None,
+    epsilon: Fraction | None,
+    rho: Fraction | None,
+    options: Options,
+) -> tuple[Measure, float | None]:
+    """The scope's measure and δ: the ledger's for an existing scope (a scope keeps one for
+    life, and its profile must agree), else the profile's, else what the stated loss or the
+    spec's mechanism implies."""
+    profile = None if choice is None else choice.measure
+    profile_delta = None if choice is None or choice.zcdp is None else choice.zcdp.delta
+    if existing is not None:
+        if profile is not None and profile is not existing.measure:
+            raise MeasureMismatch(
+                f"budget scope {existing.name!r} spends {existing.unit} ({existing.measure.value}) "
+                f"in the ledger but its privacy profile says measure: {profile.value}; a scope's "
+                "measure never changes: release into another scope, or fix the profile"
+            )
+        measure, delta = existing.measure, existing.delta
+    elif profile is not None:
+        measure, delta = profile, profile_delta
+    elif rho is not None or (mechanism is Mechanism.GAUSSIAN and epsilon is None):
+        measure, delta = Measure.ZCDP, None
+    else:
+        measure, delta = Measure.PURE, None
+    if measure is Measure.ZCDP and epsilon is not None:
+        raise ConfigError(
+            options.path(options.epsilon),
+            "this scope spends ρ (zCDP): state the release's loss as rho, not epsilon",
+        )
+    if measure is Measure.PURE and rho is not None:
+        raise ConfigError("rho", f"this scope spends ε (pure): state {options.epsilon}, not rho")
+    return measure, delta
+
+
+def _mechanism(declared: Mechanism | None, measure: Measure) -> Mechanism:
+    """The spec's mechanism, else the measure's own; a Gaussian release is never ε-DP."""
+    if declared is Mechanism.GAUSSIAN and measure is Measure.PURE:
+        raise SpecError(
+            "release.mechanism",
+            "the Gaussian mechanism is ρ-zCDP, not ε-DP: release it into a zcdp scope (a "
+            "privacy profile with measure: zcdp and delta), or use mechanism: laplace",
+        )
+    if declared is not None:
+        return declared
+    return Mechanism.LAPLACE if measure is Measure.PURE else Mechanism.GAUSSIAN
+
+
+def _scope_status(ledger: Ledger | None, scope: str, may_open_scope: bool) -> ScopeStatus | None:
+    """The scope's status in the ledger, None if the scope (or the ledger) does not exist;
     UnknownScope for a missing scope that may not be opened."""
     if ledger is None:
         return None
     try:
-        return ledger.status(scope)[0].cap
+        return ledger.status(scope)[0]
     except UnknownScope:
         if not may_open_scope:
             raise

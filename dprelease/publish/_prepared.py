@@ -109,7 +109,7 @@ def prepare(
     engine = engine or resolved.spec.engine or "polars"
     loss = budget.required_loss()
     month = period_of(resolved.spec.period, period)
-    allocation = allocate(resolved, loss, budget.change)
+    allocation = allocate(resolved, loss, budget.change, budget.mechanism)
     margins = margin_accuracy(resolved, allocation)
     check_input(data, resolved, allocation, month, engine)
     manifest = build_manifest(
@@ -120,5 +120,6 @@ def prepare(
         engine,
         margins,
         noise_source_entry(default_noise_source()),
+        budget.delta,
     )
     return PreparedRelease(data, resolved, budget, allocation, margins, month, engine, manifest)

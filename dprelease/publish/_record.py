@@ -22,7 +22,8 @@ from typing import Any
 import polars as pl
 
 from dprelease import operator
-from dprelease.errors import DataError
+from dprelease.errors import ConfigError, DataError
+from dprelease.files import unwritable_directory
 from dprelease.ledger import (
     Ledger,
     ReleaseConflict,
@@ -63,9 +64,10 @@ class Recorded:
     release_id: str
     status: ReservationStatus
     stored: StoredRelease
-    requested_epsilon: Fraction
+    requested_epsilon: Fraction  # in the scope's measure: ε, or ρ for a zCDP scope
     input_changed: bool | None = None
     files: dict[str, Path] = field(default_factory=dict)  # written by `publish`, if it was
+    unit: str = "ε"  # the symbol of the scope's amounts
 
     @property
     def charged(self) -> bool:
@@ -94,9 +96,9 @@ class Recorded:
         text = f"already released on {day}: stored copy returned, nothing charged"
         if self.epsilon_differs:
             text += (
-                f" (stored with ε = {_fmt(self.stored.epsilon)}; this run asked for ε = "
-                f"{_fmt(self.requested_epsilon)}: a release at that ε needs --force-new and is "
-                "charged)"
+                f" (stored with {self.unit} = {_fmt(self.stored.epsilon)}; this run asked for "
+                f"{self.unit} = {_fmt(self.requested_epsilon)}: a release at that {self.unit} "
+                "needs --force-new and is charged)"
             )
         return text
 
@@ -149,14 +151,22 @@ def record_release(
     on_stage("reserving budget")
     if budget.new_scope:
         assert budget.cap is not None  # `decide_budget` refuses a new scope without a cap
-        ledger.ensure_scope(budget.scope, budget.cap, budget.composition)
+        ledger.ensure_scope(
+            budget.scope,
+            budget.cap,
+            budget.composition,
+            measure=budget.required_loss().measure,
+            delta=budget.delta,
+        )
+    loss = budget.required_loss()
     reservation = ledger.reserve(
         release_id,
         budget.scope,
         period,
-        budget.required_loss().epsilon,
+        loss.amount,
         spec_hash=prepared.resolved.hash,
         composition=budget.composition,
+        measure=loss.measure,
         run_id=run_id,
         force_new=force_new,
         max_cap=budget.profile_cap,
@@ -186,7 +196,12 @@ def record_release(
         except ReleaseConflict as conflict:  # another run of this slot committed first: use its
             stored = conflict.stored
     recorded = Recorded(
-        release_id, reservation.status, stored, reservation.requested_epsilon, input_changed
+        release_id,
+        reservation.status,
+        stored,
+        reservation.requested_epsilon,
+        input_changed,
+        unit=loss.measure.symbol,
     )
     if (warning := recorded.input_warning()) is not None:
         operator.warn(warning)
@@ -215,7 +230,12 @@ def publish(
     on_stage: Callable[[str], None] = lambda stage: None,
     **record_options: Any,
 ) -> Recorded:
-    """`record_release`, then write its files to `out_dir` (the CLI's one-step path)."""
+    """`record_release`, then write its files to `out_dir` (the CLI's one-step path).
+
+    `out_dir` is checked first (ConfigError when no file can be written there), so an
+    unwritable directory is refused before anything is reserved, not found after the commit."""
+    if (problem := unwritable_directory(out_dir)) is not None:
+        raise ConfigError("out_dir", problem)
     recorded = record_release(prepared, on_stage=on_stage, **record_options)
     on_stage("writing files")
     files = write_release_files(recorded.stored, out_dir)

@@ -4,18 +4,30 @@ A domain is listed in the spec (`values:`), a range of integers (`min:`/`max:`),
 file (`file:`, CSV or parquet, relative to the spec file), which for several group-by columns lists
 the valid key combinations (the clinics of each region), so the released grid has no structurally
 impossible cells.
+
+A keys file's content is published (its keys are the rows of the released table), so a spec may
+read one only from its own directory (or below it) unless the domain says `outside_spec_dir:
+true`: a mistyped or hostile path (`../../data/patients.parquet`) would otherwise publish
+whatever file it names. A keys file is read under the rule for confidential input, since it
+may be one by mistake: refusals name the spec's YAML path and the file, never its content.
 """
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import polars as pl
 from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
-from dprelease.errors import SpecError
+from dprelease.errors import INTERRUPTS, SpecError
+from dprelease.files import irregular
 from dprelease.spec._base import Strict
+
+#: Why a reader's own message is left out of a refusal of a keys file.
+_WITHHELD = "the reader's message is withheld: a keys file may be confidential"
 
 
 class ValuesDomain(Strict):
@@ -62,13 +74,23 @@ class FileDomain(Strict):
     column: str | None = Field(
         default=None, description="column in the file (single group column only); default: its name"
     )
+    outside_spec_dir: bool = Field(
+        default=False,
+        description="read the file even where it lies outside the spec's directory (an absolute "
+        "path, `..`, a symbolic link out of it); part of the spec's identity only when true",
+    )
 
     _base_dir: Path | None = PrivateAttr(default=None)  # the YAML's folder; None: working dir
 
     @property
+    def base(self) -> Path:
+        """The spec's directory: the YAML file's folder, else the working directory."""
+        return self._base_dir or Path.cwd()
+
+    @property
     def path(self) -> Path:
         """The keys file: relative to the spec's YAML file, else to the working directory."""
-        return (self._base_dir or Path.cwd()) / self.file
+        return self.base / self.file
 
 
 def _domain_kind(value: Any) -> str | None:
@@ -130,10 +152,7 @@ def read_domain(group: GroupBy, path: str) -> pl.DataFrame:
         return pl.DataFrame({first: domain.values})
     if isinstance(domain, RangeDomain):
         return pl.DataFrame({first: range(domain.min, domain.max + 1)}, schema={first: pl.Int64})
-    file = domain.path
-    if not file.is_file():
-        raise SpecError(f"{path}.file", f"public keys file {str(file)!r} not found")
-    frame = pl.read_parquet(file) if file.suffix == ".parquet" else pl.read_csv(file)
+    frame = _read_keys_file(domain, f"{path}.file")
     wanted = group.key_columns
     if domain.column is not None:
         frame = frame.rename({domain.column: first}) if domain.column in frame.columns else frame
@@ -145,9 +164,58 @@ def read_domain(group: GroupBy, path: str) -> pl.DataFrame:
         raise SpecError(f"{path}.file", "empty key domain: the public keys file has no keys")
     if keys.null_count().sum_horizontal().item():
         raise SpecError(f"{path}.file", "the public keys file contains an empty key")
-    duplicated = keys.is_duplicated()
-    if duplicated.any():
-        row = keys.filter(duplicated).row(0)
-        shown = row[0] if len(row) == 1 else row
-        raise SpecError(f"{path}.file", f"duplicate key {shown!r} in the public keys file")
+    if keys.is_duplicated().any():
+        raise SpecError(
+            f"{path}.file",
+            "the public keys file lists a key more than once; list each key (combination) once "
+            "(the key is not shown: a keys file may be confidential)",
+        )
     return keys
+
+
+def _read_keys_file(domain: FileDomain, where: str) -> pl.DataFrame:
+    """The keys file of `domain` as a frame, its types inferred from every row (so no late
+    row can fail the parse); SpecError at `where` (the domain's YAML path) naming the file and
+    never a byte of it: for a path outside the spec's directory (unless allowed), a missing or
+    irregular file, an empty one, CSV that is not UTF-8 or not well-formed, unreadable parquet."""
+    file = domain.path
+    named = f"public keys file {str(file)!r}"
+    base = domain.base.resolve()
+    if not domain.outside_spec_dir and not file.resolve().is_relative_to(base):
+        raise SpecError(
+            where,
+            f"{named} is outside the spec's directory {str(base)!r}, and its keys would be "
+            "published: keep keys files beside the spec (or below it), or set "
+            "`outside_spec_dir: true` on this domain if that file is public",
+        )
+    if (kind := irregular(file)) is not None:
+        raise SpecError(where, f"{named} is {kind}, not a regular file")
+    if not file.exists():
+        raise SpecError(where, f"{named} not found")
+    content = file.read_bytes()
+    if not content:
+        raise SpecError(where, f"{named} is empty; it needs a header and at least one key")
+    if file.suffix == ".parquet":
+        return _parsed(lambda: pl.read_parquet(io.BytesIO(content)), where, f"{named} is not "
+                       "a readable parquet file")  # fmt: skip
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(where, f"{named} is not UTF-8 text; save it as UTF-8 CSV") from None
+    return _parsed(
+        lambda: pl.read_csv(io.BytesIO(content), infer_schema_length=None),
+        where,
+        f"{named} is not a well-formed CSV file (check its quoting and that every line has "
+        "the header's number of fields)",
+    )
+
+
+def _parsed(read: Callable[[], pl.DataFrame], where: str, problem: str) -> pl.DataFrame:
+    """`read()`, with any failure of the reader (a Rust panic included) as one SpecError."""
+    try:
+        frame = read()
+    except INTERRUPTS:
+        raise
+    except BaseException as exc:  # whatever the reader raises; its message may quote the file
+        raise SpecError(where, f"{problem} ({type(exc).__name__}; {_WITHHELD})") from None
+    return frame

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
+from dprelease.loss import Mechanism
 from dprelease.period import Period
 from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Renamed, Strict
 from dprelease.spec._domains import GroupBy
@@ -24,6 +25,7 @@ from dprelease.spec._statistics import (
     LEVEL_COLUMN,
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
+    UNINFORMATIVE_SUFFIX,
     CountStatistic,
     MeanReuse,
     MeanStatistic,
@@ -96,6 +98,11 @@ class ReleaseSpec(Strict):
     max_groups_per_unit: Annotated[int, Field(ge=1)] | None = None
     max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
     neighbours: ProtectedChange | None = None
+    mechanism: Mechanism | None = Field(
+        default=None,
+        description="laplace (ε-DP) or gaussian (ρ-zCDP; needs a zcdp scope); default: what "
+        "the scope's measure suggests (laplace for pure, gaussian for zcdp)",
+    )
     group_by: list[GroupBy] = Field(default_factory=list)
     margins: list[list[str]] | None = Field(
         default=None,
@@ -126,9 +133,9 @@ class ReleaseSpec(Strict):
 
     def to_yaml(self) -> str:
         """The spec as YAML (`release:` section), as `from_yaml` and the pipeline read it."""
-        return yaml.safe_dump(
-            {"release": self.model_dump(mode="json", exclude_none=True)}, sort_keys=False
-        )
+        data = self.model_dump(mode="json", exclude_none=True)
+        _drop_unset_options(data)
+        return yaml.safe_dump({"release": data}, sort_keys=False)
 
     @field_validator("margins")
     @classmethod
@@ -157,7 +164,8 @@ class ReleaseSpec(Strict):
             raise ValueError(
                 f"output column names {clash} would repeat: statistic names, group-by columns "
                 f"and the generated '<statistic>{MOE95_SUFFIX}' (and a mean's "
-                f"'<statistic>{UNDEFINED_SUFFIX}', and with margins '{LEVEL_COLUMN}') columns "
+                f"'<statistic>{UNDEFINED_SUFFIX}' and '<statistic>{UNINFORMATIVE_SUFFIX}', and "
+                f"with margins '{LEVEL_COLUMN}') columns "
                 "must all differ; rename the statistic"
             )
         self._check_split()
@@ -331,12 +339,21 @@ class ReleaseSpec(Strict):
         refactor of this model is still the same spec. A field added later must enter only
         when it is set. The engine is left out: every engine computes the same release."""
         data = self.model_dump(mode="json", exclude={"engine"})
-        for later in ("margins", "level_weights"):
+        for later in ("margins", "level_weights", "mechanism"):
             if data[later] is None:
                 del data[later]
+        _drop_unset_options(data)
         data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]
         data["postprocess"] = _canonical(data["postprocess"])
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _drop_unset_options(data: dict[str, Any]) -> None:
+    """Leave out of a dumped spec the options that are off unless set (a keys file's
+    `outside_spec_dir`): a spec that does not use one reads and hashes as before it existed."""
+    for group in data["group_by"]:
+        if group["domain"].get("outside_spec_dir") is False:
+            del group["domain"]["outside_spec_dir"]
 
 
 _FIRST_NAMES = {new: old for old, new in RENAMED.items()}

@@ -16,6 +16,7 @@ from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from dprelease.loss import split_by_weights
@@ -75,6 +76,14 @@ class ResolvedSpec:
         """Per level (the cells, then each margin): whether its rows are groups. A unit's rows
         can move between the rows of a grouped level, which sets its sensitivity."""
         return (bool(self.spec.group_by), *(bool(columns) for columns in self.margin_columns))
+
+    @cached_property
+    def level_cells_per_row(self) -> tuple[int, ...]:
+        """Per level, the most cells one of its rows sums (the cells themselves: 1): how many
+        rows one unit can pile into one row of the level, for its L2 sensitivity."""
+        if self.levels is None:
+            return (1,)
+        return (1, *(int(np.bincount(index).max()) for index in self.levels.index[1:]))
 
     @cached_property
     def level_shares(self) -> tuple[Fraction, ...]:

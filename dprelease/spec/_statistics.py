@@ -33,6 +33,8 @@ class StatisticKind(StrEnum):
 MOE95_SUFFIX = "_moe95"
 #: Suffix of a mean's flag column: true where the noisy count is ≤ 0 and the mean is null.
 UNDEFINED_SUFFIX = "_undefined"
+#: A mean's flag column: true where its margin covers its whole [lower, upper].
+UNINFORMATIVE_SUFFIX = "_uninformative"
 #: The column that names each row's level in a release with margins ("region,clinic", "total").
 LEVEL_COLUMN = "level"
 #: Suffixes of a quantile's interval columns: the 95% interval [low, high] around each value.
@@ -289,7 +291,8 @@ class MeanReuse:
 
 def output_columns(stat: Statistic) -> list[str]:
     """The released columns a statistic makes: its values, its margin of error, and for a mean
-    the flag of cells where it is undefined; for a quantile each p's value and interval."""
+    the flags of cells where it is undefined and where it is uninformative; for a quantile each
+    p's value and interval."""
     if isinstance(stat, QuantileStatistic):
         return [
             name
@@ -298,5 +301,5 @@ def output_columns(stat: Statistic) -> list[str]:
         ]
     columns = [stat.name, f"{stat.name}{MOE95_SUFFIX}"]
     if isinstance(stat, MeanStatistic):
-        columns.append(f"{stat.name}{UNDEFINED_SUFFIX}")
+        columns += [f"{stat.name}{UNDEFINED_SUFFIX}", f"{stat.name}{UNINFORMATIVE_SUFFIX}"]
     return columns

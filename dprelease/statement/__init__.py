@@ -11,6 +11,7 @@ are in its table. `python -m dprelease.statement` prints the manifest's JSON Sch
 (docs/manifest.schema.json).
 """
 
+from dprelease.statement._compare import MeasureComparison, StatisticComparison, compare_measures
 from dprelease.statement._entries import build_manifest, statistic_entry, with_outcome
 from dprelease.statement._manifest import (
     MANIFEST_FORMAT,
@@ -27,6 +28,7 @@ from dprelease.statement._manifest import (
 from dprelease.statement._planner import (
     PLAN_FORMAT,
     LevelAccuracy,
+    MeasurementAccuracy,
     QuantileAccuracy,
     ReleasePlan,
     StatisticAccuracy,
@@ -43,6 +45,8 @@ __all__ = [
     "LedgerRecord",
     "LegacyManifest",
     "LevelAccuracy",
+    "MeasureComparison",
+    "MeasurementAccuracy",
     "Manifest",
     "NoiseSourceEntry",
     "NotRecorded",
@@ -50,7 +54,9 @@ __all__ = [
     "QuantileAccuracy",
     "ReleasePlan",
     "StatisticAccuracy",
+    "StatisticComparison",
     "accuracy_of",
+    "compare_measures",
     "build_manifest",
     "epsilon_for_targets",
     "json_schema",

@@ -14,9 +14,11 @@ import numpy as np
 
 from dprelease._version import version
 from dprelease.change import ProtectedChange
+from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.mechanism import (
     ROUNDING_RULE,
     Allocation,
+    LevelNoise,
     MarginAccuracy,
     Measurement,
     Outcome,
@@ -27,6 +29,7 @@ from dprelease.mechanism import (
 from dprelease.spec import (
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
+    UNINFORMATIVE_SUFFIX,
     CountStatistic,
     PostProcessing,
     ReleaseSpec,
@@ -35,6 +38,8 @@ from dprelease.spec import (
     SumStatistic,
 )
 from dprelease.statement._manifest import (
+    MANIFEST_FORMAT,
+    ZCDP_MANIFEST_FORMAT,
     ContributionBounds,
     CountEntry,
     GroupByEntry,
@@ -56,6 +61,53 @@ MECHANISM = (
     "discrete Laplace (geometric) mechanism, exact sampling after Canonne, Kamath & "
     "Steinke 2020, integer arithmetic, OS CSPRNG bits"
 )
+GAUSSIAN = (
+    "discrete Gaussian mechanism, exact sampling after Canonne, Kamath & Steinke 2020 "
+    "(Algorithm 3), integer arithmetic, OS CSPRNG bits; σ² = Δ2²/(2ρ) is ρ-zCDP"
+)
+LAPLACE_IN_ZCDP = (
+    MECHANISM + "; in a zCDP scope, at the largest ε with ε²/2 ≤ ρ (ε-DP is ε²/2-zCDP)"
+)
+
+
+def mechanism_text(mechanism: Mechanism, measure: Measure) -> str:
+    """How a release's noise was drawn, in words."""
+    if mechanism is Mechanism.GAUSSIAN:
+        return GAUSSIAN
+    return MECHANISM if measure is Measure.PURE else LAPLACE_IN_ZCDP
+
+
+def spent(loss: PrivacyLoss) -> dict[str, Any]:
+    """The manifest's fields of what a statistic, level or release spends: ε, or ρ."""
+    if loss.measure is Measure.PURE:
+        return {"epsilon": float(loss.amount), "epsilon_exact": str(loss.amount)}
+    return {
+        "epsilon": None,
+        "epsilon_exact": None,
+        "rho": float(loss.amount),
+        "rho_exact": str(loss.amount),
+    }
+
+
+def _noise_fields(level: LevelNoise) -> dict[str, Any]:
+    """A level's sensitivity and exact noise parameter, as its mechanism states them."""
+    if level.mechanism is Mechanism.GAUSSIAN:
+        return {
+            "sensitivity": level.sensitivity,
+            "sensitivity_units": None,
+            "sensitivity_squared_units": level.sensitivity_squared_units,
+            "noise_scale": level.scale,
+            "noise_scale_units_exact": None,
+            "noise_variance_units_exact": str(level.sigma2_units),
+        }
+    return {
+        "sensitivity": level.sensitivity,
+        "sensitivity_units": level.sensitivity_units,
+        "noise_scale": level.scale,
+        "noise_scale_units_exact": str(level.scale_units),
+    }
+
+
 ESTIMATOR = (
     "weighted least squares (inverse-variance weights) of the cells from every level's noisy "
     "values (Hay, Rastogi, Miklau & Suciu 2010): linear and unbiased unless constrained (see "
@@ -84,21 +136,24 @@ MARGIN_OF_ERROR = (
 )
 
 
-def _guarantee(spec: ReleaseSpec) -> str:
-    """What ε protects, in words; under parallel periods only a person within one period."""
+def _guarantee(spec: ReleaseSpec, measure: Measure = Measure.PURE) -> str:
+    """What the loss protects, in words; under parallel periods only a person within one
+    period."""
     unit = spec.privacy_unit or "row"
+    dp, symbol = ("ε-DP", "ε") if measure is Measure.PURE else ("ρ-zCDP", "ρ")
     if spec.period is None:
-        return f"ε-DP for each privacy unit ({unit}) over the whole input"
+        return f"{dp} for each privacy unit ({unit}) over the whole input"
     if spec.period.composition == "sequential":
         return (
-            f"ε-DP per period for each privacy unit ({unit}); periods compose sequentially: "
-            "every period's ε is charged to one lifetime budget, which bounds what all periods "
-            "together reveal about a unit"
+            f"{dp} per period for each privacy unit ({unit}); periods compose sequentially: "
+            f"every period's {symbol} is charged to one lifetime budget, which bounds what all "
+            "periods together reveal about a unit"
         )
     return (
-        f"ε-DP per period; the privacy unit is a person within a period ({unit} within one "
+        f"{dp} per period; the privacy unit is a person within a period ({unit} within one "
         "period): periods compose in parallel, each may spend the full budget, so someone "
-        "present in k periods is protected only at k times the per-period ε"
+        f"present in k periods is protected only at {'k' if measure is Measure.PURE else 'k²'} "
+        f"times the per-period {symbol}"
     )
 
 
@@ -125,14 +180,21 @@ def build_manifest(
     engine: str,
     margins: MarginAccuracy | None,
     noise_source: NoiseSourceEntry,
+    delta: float | None = None,
 ) -> Manifest:
     """What a release drawn from `noise_source` states, from public inputs only, before its
     noise is drawn: with margins, as planned (`with_outcome` updates it should a solver fall
     back), unrecorded until the ledger stores it (`Manifest.recorded`)."""
     spec = resolved.spec
     plan = allocation
+    measure = plan.total.measure
+    zcdp = measure is Measure.ZCDP
     outcome = None if margins is None else Outcome.planned(margins)
+    total = spent(plan.total)
     return Manifest(
+        format=ZCDP_MANIFEST_FORMAT if zcdp else MANIFEST_FORMAT,
+        measure=measure,
+        delta=delta if zcdp else None,
         release_id=None,
         created_at=datetime.now(UTC).replace(microsecond=0),
         library_version=version(),
@@ -141,18 +203,20 @@ def build_manifest(
         source=spec.source,
         period=period,
         period_composition=spec.period.composition if spec.period else None,
-        guarantee=_guarantee(spec),
+        guarantee=_guarantee(spec, measure),
         spec_hash=resolved.hash,
-        mechanism=MECHANISM,
+        mechanism=mechanism_text(plan.mechanism, measure),
         neighbours=neighbours,
         privacy_unit=spec.privacy_unit or "each row is a privacy unit",
         contribution_bounds=_bounds_entry(spec),
-        epsilon_total=float(plan.total.epsilon),
-        epsilon_total_exact=str(plan.total.epsilon),
+        epsilon_total=total["epsilon"],
+        epsilon_total_exact=total["epsilon_exact"],
+        rho_total=total.get("rho"),
+        rho_total_exact=total.get("rho_exact"),
         budget_split=plan.split,
         composition="sequential over the statistics"
         + (" and, within each, over its levels" if margins else "")
-        + ": their ε add up to the total",
+        + f": their {measure.symbol} add up to the total",
         group_by=[
             GroupByEntry(
                 columns=group.key_columns,
@@ -225,17 +289,18 @@ def _measured(
     """The fields every measurement states (see `manifest._Measured`), and with margins each
     level's."""
     fields = {
-        "epsilon": float(m.loss_spent.epsilon),
-        "epsilon_exact": str(m.loss_spent.epsilon),
-        "sensitivity": m.sensitivity,
-        "sensitivity_units": m.sensitivity_units,
+        **spent(m.loss_spent),
+        **_noise_fields(m),
         "derivation": m.derivation,
         "granularity": float(m.granularity),
-        "noise_scale": m.scale,
-        "noise_scale_units_exact": str(m.scale_units),
         "moe95": m.moe95,
         "variance": m.variance,
     }
+    if m.mechanism is Mechanism.GAUSSIAN:
+        fields["sensitivity_norm"] = "L2"
+    elif m.loss.measure is Measure.ZCDP:
+        assert m.epsilon is not None  # a Laplace level is calibrated to an ε
+        fields["calibrated_epsilon_exact"] = str(m.epsilon)
     if margins is None or outcome is None:
         return fields
     laws = margins.accuracy[m.name]
@@ -245,13 +310,9 @@ def _measured(
     fields["levels"] = [
         LevelMeasurementEntry(
             level=margins.levels.name(k),
-            epsilon=float(level.epsilon),
-            epsilon_exact=str(level.epsilon),
-            sensitivity=level.sensitivity,
-            sensitivity_units=level.sensitivity_units,
+            **spent(level.loss),
+            **_noise_fields(level),
             derivation=level.derivation,
-            noise_scale=level.scale,
-            noise_scale_units_exact=str(level.scale_units),
             measured_moe95=level.moe95,
             moe95=_moe_range(moe),
             max_shift=shift * laws.unit if laws.rounded else None,
@@ -289,12 +350,13 @@ def statistic_entry(
         measured = _measured(m, margins, outcome)
         target = stat.target_moe95
         met = None if target is None else measured["moe95"] <= target
+    mechanism = mechanism_text(m.mechanism, p.loss.measure)
     if isinstance(stat, CountStatistic):
         return CountEntry(
             **measured,
             name=stat.name,
             kind="count",
-            mechanism=MECHANISM,
+            mechanism=mechanism,
             target_moe95=target,
             target_met=met,
         )
@@ -303,7 +365,7 @@ def statistic_entry(
             **measured,
             name=stat.name,
             kind="sum",
-            mechanism=MECHANISM,
+            mechanism=mechanism,
             column=stat.column,
             lower=stat.lower,
             upper=stat.upper,
@@ -315,19 +377,27 @@ def statistic_entry(
     return MeanEntry(
         name=stat.name,
         kind="mean",
-        epsilon=float(p.epsilon),
-        epsilon_exact=str(p.epsilon),
-        mechanism=MECHANISM,
+        **spent(p.loss),
+        mechanism=mechanism,
         column=stat.column,
         lower=stat.lower,
         upper=stat.upper,
         how="noisy sum / noisy count (post-processing), clamped to [lower, upper]; "
-        + (f"reuses {reused} at no extra ε" if p.reused else "with a sum and a count of its own"),
+        + (
+            f"reuses {reused} at no extra {p.loss.measure.symbol}"
+            if p.reused
+            else "with a sum and a count of its own"
+        ),
         reuses=list(p.reused),
         margin_of_error=f"per cell in {stat.name}{MOE95_SUFFIX}: first-order propagation of "
         "the sum's and the count's margins",
         undefined=f"null where the noisy count is ≤ 0 (no mean is defined there); "
         f"{stat.name}{UNDEFINED_SUFFIX} is true in those cells",
+        uninformative=f"the truth lies in [{stat.lower:.15g}, {stat.upper:.15g}], so the mean "
+        "is rounded within it and its margin of error is at most the distance to the farther "
+        "bound (a sure bound); where the margin reaches that far the mean ± margin covers the "
+        "whole range and says nothing beyond the bounds: "
+        f"{stat.name}{UNINFORMATIVE_SUFFIX} is true in those cells (null where undefined)",
         measurements=[
             MeasurementEntry(
                 name=own.name,

@@ -20,8 +20,28 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from dprelease.change import ProtectedChange
 from dprelease.files import ReadableErrors
+from dprelease.loss import Measure
 
 MANIFEST_FORMAT: Final = "dprelease-manifest/2"
+#: A release that spends ρ (zCDP) states it in format 3: format 2 with ρ beside ε, the L2
+#: sensitivity and the Gaussian's σ². A pure ε release is still written in format 2, byte for
+#: byte as before, so every reader of format 2 reads it.
+ZCDP_MANIFEST_FORMAT: Final = "dprelease-manifest/3"
+#: Keys only format 3 has; a format-2 manifest is written without them.
+_FORMAT_3_KEYS = frozenset(
+    {
+        "measure",
+        "delta",
+        "rho_total",
+        "rho_total_exact",
+        "rho",
+        "rho_exact",
+        "noise_variance_units_exact",
+        "sensitivity_norm",
+        "sensitivity_squared_units",
+        "calibrated_epsilon_exact",
+    }
+)
 
 #: An exact rational as text ("1/12", "3"): ε as the ledger charges it, a noise scale as sampled.
 ExactRational = Annotated[str, Field(pattern=r"^\d+(/\d+)?$", examples=["1/12"])]
@@ -74,13 +94,21 @@ class LevelMeasurementEntry(_Model):
     of the values released for it."""
 
     level: str = Field(description="the level's name, as in the table's `level` column")
-    epsilon: float
-    epsilon_exact: ExactRational
+    epsilon: float | None = Field(description="ε this level spends (None: it spends ρ)")
+    epsilon_exact: ExactRational | None
+    rho: float | None = Field(default=None, description="zCDP: ρ this level spends")
+    rho_exact: ExactRational | None = None
     sensitivity: float = Field(description="Δ in the column's units, over this level's rows")
-    sensitivity_units: int
+    sensitivity_units: int | None = Field(description="Δ1 in integer units (Laplace)")
+    sensitivity_squared_units: int | None = Field(
+        default=None, description="Gaussian: Δ2² in integer units², exact"
+    )
     derivation: str
     noise_scale: float
-    noise_scale_units_exact: ExactRational
+    noise_scale_units_exact: ExactRational | None = Field(description="Laplace: b, exact")
+    noise_variance_units_exact: ExactRational | None = Field(
+        default=None, description="Gaussian: σ² in integer units², exact"
+    )
     measured_moe95: float = Field(
         description="95% margin of error of this level's own noisy values alone (exact)"
     )
@@ -101,14 +129,28 @@ class _Measured(_Model):
     own noise, moe95 the largest margin of error of the released cells, and `levels` has each
     level."""
 
-    epsilon: float
-    epsilon_exact: ExactRational
-    sensitivity: float = Field(description="Δ in the column's units")
-    sensitivity_units: int = Field(description="Δ in integer units of `granularity`")
+    epsilon: float | None = Field(description="ε spent (None: the release spends ρ)")
+    epsilon_exact: ExactRational | None
+    rho: float | None = Field(default=None, description="zCDP: ρ spent")
+    rho_exact: ExactRational | None = None
+    calibrated_epsilon_exact: ExactRational | None = Field(
+        default=None,
+        description="Laplace noise in a zCDP scope: the ε its scale is calibrated to, the "
+        "largest with ε²/2 ≤ ρ (ε-DP is ε²/2-zCDP)",
+    )
+    sensitivity: float = Field(description="Δ in the column's units (L1, or L2 for Gaussian)")
+    sensitivity_norm: Literal["L1", "L2"] = "L1"
+    sensitivity_units: int | None = Field(description="Δ1 in integer units of `granularity`")
+    sensitivity_squared_units: int | None = Field(
+        default=None, description="Gaussian: Δ2² in integer units², exact"
+    )
     derivation: str = Field(description="how Δ follows from the declared bounds")
     granularity: float
-    noise_scale: float
-    noise_scale_units_exact: ExactRational
+    noise_scale: float = Field(description="Laplace: b; Gaussian: σ; in the column's units")
+    noise_scale_units_exact: ExactRational | None = Field(description="Laplace: b, exact")
+    noise_variance_units_exact: ExactRational | None = Field(
+        default=None, description="Gaussian: σ² in integer units², exact"
+    )
     moe95: float = Field(
         description="95% margin of error: P(|error| ≤ moe95) ≥ 0.95, exactly (with margins: "
         "the largest over the released cells)"
@@ -128,8 +170,10 @@ class MeasurementEntry(_Measured):
 
 class _Released(_Model):
     name: str
-    epsilon: float = Field(description="what this statistic spends itself")
-    epsilon_exact: ExactRational
+    epsilon: float | None = Field(description="ε this statistic spends itself (None: ρ)")
+    epsilon_exact: ExactRational | None
+    rho: float | None = Field(default=None, description="zCDP: ρ it spends itself")
+    rho_exact: ExactRational | None = None
     mechanism: str
 
 
@@ -158,6 +202,11 @@ class MeanEntry(_Released):
     reuses: list[str] = Field(description="statistics whose noisy values it divides, at no ε")
     margin_of_error: str
     undefined: str
+    uninformative: str | None = Field(
+        default=None,
+        description="where its margin covers its whole [lower, upper] (None: stored by a "
+        "version that did not say)",
+    )
     measurements: list[MeasurementEntry] = Field(description="what it measures itself")
 
 
@@ -188,6 +237,11 @@ class QuantileEntry(_Released):
     """A quantile statistic (a median: p = 0.5): values and 95% intervals per cell."""
 
     kind: Literal["quantile", "median"]
+    calibrated_epsilon_exact: ExactRational | None = Field(
+        default=None,
+        description="in a zCDP release: the ε its ρ buys (the largest with ε²/2 ≤ ρ), which the "
+        "values and the ladder share as value_epsilon and interval_epsilon",
+    )
     column: str
     lower: float
     upper: float
@@ -265,7 +319,7 @@ class NotRecorded(_Model):
 class Manifest(_Model):
     """What a release states about itself (format "dprelease-manifest/2")."""
 
-    format: Literal["dprelease-manifest/2"] = MANIFEST_FORMAT
+    format: Literal["dprelease-manifest/2", "dprelease-manifest/3"] = MANIFEST_FORMAT
     release_id: str | None = Field(description="the ledger slot asset/period; None: unrecorded")
     created_at: AwareDatetime
     library_version: str
@@ -280,8 +334,14 @@ class Manifest(_Model):
     neighbours: ProtectedChange
     privacy_unit: str
     contribution_bounds: ContributionBounds
-    epsilon_total: float
-    epsilon_total_exact: ExactRational
+    measure: Measure = Field(default=Measure.PURE, description="pure: ε-DP; zcdp: ρ-zCDP")
+    delta: float | None = Field(
+        default=None, description="zcdp: the δ at which the scope's odds statement is read"
+    )
+    epsilon_total: float | None
+    epsilon_total_exact: ExactRational | None
+    rho_total: float | None = None
+    rho_total_exact: ExactRational | None = None
     budget_split: Literal["weights", "accuracy targets"]
     composition: str
     group_by: list[GroupByEntry]
@@ -296,16 +356,33 @@ class Manifest(_Model):
 
     @model_validator(mode="after")
     def _spends_its_total(self) -> Manifest:
-        _check_total(self.statistics, self.epsilon_total_exact)
+        if self.measure is Measure.PURE:
+            _check_total([s.epsilon_exact for s in self.statistics], self.epsilon_total_exact)
+        else:
+            if self.format != ZCDP_MANIFEST_FORMAT:
+                raise ValueError(f"a zcdp release is stated in {ZCDP_MANIFEST_FORMAT}")
+            _check_total([s.rho_exact for s in self.statistics], self.rho_total_exact)
         return self
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The manifest as `manifest.json` holds it."""
-        return self.model_dump(mode="json")
+        """The manifest as `manifest.json` holds it (format 2 without format 3's keys)."""
+        data = self.model_dump(mode="json")
+        return data if self.format == ZCDP_MANIFEST_FORMAT else _without(data, _FORMAT_3_KEYS)
 
 
-def _check_total(statistics: list[Any], total: str) -> None:
-    spent = sum((Fraction(s.epsilon_exact) for s in statistics), Fraction(0))
+def _without(data: Any, keys: frozenset[str]) -> Any:
+    """`data` with `keys` removed from every mapping in it."""
+    if isinstance(data, dict):
+        return {k: _without(v, keys) for k, v in data.items() if k not in keys}
+    if isinstance(data, list):
+        return [_without(item, keys) for item in data]
+    return data
+
+
+def _check_total(spent_by_statistic: list[str | None], total: str | None) -> None:
+    if total is None or any(spent is None for spent in spent_by_statistic):
+        raise ValueError("the total and every statistic must state what they spend")
+    spent = sum((Fraction(s) for s in spent_by_statistic if s is not None), Fraction(0))
     if spent != Fraction(total):
         raise ValueError(f"statistics spend {spent}, the total says {total}")
 
@@ -360,7 +437,7 @@ class LegacyManifest(BaseModel):
 
     @model_validator(mode="after")
     def _spends_its_total(self) -> LegacyManifest:
-        _check_total(self.statistics, self.epsilon_total_exact)
+        _check_total([s.epsilon_exact for s in self.statistics], self.epsilon_total_exact)
         return self
 
 

@@ -17,7 +17,7 @@ returns the first that meets every target. The answer is a decimal: the smallest
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from fractions import Fraction
 from typing import Annotated, Final, Literal
 
@@ -25,14 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
-from dprelease.loss import PrivacyLoss
+from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.mechanism import (
     LN_20,
     Allocation,
     Outcome,
     StatisticAllocation,
     allocate,
-    granularity_references,
     margin_accuracy,
     rows_reach,
     sensitivity_bound,
@@ -45,10 +44,12 @@ from dprelease.spec import (
     ResolvedSpec,
     SumStatistic,
 )
-from dprelease.statement._entries import statistic_entry
+from dprelease.statement._compare import MeasureComparison
+from dprelease.statement._entries import spent, statistic_entry
 from dprelease.statement._manifest import (
     CountEntry,
     ExactRational,
+    LevelMeasurementEntry,
     MeanEntry,
     MeasurementEntry,
     MoeRange,
@@ -56,9 +57,16 @@ from dprelease.statement._manifest import (
     StatisticEntry,
     SumEntry,
 )
+from dprelease.statement._search import (
+    _granularity_cuts,
+    _shares,
+    _smallest,
+    _targeted,
+    _unit,
+)
 
-PLAN_FORMAT: Final = "dprelease-plan/1"
-SIGNIFICANT_DIGITS = 6
+#: 2: the measure and mechanism, ρ beside ε (None where a zCDP release spends no ε).
+PLAN_FORMAT: Final = "dprelease-plan/2"
 _MAX_DOUBLINGS = 200
 
 
@@ -68,10 +76,28 @@ class LevelAccuracy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     level: str = Field(description="as in the released table's `level` column")
-    epsilon: float = Field(description="ε this level's noise spends")
+    epsilon: float | None = Field(description="ε this level's noise spends (None: ρ)")
+    rho: float | None = Field(default=None, description="zCDP: ρ this level's noise spends")
+    sensitivity: float = Field(description="Δ of this level's rows, in the column's units")
     scale: float = Field(description="the level's own noise scale, in the column's units")
     moe95: float | MoeRange = Field(
         description="95% margin of error of the released values (consistent and rounded)"
+    )
+
+
+class MeasurementAccuracy(BaseModel):
+    """A noisy sum or count a mean measures for itself, from its own ε."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["count", "sum"]
+    epsilon: float | None = Field(description="ε it spends, every level's together (None: ρ)")
+    rho: float | None = Field(default=None, description="zCDP: ρ it spends")
+    sensitivity: float = Field(description="Δ in the column's units (L1; L2 for Gaussian)")
+    scale: float = Field(description="noise scale (Laplace b, Gaussian σ), in the column's units")
+    moe95: float = Field(description="95% margin of error (half-width) of its own values")
+    levels: list[LevelAccuracy] | None = Field(
+        default=None, description="with margins: every level, the cells first"
     )
 
 
@@ -102,14 +128,18 @@ class StatisticAccuracy(BaseModel):
 
     name: str
     kind: Literal["count", "sum", "mean", "quantile", "median"]
-    epsilon: float = Field(description="ε this statistic spends itself")
-    epsilon_exact: ExactRational
+    epsilon: float | None = Field(description="ε this statistic spends itself (None: ρ)")
+    epsilon_exact: ExactRational | None
+    rho: float | None = Field(default=None, description="zCDP: ρ this statistic spends itself")
+    rho_exact: ExactRational | None = None
     sensitivity: float = Field(
-        description="Δ in the column's units (a quantile: its score's largest Δ, in ranks)"
+        description="Δ in the column's units (L1; L2 for Gaussian; a quantile: its score's "
+        "largest Δ, in ranks)"
     )
     derivation: str = Field(description="how Δ follows from the declared bounds")
     scale: float | None = Field(
-        description="discrete Laplace noise scale, in the column's units (None: a quantile)"
+        description="noise scale (Laplace b, Gaussian σ), in the column's units (None: a "
+        "quantile, whose errors are in ranks)"
     )
     moe95: float | None = Field(description="95% margin of error (half-width)")
     target_moe95: float | None = None
@@ -117,6 +147,9 @@ class StatisticAccuracy(BaseModel):
     reuses: list[str] = Field(default_factory=list, description="what a mean divides, at no ε")
     levels: list[LevelAccuracy] | None = Field(
         default=None, description="with margins: every level, the cells first"
+    )
+    measurements: list[MeasurementAccuracy] = Field(
+        default_factory=list, description="a mean: the sum and count it measures itself"
     )
     quantiles: list[QuantileAccuracy] | None = Field(
         default=None, description="a quantile statistic: each p's accuracy in ranks"
@@ -134,11 +167,15 @@ class ReleasePlan(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["dprelease-plan/1"] = PLAN_FORMAT
+    format: Literal["dprelease-plan/2"] = PLAN_FORMAT
     release: str
     neighbours: ProtectedChange
-    epsilon_total: float
-    epsilon_total_exact: ExactRational
+    measure: Measure = Field(description="pure: the release spends ε; zcdp: ρ")
+    mechanism: Mechanism = Field(description="laplace or gaussian noise")
+    epsilon_total: float | None
+    epsilon_total_exact: ExactRational | None
+    rho_total: float | None = None
+    rho_total_exact: ExactRational | None = None
     budget_split: Literal["weights", "accuracy targets"]
     statistics: list[StatisticAccuracy]
     targets: dict[str, Annotated[float, Field(gt=0)]] = Field(
@@ -147,6 +184,9 @@ class ReleasePlan(BaseModel):
     targets_met: bool | None = Field(description="None when there are no targets")
     epsilon_for_targets: float | None
     epsilon_for_targets_exact: ExactRational | None
+    comparison: MeasureComparison | None = Field(
+        default=None, description="with --compare: the margins under pure ε and under zCDP"
+    )
 
 
 def accuracy_of(
@@ -168,11 +208,25 @@ def accuracy_of(
                     kind="mean",
                     epsilon=entry.epsilon,
                     epsilon_exact=entry.epsilon_exact,
+                    rho=entry.rho,
+                    rho_exact=entry.rho_exact,
                     sensitivity=total.sensitivity,
                     derivation=total.derivation,
                     scale=total.noise_scale,
                     moe95=None,
                     reuses=entry.reuses,
+                    measurements=[
+                        MeasurementAccuracy(
+                            kind=own.kind,
+                            epsilon=own.epsilon,
+                            rho=own.rho,
+                            sensitivity=own.sensitivity,
+                            scale=own.noise_scale,
+                            moe95=own.moe95,
+                            levels=_levels(own.levels),
+                        )
+                        for own in entry.measurements
+                    ],
                 )
             )
             continue
@@ -183,23 +237,15 @@ def accuracy_of(
                 kind=entry.kind,
                 epsilon=entry.epsilon,
                 epsilon_exact=entry.epsilon_exact,
+                rho=entry.rho,
+                rho_exact=entry.rho_exact,
                 sensitivity=entry.sensitivity,
                 derivation=entry.derivation,
                 scale=entry.noise_scale,
                 moe95=entry.moe95,
                 target_moe95=target,
                 target_met=None if target is None else entry.moe95 <= target,
-                levels=None
-                if entry.levels is None
-                else [
-                    LevelAccuracy(
-                        level=level.level,
-                        epsilon=level.epsilon,
-                        scale=level.noise_scale,
-                        moe95=level.moe95,
-                    )
-                    for level in entry.levels
-                ],
+                levels=_levels(entry.levels),
             )
         )
     return rows
@@ -211,6 +257,8 @@ def _quantile_accuracy(entry: QuantileEntry) -> StatisticAccuracy:
         kind=entry.kind,
         epsilon=entry.epsilon,
         epsilon_exact=entry.epsilon_exact,
+        rho=entry.rho,
+        rho_exact=entry.rho_exact,
         sensitivity=max(q.score_sensitivity for q in entry.quantiles),
         derivation=entry.derivation,
         scale=None,
@@ -226,6 +274,23 @@ def _quantile_accuracy(entry: QuantileEntry) -> StatisticAccuracy:
         ],
         error_in_units=entry.error_in_units,
     )
+
+
+def _levels(levels: list[LevelMeasurementEntry] | None) -> list[LevelAccuracy] | None:
+    """Each level's ε (or ρ), Δ, scale and margin of error, as the manifest states them."""
+    if levels is None:
+        return None
+    return [
+        LevelAccuracy(
+            level=level.level,
+            epsilon=level.epsilon,
+            rho=level.rho,
+            sensitivity=level.sensitivity,
+            scale=level.noise_scale,
+            moe95=level.moe95,
+        )
+        for level in levels
+    ]
 
 
 def _sum_of(mean: MeanEntry, by_name: Mapping[str, StatisticEntry]) -> MeasurementEntry | SumEntry:
@@ -244,32 +309,44 @@ def plan(
     neighbours: ProtectedChange,
     *,
     targets: Mapping[str, float] | None = None,
+    mechanism: Mechanism = Mechanism.LAPLACE,
+    measure: Measure | None = None,
 ) -> ReleasePlan:
-    """What a release of `resolved` spending `loss` states per statistic, without reading data.
+    """What a release of `resolved` spending `loss` by `mechanism` states per statistic,
+    without reading data.
 
     `targets` (statistic name → wanted 95% margin of error) override the spec's `target_moe95`;
-    with targets the plan also gives the smallest ε that meets them all (and plans at that ε
-    when `loss` is None). SpecError names what is wrong.
+    with targets the plan also gives the smallest loss (in `measure`, default the loss's, else
+    the mechanism's own) that meets them all, and plans at it when `loss` is None. SpecError
+    names what is wrong.
     """
     spec = resolved.spec
+    measure = measure or (loss.measure if loss is not None else mechanism.native_measure)
     wanted = _targets(spec, targets or {})
-    needed = epsilon_for_targets(resolved, wanted, neighbours) if wanted else None
+    needed = (
+        epsilon_for_targets(resolved, wanted, neighbours, measure, mechanism) if wanted else None
+    )
     if loss is not None:
-        total = loss.epsilon
+        total = loss.amount
     elif needed is not None:
         total = needed
     else:
         raise SpecError(
             "epsilon", "give ε (--epsilon or --config), or target margins (target_moe95, --target)"
         )
-    planned = allocate(resolved, PrivacyLoss.pure(total), neighbours)
+    planned = allocate(resolved, PrivacyLoss(measure, total), neighbours, mechanism)
     entries = _entries(planned, spec.postprocess, resolved)
     rows = accuracy_of(entries, wanted)
+    stated = spent(planned.total)
     return ReleasePlan(
         release=spec.name,
         neighbours=neighbours,
-        epsilon_total=float(total),
-        epsilon_total_exact=str(total),
+        measure=measure,
+        mechanism=mechanism,
+        epsilon_total=stated["epsilon"],
+        epsilon_total_exact=stated["epsilon_exact"],
+        rho_total=stated.get("rho"),
+        rho_total_exact=stated.get("rho_exact"),
         budget_split=planned.split,
         statistics=rows,
         targets=wanted,
@@ -331,22 +408,31 @@ def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
 
 
 def epsilon_for_targets(
-    resolved: ResolvedSpec, targets: Mapping[str, float], neighbours: ProtectedChange
+    resolved: ResolvedSpec,
+    targets: Mapping[str, float],
+    neighbours: ProtectedChange,
+    measure: Measure = Measure.PURE,
+    mechanism: Mechanism = Mechanism.LAPLACE,
 ) -> Fraction:
-    """The smallest ε (six significant digits) at which every target margin is met, exactly
-    as the release at that ε states it (see the module docstring for the search)."""
+    """The smallest ε (ρ under zCDP; six significant digits) at which every target margin is
+    met, exactly as the release at that loss states it (see the module docstring for the
+    search)."""
     spec = resolved.spec
 
     def meets(epsilon: Fraction) -> bool:
         try:
-            planned = allocate(resolved, PrivacyLoss.pure(epsilon), neighbours)
+            planned = allocate(resolved, PrivacyLoss(measure, epsilon), neighbours, mechanism)
         except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
             return False
         entries = _entries(planned, spec.postprocess, resolved, targets)
         margin = {e.name: e.moe95 for e in entries if isinstance(e, CountEntry | SumEntry)}
         return all(margin[name] <= target for name, target in targets.items())
 
-    low = _lower_bound(resolved, targets, neighbours)
+    low = (
+        _lower_bound(resolved, targets, neighbours)
+        if measure is Measure.PURE
+        else Fraction(1, 10**12)  # the doubling below finds the range in ~40 steps
+    )
     while meets(low):  # a guard: against float rounding, and the margins' heuristic bound
         low /= 2
     high = low
@@ -360,18 +446,12 @@ def epsilon_for_targets(
     high = math.ceil(high / unit) * unit
     while not meets(high):  # rounding up to the grid crossed a granularity change
         high += unit
-    cuts = _granularity_cuts(resolved, targets, neighbours, low, high)
+    cuts = _granularity_cuts(resolved, targets, neighbours, low, high, measure, mechanism)
     found = _smallest(meets, low, high, unit, cuts)
     while _unit(found) < unit:  # a lower decade: one more digit there
         unit = _unit(found)
         found = _smallest(meets, max(low, found - 10 * unit), found, unit, cuts)
     return found
-
-
-def _shares(resolved: ResolvedSpec, neighbours: ProtectedChange) -> dict[str, Fraction]:
-    """ε_j / ε per statistic (the split is linear in ε)."""
-    planned = allocate(resolved, PrivacyLoss.pure(Fraction(1)), neighbours)
-    return {p.statistic.name: p.epsilon for p in planned.statistics}
 
 
 def _lower_bound(
@@ -397,75 +477,3 @@ def _lower_bound(
         need = delta * Fraction(LN_20) * Fraction(1023, 1024) / (target + slack)
         bounds.append(need / share[stat.name])
     return max(bounds)
-
-
-def _targeted(
-    spec: ReleaseSpec, targets: Mapping[str, float]
-) -> list[CountStatistic | SumStatistic]:
-    return [
-        s
-        for s in spec.statistics
-        if isinstance(s, CountStatistic | SumStatistic) and s.name in targets
-    ]
-
-
-def _granularity_cuts(
-    resolved: ResolvedSpec,
-    targets: Mapping[str, float],
-    neighbours: ProtectedChange,
-    low: Fraction,
-    high: Fraction,
-) -> list[Fraction]:
-    """The ε in (low, high] at which a targeted sum's automatic granularity changes (the scale
-    Δ_bound / ε of one of its levels crosses a power of two); between them every margin is
-    monotone in ε."""
-    share = _shares(resolved, neighbours)
-    cuts = []
-    for stat in _targeted(resolved.spec, targets):
-        if not isinstance(stat, SumStatistic) or stat.granularity is not None:
-            continue
-        for ref in granularity_references(stat, resolved, neighbours, share[stat.name]):
-            k = math.floor(math.log2(ref / high)) - 1
-            while (cut := ref / Fraction(2) ** k) > low:
-                if cut <= high:
-                    cuts.append(cut)
-                k += 1
-    return sorted(set(cuts))
-
-
-def _unit(value: Fraction) -> Fraction:
-    """10^(k-5) for 10^k ≤ value < 10^(k+1): the step of six significant digits."""
-    k = len(str(value.numerator // value.denominator)) - 1 if value >= 1 else -_leading(value)
-    return Fraction(10) ** (k - SIGNIFICANT_DIGITS + 1)
-
-
-def _leading(value: Fraction) -> int:
-    """For 0 < value < 1: j with 10^-j ≤ value < 10^-(j-1)."""
-    j = 1
-    while value * 10**j < 1:
-        j += 1
-    return j
-
-
-def _smallest(
-    meets: Callable[[Fraction], bool],
-    low: Fraction,
-    high: Fraction,
-    unit: Fraction,
-    cuts: list[Fraction],
-) -> Fraction:
-    """The smallest multiple of `unit` in (low, high] with `meets`, given that `meets(high)`
-    holds and `meets` is monotone on each range (a, b] between consecutive cuts."""
-    edges = [low, *(c for c in cuts if low < c < high), high]
-    for a, b in zip(edges, edges[1:], strict=False):
-        bottom, top = math.floor(a / unit), math.floor(b / unit)
-        if top <= bottom or not meets(top * unit):
-            continue
-        while top - bottom > 1:  # meets(top · unit), not meets at bottom (or bottom = a)
-            middle = (bottom + top) // 2
-            if meets(middle * unit):
-                top = middle
-            else:
-                bottom = middle
-        return top * unit
-    raise AssertionError("meets(high) holds, so the last range has a smallest multiple")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from dprelease.loss import Measure
 from dprelease.mechanism import QuantileAllocation
 from dprelease.statement._manifest import QuantileEntry, QuantileValueEntry
 
@@ -83,12 +84,15 @@ def quantile_entry(q: QuantileAllocation) -> QuantileEntry:
             strict=True,
         )
     ]
+    from dprelease.statement._entries import spent  # which imports this module
+
     share = plan.interval_epsilon / plan.epsilon
+    zcdp = q.loss.measure is not Measure.PURE
     return QuantileEntry(
         name=stat.name,
         kind="median" if stat.kind.value == "median" else "quantile",
-        epsilon=float(q.epsilon),
-        epsilon_exact=str(q.epsilon),
+        **spent(q.loss),
+        calibrated_epsilon_exact=str(plan.epsilon) if zcdp else None,
         mechanism=MECHANISM,
         column=stat.column,
         lower=stat.lower,

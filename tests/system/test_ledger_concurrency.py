@@ -14,6 +14,7 @@ from sqlalchemy import create_engine, func, select
 
 from dprelease.ledger import MIGRATIONS, Ledger, make_release_id
 from dprelease.ledger.schema import charges, schema_version
+from dprelease.loss import Measure
 
 pytestmark = pytest.mark.races
 CTX = multiprocessing.get_context("spawn")
@@ -56,6 +57,24 @@ def test_sixteen_racers_for_five_budgets_exactly_five_release(ledger_url: str) -
     released = [p for p, code in zip(periods, codes, strict=True) if code == workers.RELEASED]
     for p in released:
         assert ledger.stored_release(make_release_id("visits_release", p)) is not None
+
+
+def test_sixteen_racers_in_rho_never_overspend_a_zcdp_scope(ledger_url: str) -> None:
+    """The same race in a zCDP scope: charges add exactly in ρ (ρ = 1/30 each, cap 1/10)."""
+    rho = Fraction(1, 30)
+    Ledger(ledger_url).ensure_scope("survey", 3 * rho, measure=Measure.ZCDP, delta=1e-9)
+    barrier = CTX.Barrier(16)
+    periods = [f"2024-{m:02d}" for m in range(1, 17)]
+    codes = _run_all(
+        workers.release_once,
+        [
+            (ledger_url, "survey", make_release_id("survey", p), p, rho, barrier, Measure.ZCDP)
+            for p in periods
+        ],
+    )
+    assert Counter(codes) == {workers.RELEASED: 3, workers.EXHAUSTED: 13}
+    status = Ledger(ledger_url).status("survey")[0]
+    assert (status.unit, status.spent, status.releases) == ("ρ", Fraction(1, 10), 3)
 
 
 def test_racers_on_one_slot_charge_once_and_publish_one_table(ledger_url: str) -> None:

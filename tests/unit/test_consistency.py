@@ -21,11 +21,11 @@ from scipy.stats import binomtest, dlaplace
 from dprelease.loss import split_by_weights
 from dprelease.mechanism._consistency import (
     Estimate,
-    NoiseLaw,
     consistent,
     consistent_nonnegative,
     level_variances,
 )
+from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._moe import moe95
 from dprelease.mechanism._rounding import round_additive, rounded_moe95
 from dprelease.mechanism.noise import (
@@ -48,7 +48,9 @@ def hierarchy(clinics: list[int] = CLINICS) -> pl.DataFrame:
 
 def count_laws(epsilon: Fraction, n_levels: int) -> list[NoiseLaw]:
     """Counts (Δ = 1) with ε split equally over the levels: scale Δ/εℓ."""
-    return [NoiseLaw(1 / share) for share in split_by_weights(epsilon, [Fraction(1)] * n_levels)]
+    return [
+        NoiseLaw.laplace(1 / share) for share in split_by_weights(epsilon, [Fraction(1)] * n_levels)
+    ]
 
 
 def noisy_releases(
@@ -180,7 +182,7 @@ def test_matches_dense_generalized_least_squares(grid: pl.DataFrame, margins) ->
     levels = Levels.build(grid, margins)
     rng = np.random.default_rng(3)
     laws = [
-        NoiseLaw(Fraction(3 + k), Fraction(1, 2) if k == 1 else Fraction(1))
+        NoiseLaw.laplace(Fraction(3 + k), Fraction(1, 2) if k == 1 else Fraction(1))
         for k in range(len(levels.sizes))
     ]
     ys = [rng.normal(10, 5, size) for size in levels.sizes]
@@ -217,7 +219,7 @@ def test_every_level_adds_up(case, seed: int) -> None:
     grid, margins = case
     levels = Levels.build(grid, margins)
     rng = np.random.default_rng(seed)
-    laws = [NoiseLaw(Fraction(int(rng.integers(1, 20)), 4)) for _ in levels.sizes]
+    laws = [NoiseLaw.laplace(Fraction(int(rng.integers(1, 20)), 4)) for _ in levels.sizes]
     ys = [rng.normal(3, 4, size) for size in levels.sizes]
     for estimate in (consistent(levels, ys, laws), consistent_nonnegative(levels, ys, laws)):
         for k in range(len(levels.sizes)):
@@ -266,7 +268,7 @@ def test_moe_of_a_single_draw_is_the_exact_quantile(scale, granularity) -> None:
     """Without margins the error is granularity·Z: the MoE is the exact integer quantile
     (laplace_moe95), at most 1.7% of max(sd, granularity) above it."""
     levels = Levels.build(hierarchy(), [])
-    law = NoiseLaw(Fraction(scale), Fraction(granularity))
+    law = NoiseLaw.laplace(Fraction(scale), Fraction(granularity))
     h = moe95(levels, [law])[0]
     exact = laplace_moe95(law.scale) * float(law.granularity)
     assert np.all(h >= exact)
@@ -294,7 +296,7 @@ def test_moe_matches_exact_convolution(scale: Fraction) -> None:
     (2Z_a − Z_b + Z_T)/3 and the total's (Z_a + Z_b + 2Z_T)/3, lattices with exact quantiles."""
     grid = pl.DataFrame({"cell": ["a", "b"]})
     levels = Levels.build(grid, [[]])
-    law = NoiseLaw(scale)
+    law = NoiseLaw.laplace(scale)
     cells, total = moe95(levels, [law, law])
     sd_cell, sd_total = (np.sqrt(v) for v in level_variances(levels, [law, law]))
     exact_cell = _exact_abs_quantile([2, -1, 1], 3, float(scale))
@@ -335,7 +337,7 @@ def test_moe_is_the_quantile_of_the_simulated_error() -> None:
     lie within the MoE is in [0.95 − 4 se, 0.95 + 0.0035] for a cell, a region and the total
     (se = 4.9e-4; the MoE errs up by design, ≤ 0.0015 here). False alarm: 3 × P(N < −4) ≈ 1e-4."""
     levels = Levels.build(hierarchy([10] * 12), [["region"], []])
-    laws = [NoiseLaw(1 / share) for share in split_by_weights(Fraction(1), [2, 1, 1])]
+    laws = [NoiseLaw.laplace(1 / share) for share in split_by_weights(Fraction(1), [2, 1, 1])]
     mats = [levels.matrix(k).toarray() for k in range(3)]
     info = sum(a.T @ a / law.variance for a, law in zip(mats, laws, strict=True))
     gain = np.linalg.inv(info) @ np.hstack(
@@ -450,7 +452,9 @@ def test_rounding_keeps_integral_cells_and_three_crossed_margins_stay_additive()
     rng = np.random.default_rng(0)
     cells = rng.uniform(0, 1, levels.n_cells)
     cells[0] = 4.0
-    rounded = round_additive(consistent(levels, list(levels.aggregate(cells)), [NoiseLaw(1)] * 4))
+    rounded = round_additive(
+        consistent(levels, list(levels.aggregate(cells)), [NoiseLaw.laplace(1)] * 4)
+    )
     assert rounded.values[0][0] == 4
     for k, values in enumerate(rounded.values):
         assert np.array_equal(values, levels.aggregate(rounded.values[0])[k])

@@ -18,10 +18,12 @@ from dprelease.mechanism.noise import (
     NoiseSource,
     _bernoulli,
     _gaussian,
+    _gaussian_law,
     _source,
     bernoulli_exp,
     discrete_gaussian,
     exact_sigma2,
+    gaussian_law,
     gaussian_moe95,
     gaussian_variance,
 )
@@ -233,9 +235,14 @@ def test_helpers_match_direct_sums_of_the_pmf(sigma2: float | Fraction) -> None:
 def test_large_sigma_formulas_agree_with_sums_where_both_apply(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    by_sums = [(gaussian_variance(s2), gaussian_moe95(s2)) for s2 in (2.0**20, 4e6 + 1 / 3)]
-    monkeypatch.setattr(_gaussian, "_DIRECT_SIGMA", 1)
-    by_formulas = [(gaussian_variance(s2), gaussian_moe95(s2)) for s2 in (2.0**20, 4e6 + 1 / 3)]
+    """The dual-lattice (Poisson summation) forms against direct sums over z at large σ²."""
+    sigmas2 = (2.0**20, 4e6 + 1 / 3)
+    gaussian_law.cache_clear()
+    by_formulas = [(gaussian_variance(s2), gaussian_moe95(s2)) for s2 in sigmas2]
+    monkeypatch.setattr(_gaussian_law, "_DIRECT_MAX_SIGMA2", 1e7)
+    gaussian_law.cache_clear()
+    by_sums = [(gaussian_variance(s2), gaussian_moe95(s2)) for s2 in sigmas2]
+    gaussian_law.cache_clear()
     for (var_s, h_s), (var_f, h_f) in zip(by_sums, by_formulas, strict=True):
         assert var_f == pytest.approx(var_s, rel=1e-12) and h_f == h_s
 

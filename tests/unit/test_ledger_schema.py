@@ -24,6 +24,7 @@ from dprelease.errors import LedgerError, LedgerNotFound, LedgerUnavailable, Res
 from dprelease.ledger import MIGRATIONS, Ledger, resolve_ledger_url
 from dprelease.ledger.migrations import migrate
 from dprelease.ledger.schema import metadata, schema_version
+from dprelease.loss import Measure
 
 V1_FIXTURE = FIXTURES / "ledger_v1.sqlite"
 
@@ -59,7 +60,7 @@ def test_a_new_ledger_gets_every_migration_once(ledger_url: str) -> None:
         (False, len(MIGRATIONS)),
         (False, len(MIGRATIONS)),
     ]
-    assert ledgers[0].schema_version == len(MIGRATIONS) == 2
+    assert ledgers[0].schema_version == len(MIGRATIONS) == 3
     with create_engine(ledger_url).connect() as conn:
         versions = conn.execute(select(schema_version.c.version)).scalars().all()
     assert versions == list(range(1, len(MIGRATIONS) + 1))
@@ -96,7 +97,7 @@ def test_upgrading_a_v1_file_gives_the_same_tables_as_a_new_ledger(
     v1_copy: Path, tmp_path: Path
 ) -> None:
     upgraded = Ledger(str(v1_copy))
-    assert (upgraded.created, upgraded.upgraded_from, upgraded.schema_version) == (False, 1, 2)
+    assert (upgraded.created, upgraded.upgraded_from, upgraded.schema_version) == (False, 1, 3)
     Ledger(str(tmp_path / "new.sqlite"))
     assert _columns(f"sqlite:///{v1_copy}") == _columns(f"sqlite:///{tmp_path / 'new.sqlite'}")
 
@@ -111,6 +112,8 @@ def test_a_v1_ledger_keeps_its_budget_and_rereleases_nothing_after_upgrade(v1_co
         1,
     )
     assert (cases.composition, cases.spent) == ("parallel", Fraction(1, 2))
+    # schema 3: scopes of earlier ledgers spent ε
+    assert (visits.measure, visits.delta, cases.measure) == (Measure.PURE, None, Measure.PURE)
 
     # v1 ids became slots: a re-run after the upgrade finds the stored copy, charges nothing
     rerun = ledger.reserve("visits_release/2024-01", "visits", "2024-01", "1/4", spec_hash="new")

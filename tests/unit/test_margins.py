@@ -25,6 +25,7 @@ from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.mechanism import _consistency, _margins, _rounding
 from dprelease.mechanism.noise import NoiseSource
+from dprelease.publish import decide_budget, prepare
 from dprelease.spec import LEVEL_COLUMN, parse_spec
 from dprelease.statement import Manifest
 from dprelease.statement._manifest import CountEntry, LevelMeasurementEntry, MeanEntry, SumEntry
@@ -288,7 +289,8 @@ def releases(prepared: Any, n: int, seed: int) -> list[pl.DataFrame]:
     return [prepared.draw(source, allow_unsafe_noise=True).table for _ in range(n)]
 
 
-def test_the_linear_estimate_is_unbiased_and_its_margins_cover_95_percent() -> None:
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_the_linear_estimate_is_unbiased_and_its_margins_cover_95_percent(mechanism: str) -> None:
     """500 seeded releases of counts and sums with margins, against the truth (a release with
     zero noise). Per row, the mean error is within 4 standard errors of 0 (20 rows: false alarm
     about 1.3e-3 together); per level, the fraction of rows within their stated margin, averaged
@@ -297,8 +299,15 @@ def test_the_linear_estimate_is_unbiased_and_its_margins_cover_95_percent() -> N
     for the integer counts (whose margins add the rounding); false alarm about 1e-3 per level.
     Rows of one release are correlated through the margins, so coverage is not a binomial count
     over rows: the test takes each release's fraction and their spread across releases, which
-    are independent (for the one-row total it is the binomial test's normal form)."""
-    prepared = prepare_release(rows(300, 1), parse_spec(spec(postprocess=LINEAR)), 1)
+    are independent (for the one-row total it is the binomial test's normal form). Discrete
+    Laplace noise at ε = 1, and discrete Gaussian noise at ρ = 1/2 (whose margins of error
+    invert the exact law of a mix of Gaussian draws)."""
+    resolved = parse_spec(spec(postprocess=LINEAR, mechanism=mechanism))
+    if mechanism == "laplace":
+        prepared = prepare_release(rows(300, 1), resolved, 1)
+    else:
+        budget = decide_budget(resolved, rho=Fraction(1, 2))
+        prepared = prepare(rows(300, 1), resolved, budget)
     truth = prepared.draw(ZERO(), allow_unsafe_noise=True).table
     tables = releases(prepared, 500, seed=11)
     levels = truth.get_column(LEVEL_COLUMN).to_numpy()

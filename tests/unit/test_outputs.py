@@ -123,4 +123,4 @@ def test_the_cli_preview_shows_values_and_leaves_margins_and_flags_to_the_files(
     assert "avg" in result.stdout and "_moe95" not in result.stdout
     assert "_undefined" not in result.stdout
     header = (tmp_path / "out" / "release.csv").read_text().splitlines()[0]
-    assert header == "g,n,n_moe95,avg,avg_moe95,avg_undefined"
+    assert header == "g,n,n_moe95,avg,avg_moe95,avg_undefined,avg_uninformative"

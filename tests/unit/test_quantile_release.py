@@ -19,6 +19,7 @@ import pytest
 from conftest import ZERO, draw_release, make_spec, prepare_release
 from scipy import stats
 
+from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError, UnsafeNoiseSourceError
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.spec import ResolvedSpec
@@ -288,3 +289,39 @@ def test_the_interval_share_is_one_fortieth_for_a_lone_p_unless_the_spec_sets_it
     assert share(p=0.5, interval_share=0.2) == "1/5"
     with pytest.raises(SpecError, match="interval_share"):
         share(p=0.5, interval_share=1)
+
+
+def test_in_a_zcdp_release_a_quantile_spends_its_rho_at_the_largest_epsilon_within_it() -> None:
+    """Permute-and-flip and the ladder are ε-DP, and ε-DP is ε²/2-zCDP: a quantile's share of
+    ρ buys the largest ε with ε²/2 ≤ ρ (as Laplace noise in a zCDP scope does), the manifest
+    (format 3) states both, and the statistics' ρ add up to the release's."""
+    from dprelease.loss import Mechanism, PrivacyLoss
+    from dprelease.mechanism import allocate
+    from dprelease.statement import build_manifest
+    from dprelease.statement._manifest import NoiseSourceEntry
+
+    spec = make_spec(
+        statistics=[
+            {"name": "n", "kind": "count"},
+            {
+                "name": "m",
+                "kind": "median",
+                "column": "cost",
+                "lower": 0,
+                "upper": 100,
+                "resolution": 1,
+            },
+        ]  # fmt: skip
+    )
+    loss = PrivacyLoss.zcdp(Fraction(1, 50))
+    allocation = allocate(spec, loss, ProtectedChange.ADD_REMOVE, Mechanism.GAUSSIAN)
+    (quantile,) = allocation.quantiles
+    rho, epsilon = quantile.loss.rho, quantile.plan.epsilon
+    assert rho == Fraction(1, 100) and epsilon * epsilon / 2 <= rho
+    assert rho < (epsilon + Fraction(1, 10**12)) ** 2 / 2
+    source = NoiseSourceEntry(bits="os.urandom", seeded=False, private=True)
+    change = ProtectedChange.ADD_REMOVE
+    manifest = build_manifest(spec, allocation, change, None, "polars", None, source, delta=1e-9)
+    entry = manifest.to_json_dict()["statistics"][1]
+    assert (entry["rho_exact"], entry["epsilon"]) == ("1/100", None)
+    assert entry["calibrated_epsilon_exact"] == str(epsilon)

@@ -1,4 +1,5 @@
-"""The published Δ bounds what one privacy unit can move, for every spec and every data.
+"""The published Δ bounds what one privacy unit can move, for every spec and every data, in L1
+(Laplace noise) and in L2 (Gaussian noise).
 
 For random specs (grouped or not, with or without margins, every combination of contribution
 bounds, counts, sums and means, both neighbour definitions) and random neighbouring datasets
@@ -24,11 +25,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dprelease.change import ProtectedChange
+from dprelease.loss import Mechanism, PrivacyLoss
+from dprelease.mechanism import allocate
 from dprelease.mechanism._margins import level_sums
 from dprelease.mechanism.engines import get_engine
 from dprelease.mechanism.quantiles._release import _cumulative, _value_scores
 from dprelease.spec import parse_spec
 
+GAUSS = Mechanism.GAUSSIAN
 UNITS = [0, 1, None, None]  # the neighbour is unit 5, substituted by unit 6 (or 5 again)
 REGIONS = ["a", "b", "c"]
 #: Mostly in-domain keys, so units have rows in several groups; some null or outside the domain.
@@ -228,3 +232,17 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
         ):
             moved = (x - y).abs().sum()
             assert moved <= published[k] == level.sensitivity_units, (m.name, level.derivation)
+    # L2, for Gaussian noise: the same neighbours, aggregated in the Gaussian allocation's units
+    gaussian = allocate(loaded, PrivacyLoss.zcdp(Fraction(1, 2)), prepared.budget.change, GAUSS)
+    a2 = engine.aggregate(one, loaded, gaussian, None, salt)
+    b2 = engine.aggregate(other, loaded, gaussian, None, salt)
+    for m in gaussian.measurements:
+        if loaded.levels is None:
+            pairs = [(a2.of(m), b2.of(m))]
+        else:
+            x_levels = level_sums(a2.of(m), loaded.levels)
+            pairs = list(zip(x_levels, level_sums(b2.of(m), loaded.levels), strict=True))
+        for (x, y), level in zip(pairs, m.levels, strict=True):
+            moved_squared = sum(int(d) ** 2 for d in (x - y).to_list())
+            assert level.sensitivity_squared_units is not None
+            assert moved_squared <= level.sensitivity_squared_units, (m.name, level.derivation)

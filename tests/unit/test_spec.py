@@ -185,7 +185,7 @@ def test_bad_spec_names_the_field(overrides: dict, path: str, words: str) -> Non
 def test_keys_file_errors_name_the_field(tmp_path: Path) -> None:
     pl.DataFrame({"clinic": ["a", "a"]}).write_csv(tmp_path / "dupes.csv")
     spec = {**BASE_SPEC, "group_by": [{"column": "clinic", "domain": {"file": "dupes.csv"}}]}
-    with pytest.raises(SpecError, match=r"group_by\[0\]\.domain\.file: duplicate key 'a'"):
+    with pytest.raises(SpecError, match=r"group_by\[0\]\.domain\.file: .* lists a key more"):
         parse_spec(spec, base_dir=tmp_path)
     spec = {**BASE_SPEC, "group_by": [{"column": "clinic", "domain": {"file": "missing.csv"}}]}
     with pytest.raises(SpecError, match=r"group_by\[0\]\.domain\.file: .*not found"):

@@ -4,7 +4,7 @@ What every engine shares lives here: opening the input and checking its *declare
 against the spec (before anything is charged), the aggregates an engine hands back, and choosing
 an engine by name. The semantics every engine implements identically (typing, filters,
 contribution bounds, discretization) are listed in PRIVACY.md; an engine knows nothing of noise
-or ledgers, and its output leaves the process only through `dprelease.pure_release`.
+or ledgers, and its output leaves the process only through `dprelease.publish`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dprelease.errors import (
     SchemaError,
     SpecError,
 )
+from dprelease.files import irregular
 from dprelease.mechanism._accounting import Allocation, Measurement
 from dprelease.period import Period
 from dprelease.spec import CountStatistic, ResolvedSpec
@@ -72,16 +73,49 @@ def _is_pandas(data: DataSource) -> bool:
     return type(data).__module__.split(".")[0] == "pandas"
 
 
-def _pandas_objects(data: Any) -> list[Any]:
-    return [name for name, dtype in data.dtypes.items() if dtype.kind == "O"]
+def _pandas_text(dtype: Any) -> bool:
+    """Whether a pandas dtype declares text: `object` (whatever Python values it holds),
+    `string`/`str`, and the dtypes with no polars equivalent (periods, intervals, categoricals of
+    such values). Categoricals of numbers, booleans or datetimes are typed by their categories."""
+    if getattr(dtype, "name", None) == "category":
+        dtype = dtype.categories.dtype
+    return dtype.kind == "O"
+
+
+def _from_pandas(frame: Any) -> pl.DataFrame:
+    """A pandas frame in polars types, decided by its dtypes alone, as parquet's schema or a
+    polars frame's: its text columns (`_pandas_text`) become String, never a type inferred from
+    the values (an object column of numbers would otherwise be a number column or not depending
+    on its values, and with it whether a release is refused). Converting text to String is also
+    total: polars' own conversion of an object column fails on mixed values."""
+    text = [name for name, dtype in frame.dtypes.items() if _pandas_text(dtype)]
+    return pl.from_pandas(frame.astype(dict.fromkeys(text, "string")))
+
+
+#: Appended to a refusal of a pandas column's dtype: how to declare the type the spec needs.
+PANDAS_TYPES = (
+    "a pandas frame's dtypes are its declared schema, and object and string columns are text: "
+    "convert the column first, e.g. df[{column!r}] = pd.to_numeric(df[{column!r}]) for numbers "
+    "or pd.to_datetime(df[{column!r}]) for dates"
+)
+
+
+def refuse_irregular(path: Path) -> None:
+    """InputError for an input path that is neither a regular file nor a directory (a FIFO,
+    a device): reading one could wait forever instead of refusing."""
+    if (kind := irregular(path)) is not None:
+        raise InputError(
+            str(path), f"is {kind}, not a regular file; give a regular file or a directory dataset"
+        )
 
 
 def scan(data: DataSource) -> pl.LazyFrame:
     """Open any supported input as a LazyFrame without reading its rows.
 
     Text has no declared types, so CSV is read with every column as String (never inferred
-    from the values) and so are pandas `object` columns; the engine then parses them
-    non-strictly, so no cell can make reading fail or change anything but the noisy values.
+    from the values); the engine then parses them non-strictly, so no cell can make reading
+    fail or change anything but the noisy values. A pandas frame declares its types by its
+    dtypes (`_from_pandas`).
     """
     if isinstance(data, pl.LazyFrame):
         return data
@@ -93,6 +127,7 @@ def scan(data: DataSource) -> pl.LazyFrame:
             raise FileNotFoundError(f"input data {str(path)!r} not found")
         if path.is_dir():
             return pl.scan_parquet(dataset_glob(path), hive_partitioning=True)
+        refuse_irregular(path)
         if path.suffix in PARQUET_SUFFIXES:
             return pl.scan_parquet(path)
         if _is_csv(path):
@@ -109,7 +144,7 @@ def scan(data: DataSource) -> pl.LazyFrame:
             f"({', '.join(CSV_SUFFIXES)}) or a directory of .parquet files",
         )
     if _is_pandas(data):
-        return pl.from_pandas(data.astype(dict.fromkeys(_pandas_objects(data), "string"))).lazy()
+        return _from_pandas(data).lazy()
     if type(data).__module__.split(".")[0] == "pyarrow":
         table = pl.from_arrow(data)
         if isinstance(table, pl.DataFrame):
@@ -135,14 +170,31 @@ def withholding_engine_errors(what: str) -> Iterator[None]:
         ) from None
 
 
-def text_columns(data: DataSource) -> frozenset[str] | None:
-    """Columns whose declared type is untyped text, parsed by every role that reads them:
-    every column of a CSV (None stands for all of them), and pandas `object` columns."""
+@dataclass(frozen=True)
+class Declared:
+    """What an input declares about its columns besides their dtypes.
+
+    `untyped` are columns of untyped text, parsed by every role that reads them: only a CSV's
+    (None stands for all of its columns); every other input's dtypes are its declared schema.
+    `advice` says how to change a column's declared type, added to a refusal of it.
+    """
+
+    untyped: frozenset[str] | None = frozenset()
+    advice: str | None = None
+
+    def hint(self, column: str) -> str:
+        """What to add to a refusal of `column`'s dtype ('' when there is nothing to add)."""
+        return "" if self.advice is None else "; " + self.advice.format(column=column)
+
+
+def declared(data: DataSource) -> Declared:
+    """What `data` declares (see `Declared`): a CSV is untyped text; a pandas frame is typed by
+    its dtypes, and a refusal says how pandas converts a column."""
     if _is_csv(data):
-        return None
+        return Declared(untyped=None)
     if _is_pandas(data):
-        return frozenset(str(name) for name in _pandas_objects(data))
-    return frozenset()
+        return Declared(advice=PANDAS_TYPES)
+    return Declared()
 
 
 def columns_read(loaded: ResolvedSpec) -> dict[str, str]:
@@ -181,20 +233,26 @@ def _parses_as_key(domain: pl.DataType) -> bool:
     return domain in (pl.String, pl.Boolean) or domain.is_integer() or domain.is_float()
 
 
-def validate_schema(schema: pl.Schema, loaded: ResolvedSpec, text: frozenset[str] | None) -> None:
+def validate_schema(
+    schema: pl.Schema, loaded: ResolvedSpec, declaration: Declared = Declared()
+) -> None:
     """Check every column the spec reads against the declared schema, before anything is
     charged or read; errors name the column and its YAML path, never a value.
 
-    `text` (see `text_columns`) are untyped: any role takes them and parses what they hold.
+    The declaration's untyped columns (a CSV's) take any role and are parsed for it.
     """
     spec = loaded.spec
+    hint = declaration.hint
     paths = columns_read(loaded)
     missing = next((column for column in paths if column not in schema), None)
     if missing is not None:
         raise SchemaError(missing, "not found in the input", paths[missing])
     for column, path in paths.items():
         if not _atomic(schema[column]):
-            raise SchemaError(column, f"has dtype {schema[column]}; use a plain column", path)
+            raise SchemaError(
+                column, f"has dtype {schema[column]}; use a plain column{hint(column)}", path
+            )
+    text = declaration.untyped
     untyped = set(schema.names()) if text is None else text
     for column in spec.key_columns:
         domain = loaded.key_dtype(column)
@@ -205,7 +263,7 @@ def validate_schema(schema: pl.Schema, loaded: ResolvedSpec, text: frozenset[str
             raise SchemaError(
                 column,
                 f"has dtype {schema[column]} but its public key domain holds {domain} keys; "
-                "fix the domain or the column",
+                f"fix the domain or the column{hint(column)}",
                 paths[column],
             )
     for stat in spec.statistics:
@@ -215,7 +273,8 @@ def validate_schema(schema: pl.Schema, loaded: ResolvedSpec, text: frozenset[str
         if not (schema[summed].is_numeric() or schema[summed] == pl.Null):
             raise SchemaError(
                 summed,
-                f"has dtype {schema[summed]} but statistic {stat.name!r} needs a numeric column",
+                f"has dtype {schema[summed]} but statistic {stat.name!r} needs a numeric "
+                f"column{hint(summed)}",
                 paths[summed],
             )
     if spec.period is not None and spec.period.column not in untyped:
@@ -223,7 +282,8 @@ def validate_schema(schema: pl.Schema, loaded: ResolvedSpec, text: frozenset[str
         if not (dtype in (pl.Date, pl.Null) or isinstance(dtype, pl.Datetime)):
             raise SchemaError(
                 spec.period.column,
-                f"has dtype {dtype}; a period column needs Date or Datetime",
+                f"has dtype {dtype}; a period column needs Date or Datetime"
+                f"{hint(spec.period.column)}",
                 paths[spec.period.column],
             )
 

@@ -31,11 +31,12 @@ from dprelease.mechanism._accounting import Allocation, Measurement
 from dprelease.mechanism._quantile_accounting import QuantileAllocation
 from dprelease.mechanism.engines import (
     DataSource,
+    Declared,
     ExactAggregates,
     InputSummary,
+    declared,
     fingerprint,
     scan,
-    text_columns,
     validate_schema,
     withholding_engine_errors,
 )
@@ -155,13 +156,13 @@ def _summed(plan: Allocation) -> list[str]:
 
 
 def _selected(
-    lf: pl.LazyFrame, text: frozenset[str] | None, loaded: ResolvedSpec, plan: Allocation
+    lf: pl.LazyFrame, declaration: Declared, loaded: ResolvedSpec, plan: Allocation
 ) -> pl.LazyFrame:
     """The columns the spec reads, typed, under internal names; checked against the declared
     schema first. (A spec that reads no column keeps a row number, so its rows still count.)
     A unit column that is float is made NaN-free (NaN → null) here, so nulls are one test."""
     schema = lf.collect_schema()
-    validate_schema(schema, loaded, text)
+    validate_schema(schema, loaded, declaration)
     spec = loaded.spec
     keys = _keys(loaded)
     selected = [
@@ -369,7 +370,7 @@ class PolarsEngine:
     ) -> None:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation"):
-            selected = _selected(scan(data), text_columns(data), loaded, plan)
+            selected = _selected(scan(data), declared(data), loaded, plan)
             row_local = _row_local(selected, loaded, plan, month, salt=0)
             bounded = _bounded(row_local, loaded, salt=0)
             for query in (_aggregated(bounded, loaded, plan), *_histograms(bounded, loaded, plan)):
@@ -420,7 +421,7 @@ class PolarsEngine:
     ) -> InputSummary:
         """The input summary alone (one pass): for a re-run that returns a stored release."""
         with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
-            selected = _selected(scan(data), text_columns(data), loaded, plan)
+            selected = _selected(scan(data), declared(data), loaded, plan)
             row = _summary_plan(selected, loaded, month).collect(engine="streaming")
         return _summary(row.row(0, named=True), loaded)
 
@@ -436,7 +437,7 @@ class PolarsEngine:
         the observed groups; partitioned when bounding all units at once would hold more than
         `rows_per_partition` rows (the count is the input's, before any filter)."""
         lf = scan(data)
-        selected = _selected(lf, text_columns(data), loaded, plan)
+        selected = _selected(lf, declared(data), loaded, plan)
         row_local = _row_local(selected, loaded, plan, month, salt)
         summary = _summary_plan(selected, loaded, month)
         if loaded.spec.privacy_unit is not None:

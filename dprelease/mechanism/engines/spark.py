@@ -34,6 +34,7 @@ from dprelease.mechanism.engines import (
     InputSummary,
     columns_read,
     fingerprint,
+    refuse_irregular,
     validate_schema,
     withholding_engine_errors,
 )
@@ -98,6 +99,8 @@ def read(data: DataSource, session: SparkSession | None = None) -> DataFrame:
     local = Path(text)
     if local.suffix in {".csv", ".txt"}:
         raise SchemaError(text, "unsupported input format for the spark engine: use parquet")
+    if "://" not in text and local.exists() and not local.is_dir():
+        refuse_irregular(local)
     spark = session or spark_session()
     if "://" in text or local.exists():
         return spark.read.parquet(text)
@@ -443,7 +446,7 @@ class SparkEngine:
         """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(data, self._session)
-            validate_schema(polars_schema(frame.schema), loaded, frozenset())
+            validate_schema(polars_schema(frame.schema), loaded)
             selected = _selected(frame, loaded, plan)
             cells, hist = _cells(selected, loaded, plan, month, salt=0)
             for query in (cells, hist, _summary_frame(selected, loaded, month)):
@@ -463,8 +466,7 @@ class SparkEngine:
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
             selected = _selected(read(data, self._session), loaded, plan)
             cells, hist = _cells(selected, loaded, plan, month, salt)
-            table = cells.toArrow()
-            points = None if hist is None else pl.DataFrame(pl.from_arrow(hist.toArrow()))
+            table, points = cells.toArrow(), None if hist is None else pl.DataFrame(hist.toArrow())
             summary = _summary_frame(selected, loaded, month).first()
         assert summary is not None  # a global aggregate has one row
         observed = pl.DataFrame(pl.from_arrow(table))

@@ -24,6 +24,7 @@ from dprelease.mechanism.noise._gaussian import (
     gaussian_moe95,
     gaussian_variance,
 )
+from dprelease.mechanism.noise._gaussian_law import DiscreteGaussian, gaussian_law
 from dprelease.mechanism.noise._laplace import (
     discrete_laplace,
     exact_scale,
@@ -33,6 +34,7 @@ from dprelease.mechanism.noise._laplace import (
 from dprelease.mechanism.noise._source import NoiseSource, default_noise_source, require_private
 
 __all__ = [
+    "DiscreteGaussian",
     "NoiseSource",
     "bernoulli_exp",
     "default_noise_source",
@@ -40,6 +42,7 @@ __all__ = [
     "discrete_laplace",
     "exact_scale",
     "exact_sigma2",
+    "gaussian_law",
     "gaussian_moe95",
     "gaussian_variance",
     "laplace_moe95",

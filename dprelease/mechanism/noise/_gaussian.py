@@ -30,6 +30,7 @@ import numpy as np
 from dprelease.errors import NoiseError
 from dprelease.loss import decimal_text
 from dprelease.mechanism.noise._bernoulli import _bern_exp_split
+from dprelease.mechanism.noise._gaussian_law import gaussian_law
 from dprelease.mechanism.noise._laplace import (
     _acceptance,
     _laplace_magnitudes,
@@ -100,7 +101,12 @@ class _Law:
         # P(keep a Laplace draw) = (1 − q)/(1 + q) · e^{−σ²/(2t²)} · Σ_z e^{−z²/(2σ²)}, q = e^{−1/t}
         s2 = float(sigma2)
         q = math.exp(-1.0 / t)
-        keep = -math.expm1(-1.0 / t) / (1.0 + q) * math.exp(-s2 / (2 * t * t)) * _mass(s2)
+        keep = (
+            -math.expm1(-1.0 / t)
+            / (1.0 + q)
+            * math.exp(-s2 / (2 * t * t))
+            * gaussian_law(sigma2).mass
+        )
         den = 2 * t * c.numerator * c.denominator
         return cls(t, c.numerator, c.denominator, den, min(1.0, keep) * _acceptance(t, 1))
 
@@ -151,78 +157,14 @@ def discrete_gaussian(
 
 # --------------------------------------------------------------------------- reporting helpers
 
-# Up to this σ, sums run over the pmf's terms; above it, Poisson summation and Euler–Maclaurin
-# give the same sums with corrections far below float resolution (e^{−2π²σ²}, σ^{−5}).
-_DIRECT_SIGMA = 1 << 14
-# Terms e^{−z²/(2σ²)} for |z| ≤ 40σ + 40: the rest sums to below e^{−800}·σ, which float cannot see.
-_SUPPORT_SIGMAS = 40
-
-
-def _terms(s2: float) -> np.ndarray:
-    """e^{−z²/(2σ²)} for z = 0, 1, …, 40σ + 40."""
-    z = np.arange(int(_SUPPORT_SIGMAS * math.sqrt(s2)) + _SUPPORT_SIGMAS + 1, dtype=np.float64)
-    return np.exp(-(z * z) / (2.0 * s2))
-
-
-def _mass(s2: float) -> float:
-    """Σ_z e^{−z²/(2σ²)} over all integers (the pmf's normalising constant)."""
-    if s2 <= _DIRECT_SIGMA**2:
-        f = _terms(s2)
-        return float(f[0] + 2.0 * math.fsum(f[1:]))
-    return math.sqrt(2 * math.pi * s2)  # × (1 + 2e^{−2π²σ²} + …) = 1 in float here
-
 
 def gaussian_variance(sigma2: float | int | Fraction) -> float:
-    """Var Z = Σ z² e^{−z²/(2σ²)} / Σ e^{−z²/(2σ²)} at the exact σ² used for sampling.
-
-    Below σ² (Canonne, Kamath & Steinke 2020); the gap is e^{−2π²σ²}·8π²σ⁴ to first order, so
-    for σ above a few units the float result is σ² itself.
-    """
-    s2 = float(exact_sigma2(sigma2))
-    if s2 <= _DIRECT_SIGMA**2:
-        f = _terms(s2)
-        z = np.arange(f.size, dtype=np.float64)
-        return 2.0 * math.fsum(z * z * f) / _mass(s2)
-    # Poisson summation: Σ z²e^{−z²/2σ²} / Σ e^{−z²/2σ²}
-    #   = σ²·(1 + 2Σ_k (1 − 4π²σ²k²)e^{−2π²σ²k²}) / (1 + 2Σ_k e^{−2π²σ²k²}).
-    q = math.exp(-2 * math.pi**2 * s2)
-    return s2 * (1 + 2 * (1 - 4 * math.pi**2 * s2) * q) / (1 + 2 * q)
-
-
-# Relative error allowed for in the float tail sums below; see gaussian_moe95.
-_TAIL_SLACK = 1e-9
-
-
-def _tail(s2: float, h: int) -> float:
-    """P(|Z| > h) for σ > _DIRECT_SIGMA, by Euler–Maclaurin on Σ_{z>h} e^{−z²/(2σ²)}:
-    ∫_a^∞ f + f(a)/2 − f'(a)/12 + f'''(a)/720, a = h + 1 (remainder below f(a)·σ^{−5})."""
-    sigma = math.sqrt(s2)
-    a = h + 1.0
-    fa = math.exp(-a * a / (2 * s2))
-    integral = sigma * math.sqrt(math.pi / 2) * math.erfc(a / (sigma * math.sqrt(2)))
-    d1 = -a / s2 * fa
-    d3 = (-(a**3) / s2**3 + 3 * a / s2**2) * fa
-    return 2.0 * (integral + fa / 2 - d1 / 12 + d3 / 720) / _mass(s2)
+    """Var Z at the exact σ² used for sampling: slightly below σ² (Canonne, Kamath & Steinke
+    2020), equal to it in float64 once σ² ≥ 3 (see `_gaussian_law`)."""
+    return gaussian_law(exact_sigma2(sigma2)).variance
 
 
 def gaussian_moe95(sigma2: float | int | Fraction) -> int:
-    """Smallest integer h with P(|Z| ≤ h) ≥ 0.95 at the exact σ² used for sampling.
-
-    The tail P(|Z| > h) is summed from the pmf (or, for large σ, by Euler–Maclaurin) in floats
-    with a relative error far below _TAIL_SLACK = 1e-9; h is the smallest integer whose tail,
-    raised by that slack, is ≤ 0.05. So float rounding can never make the interval too narrow;
-    it is one wider than the exact answer only if the exact tail is within 1e-9 of 0.05.
-    """
-    s2 = float(exact_sigma2(sigma2))
-    limit = 0.05 / (1.0 + _TAIL_SLACK)
-    if s2 <= _DIRECT_SIGMA**2:
-        f = _terms(s2)
-        beyond = np.cumsum(f[::-1])[::-1]  # beyond[z] = Σ_{z' ≥ z} f(z'), summed small-first
-        tails = 2.0 * np.append(beyond[1:], 0.0) / _mass(s2)  # P(|Z| > h), h = 0, 1, …
-        return int(np.argmax(tails <= limit))
-    h = math.ceil(1.959963984540054 * math.sqrt(s2))
-    while h > 0 and _tail(s2, h - 1) <= limit:
-        h -= 1
-    while _tail(s2, h) > limit:
-        h += 1
-    return h
+    """Smallest integer h with P(|Z| ≤ h) ≥ 0.95 at the exact σ² used for sampling; a tail too
+    close to 5% for float64 to decide errs up by one, never down (see `_gaussian_law`)."""
+    return gaussian_law(exact_sigma2(sigma2)).abs_quantile95()

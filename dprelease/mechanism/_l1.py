@@ -1,0 +1,92 @@
+"""L1 sensitivity: how many rows, and how much of a sum, one privacy unit can move over a
+level's noisy vector (the Laplace mechanism's Δ1), with its derivation in words.
+
+It follows from exactly what the engine enforces (a unit keeps ≤ R rows) and the declared
+bounds, in the integer units that are noised, never from data; the derivation is shown in the
+column's own units, as people check it. `mechanism._l2` gives Δ2 for Gaussian noise.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from dprelease.change import ProtectedChange
+from dprelease.spec import ReleaseSpec
+
+
+def l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
+    """Rows one unit can move in L1 over a level's rows, and why. Substitution = one removal
+    plus one addition; on a grouped level the added rows may sit in other groups (×2), on an
+    ungrouped one (the whole release, or a grand total) they replace rows of the same cell.
+
+    R is exactly what the engine enforces last (`max_rows_per_unit`, which the spec keeps at or
+    below max_groups_per_unit × max_rows_per_group), so nothing else is assumed.
+    """
+    rows = spec.rows_per_unit
+    if spec.privacy_unit is None:
+        reason = "each row is a privacy unit: one unit is 1 row"
+    elif spec.max_rows_per_unit is None:
+        reason = (
+            f"one unit keeps at most {rows} row(s) (max_rows_per_unit defaults to "
+            f"{spec.max_groups_per_unit} group(s) × {spec.max_rows_per_group} row(s) per group)"
+        )
+    else:
+        reason = f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
+    if neighbours is ProtectedChange.SUBSTITUTE and grouped:
+        return (
+            2 * rows,
+            reason + "; substitution removes those rows and adds as many (possibly "
+            "in other groups): ×2",
+        )
+    return rows, reason
+
+
+def rows_reach(spec: ReleaseSpec, neighbours: ProtectedChange) -> int:
+    """Rows one privacy unit can move in L1 over the cells (see `l1_reach`)."""
+    return l1_reach(spec, neighbours, bool(spec.group_by))[0]
+
+
+def count_sensitivity(
+    spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool
+) -> tuple[int, str]:
+    reach, reason = l1_reach(spec, neighbours, grouped)
+    return reach, f"count: {reason} → Δ = {reach}"
+
+
+def _in_units_of_column(units: int, granularity: Fraction) -> str:
+    """An amount of integer units in the column's own units, as people read it: 18432 units
+    of 2^-10 is "18"; a bound the granularity does not divide shows where it was moved to."""
+    return f"{float(units * granularity):.10g}"
+
+
+def sum_sensitivity(
+    spec: ReleaseSpec,
+    neighbours: ProtectedChange,
+    lower_u: int,
+    upper_u: int,
+    granularity: Fraction,
+    grouped: bool,
+) -> tuple[int, str]:
+    """Δ of a sum in integer units of `granularity`, and its derivation in the column's units
+    (the units are the engine's; a reader checks the bounds and Δ in the column's)."""
+
+    def shown(units: int) -> str:
+        return _in_units_of_column(units, granularity)
+
+    bounds = f"[{shown(lower_u)}, {shown(upper_u)}]"
+    steps = f"in steps of the granularity {float(granularity):.10g}"
+    if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
+        rows = spec.rows_per_unit
+        span = max(upper_u, 0) - min(lower_u, 0)
+        delta = rows * span
+        return delta, (
+            f"sum: one unit's ≤ {rows} row(s) replaced, each in {bounds} ({steps}) → "
+            f"Δ = {rows} × {shown(span)} = {shown(delta)}"
+        )
+    reach, reason = l1_reach(spec, neighbours, grouped)
+    largest = max(abs(lower_u), abs(upper_u))
+    delta = reach * largest
+    return delta, (
+        f"sum: {reason}; each clamped to {bounds} ({steps}) → "
+        f"Δ = {reach} × {shown(largest)} = {shown(delta)}"
+    )
