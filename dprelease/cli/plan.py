@@ -96,6 +96,8 @@ def _statistic_rows(row: StatisticAccuracy) -> list[Row]:
     target = "" if row.target_moe95 is None else _num(row.target_moe95)
     if row.target_met is not None:
         target += " ok" if row.target_met else " MISSED"
+    if row.quantiles:  # errors in ranks, per p: in the quantiles' own table
+        return [(row.name, row.kind, "", _spent(row), _num(row.sensitivity), "–", "ranks ↓", "")]
     if row.kind != "mean":
         rows = _noise_rows(row.name, row.kind, row, target)
         if row.levels is not None:
@@ -125,6 +127,23 @@ def _table(planned: ReleasePlan) -> Table:
             table.add_row(*(cells if margins else cells[:2] + cells[3:]))
         if margins:
             table.add_section()
+    return table
+
+
+def _quantiles_table(planned: ReleasePlan) -> Table | None:
+    """Quantile statistics: each p's 95% rank error and interval half-width (data-free)."""
+    rows = [(row.name, q) for row in planned.statistics for q in row.quantiles or []]
+    if not rows:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, title="quantiles: 95% errors in ranks", title_justify="left")
+    for column in ("statistic", "column", "p"):
+        table.add_column(column, overflow="fold")
+    for column in ("rank error", "interval ±ranks"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for name, q in rows:
+        table.add_row(
+            name, q.column, f"{q.p:g}", _num(q.rank_error95), _num(q.interval_rank_halfwidth95)
+        )
     return table
 
 
@@ -161,9 +180,13 @@ def _print(planned: ReleasePlan) -> None:
         f"{planned.budget_split}, {planned.neighbours.value} neighbours"
     )
     console.print(_table(planned))
+    if (quantiles := _quantiles_table(planned)) is not None:
+        console.print(quantiles)
     for row in planned.statistics:
         how = f"reuses {', '.join(row.reuses)}; " if row.reuses else ""
-        console.print(f"{row.name}: {how}{row.derivation}")
+        console.print(f"{row.name}: {how}{row.derivation}", markup=False)
+        if row.error_in_units is not None:
+            console.print(f"{row.name}, error {row.error_in_units}", markup=False)
     if planned.epsilon_for_targets is not None:
         console.print(
             f"smallest {planned.measure.symbol} meeting every target: "

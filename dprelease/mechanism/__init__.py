@@ -12,7 +12,6 @@ Spark) turn rows into exact integer aggregates and know nothing of noise or ledg
 """
 
 from dprelease.mechanism._accounting import (
-    LN_20,
     Allocation,
     MarginMeasurement,
     Measurement,
@@ -20,7 +19,6 @@ from dprelease.mechanism._accounting import (
     allocate,
     auto_granularity,
     granularity_references,
-    sensitivity_bound,
 )
 from dprelease.mechanism._compute import Computed, check_input, compute, summarize_input
 from dprelease.mechanism._l1 import rows_reach
@@ -32,6 +30,8 @@ from dprelease.mechanism._postprocess import (
     noise_decimals,
     sum_decimals,
 )
+from dprelease.mechanism._quantile_accounting import QuantileAllocation
+from dprelease.mechanism._targets import LN_20, sensitivity_bound
 from dprelease.mechanism.engines import DataSource, InputSummary
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "MarginMeasurement",
     "Measurement",
     "Outcome",
+    "QuantileAllocation",
     "StatisticAllocation",
     "allocate",
     "auto_granularity",

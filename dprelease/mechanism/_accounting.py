@@ -16,13 +16,16 @@ from typing import Any, Literal
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
-from dprelease.mechanism._l1 import count_sensitivity, l1_reach, rows_reach, sum_sensitivity
-from dprelease.mechanism._l2 import contribution, l2_derivation, l2_squared
+from dprelease.mechanism._l1 import count_sensitivity, l1_reach, sum_sensitivity
+from dprelease.mechanism._l2 import level_l2
 from dprelease.mechanism._law import LevelNoise, level_noise
+from dprelease.mechanism._quantile_accounting import QuantileAllocation, allocate_quantile
+from dprelease.mechanism._targets import need
 from dprelease.mechanism._values import row_value
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
+    QuantileStatistic,
     ReleaseSpec,
     ResolvedSpec,
     Statistic,
@@ -34,8 +37,6 @@ from dprelease.spec import (
 #: Automatic granularity sits this many binary orders of magnitude below the noise scale, so the
 #: rounding to integer units is negligible against the noise it is hidden in.
 GRANULARITY_HEADROOM_BITS = 20
-#: P(|Laplace| > t) = exp(-t/b): the 95% half-width of Laplace(b) is b·ln(20).
-LN_20 = math.log(20)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,14 +117,20 @@ class StatisticAllocation:
 
 @dataclass(frozen=True)
 class Allocation:
-    """A release's loss allocated: per statistic its share and measurements, each measurement's
-    sensitivity, granularity and noise scale (at every level), and how the total was split."""
+    """A release's loss allocated: per statistic its share and measurements (a quantile: its
+    plan), each measurement's sensitivity, granularity and noise scale (at every level), and
+    how the total was split."""
 
-    statistics: list[StatisticAllocation]
+    statistics: list[StatisticAllocation | QuantileAllocation]
     measurements: list[Measurement]
     total: PrivacyLoss
     split: Literal["weights", "accuracy targets"]
     mechanism: Mechanism = Mechanism.LAPLACE
+
+    @property
+    def quantiles(self) -> list[QuantileAllocation]:
+        """The quantile statistics: each needs its column's histogram per cell."""
+        return [a for a in self.statistics if isinstance(a, QuantileAllocation)]
 
 
 def auto_granularity(sensitivity: Fraction, epsilon: Fraction) -> Fraction:
@@ -167,27 +174,6 @@ def _levels(resolved: ResolvedSpec, loss: PrivacyLoss) -> list[tuple[bool, Priva
     return list(zip(resolved.level_grouped, shares, strict=True))
 
 
-def _l2(
-    resolved: ResolvedSpec,
-    neighbours: ProtectedChange,
-    level: int,
-    grouped: bool,
-    lower_u: int,
-    upper_u: int,
-) -> tuple[int, str]:
-    """Δ2² of a level in integer units² and why (`mechanism._l2`)."""
-    spec = resolved.spec
-    bound = contribution(
-        spec.rows_per_unit,
-        spec.max_rows_per_group if spec.privacy_unit is not None else None,
-        resolved.level_cells_per_row[level],
-        lower_u,
-        upper_u,
-    )
-    one_row = not grouped
-    return l2_squared(bound, neighbours, one_row), l2_derivation(bound, neighbours, one_row)
-
-
 def _measured(
     resolved: ResolvedSpec,
     loss: PrivacyLoss,
@@ -205,7 +191,7 @@ def _measured(
     for level, (grouped, share) in enumerate(_levels(resolved, loss)):
         l1 = sensitivity(grouped)
         l2 = (
-            _l2(resolved, neighbours, level, grouped, *bounds)
+            level_l2(resolved, neighbours, level, grouped, *bounds)
             if mechanism is Mechanism.GAUSSIAN
             else (0, "")
         )
@@ -244,7 +230,7 @@ def _count(
 
 
 def granularity_references(
-    stat: Statistic,
+    stat: CountStatistic | SumStatistic | MeanStatistic,
     resolved: ResolvedSpec,
     neighbours: ProtectedChange,
     loss: PrivacyLoss,
@@ -273,7 +259,7 @@ def _epsilon_like(loss: PrivacyLoss) -> Fraction:
 
 def _sum(
     name: str,
-    stat: Statistic,
+    stat: CountStatistic | SumStatistic | MeanStatistic,
     part: StatisticKind,
     loss: PrivacyLoss,
     mechanism: Mechanism,
@@ -330,7 +316,7 @@ def _sum(
 
 def _measure(
     name: str,
-    stat: Statistic,
+    stat: CountStatistic | SumStatistic | MeanStatistic,
     part: StatisticKind,
     loss: PrivacyLoss,
     mechanism: Mechanism,
@@ -342,57 +328,6 @@ def _measure(
     if row_value(stat, resolved.spec, part) is None:
         return _count(name, loss, mechanism, resolved, neighbours, path)
     return _sum(name, stat, part, loss, mechanism, resolved, neighbours, path)
-
-
-def sensitivity_bound(
-    stat: CountStatistic | SumStatistic, spec: ReleaseSpec, neighbours: ProtectedChange
-) -> Fraction:
-    """Δ of a count or sum in its own units, before discretization (granularity → 0)."""
-    reach = rows_reach(spec, neighbours)
-    value = row_value(stat, spec)
-    return Fraction(reach) if value is None else reach * value.largest
-
-
-def sensitivity_squared_bound(
-    stat: CountStatistic | SumStatistic, resolved: ResolvedSpec, neighbours: ProtectedChange
-) -> Fraction:
-    """Δ2² of a count or sum at the cells, in its own units², before discretization (from the
-    range of one row's value: weighted when weighted)."""
-    value = row_value(stat, resolved.spec)
-    lower, upper = (Fraction(1), Fraction(1)) if value is None else value.range
-    scale = math.lcm(lower.denominator, upper.denominator)  # exact integer bounds, then back
-    squared, _ = _l2(
-        resolved,
-        neighbours,
-        0,
-        resolved.level_grouped[0],
-        int(lower * scale),
-        int(upper * scale),
-    )
-    return Fraction(squared, scale * scale)
-
-
-#: z of the normal 97.5% quantile: a Gaussian's 95% margin is about z·σ.
-_Z95 = Fraction(196, 100)
-
-
-def _need(
-    stat: CountStatistic | SumStatistic,
-    resolved: ResolvedSpec,
-    neighbours: ProtectedChange,
-    measure: Measure,
-    mechanism: Mechanism,
-) -> Fraction:
-    """What a statistic needs for its target margin h (continuous approximations, in exact
-    rationals): the accuracy-first split is in proportion to these. Laplace: ε = Δ1·ln(20)/h,
-    charged ε (pure) or ε²/2 (zCDP); Gaussian: ρ = Δ2²·z²/(2h²)."""
-    assert stat.target_moe95 is not None  # the spec has targets on every count and sum or none
-    target = Fraction(stat.target_moe95)
-    if mechanism is Mechanism.GAUSSIAN:
-        squared = sensitivity_squared_bound(stat, resolved, neighbours)
-        return squared * _Z95 * _Z95 / (2 * target * target)
-    epsilon = sensitivity_bound(stat, resolved.spec, neighbours) * Fraction(LN_20) / target
-    return epsilon if measure is Measure.PURE else epsilon * epsilon / 2
 
 
 def _path(index: int) -> str:
@@ -445,9 +380,9 @@ def allocate(
     )
     weights = (
         [
-            _need(s, resolved, neighbours, loss.measure, mechanism)
+            need(s, resolved, neighbours, loss.measure, mechanism)
             for s in spending
-            if not isinstance(s, MeanStatistic)
+            if isinstance(s, CountStatistic | SumStatistic)
         ]
         if accuracy_first  # the spec refuses a mean that spends under accuracy targets
         else [Fraction(s.weight or 1) for s in spending]
@@ -460,8 +395,12 @@ def allocate(
             made[stat.name] = _measure(
                 stat.name, stat, stat.kind, share, mechanism, resolved, neighbours, path
             )
-    allocated: list[StatisticAllocation] = []
+    allocated: list[StatisticAllocation | QuantileAllocation] = []
     for index, stat in enumerate(spec.statistics):
+        if isinstance(stat, QuantileStatistic):
+            share = share_of[stat.name]
+            allocated.append(allocate_quantile(stat, share, spec, neighbours, _path(index)))
+            continue
         if not isinstance(stat, MeanStatistic):
             allocated.append(StatisticAllocation(stat, share_of[stat.name], made[stat.name]))
             continue
@@ -485,7 +424,13 @@ def allocate(
         )
         reused = tuple(name for name in (reuse.sum, reuse.count) if name is not None)
         allocated.append(StatisticAllocation(stat, share, total, count, reused))
-    measurements = {m.name: m for a in allocated for m in (a.measurement, a.count) if m is not None}
+    measurements = {
+        m.name: m
+        for a in allocated
+        if isinstance(a, StatisticAllocation)
+        for m in (a.measurement, a.count)
+        if m is not None
+    }
     return Allocation(
         allocated,
         list(measurements.values()),

@@ -15,9 +15,11 @@ import polars as pl
 from dprelease import operator
 from dprelease.mechanism._accounting import Allocation
 from dprelease.mechanism._margins import MarginAccuracy, Outcome, release_levels
-from dprelease.mechanism._postprocess import columns, from_noisy
+from dprelease.mechanism._postprocess import columns, from_noisy, quantile_columns
+from dprelease.mechanism._quantile_accounting import QuantileAllocation
 from dprelease.mechanism.engines import DataSource, InputSummary, get_engine, new_salt
 from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.quantiles import QuantileRelease, release_observed_quantiles
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
 
@@ -83,10 +85,37 @@ def compute(
     else:
         measured, outcome = release_levels(exact, allocation, margins, source)
         keys = resolved.released_keys
+    drawn = {  # after every measurement's noise; each draws a public number of variates
+        q.statistic.name: _quantiles(q, exact.histograms[q.statistic.name], resolved, source)
+        for q in allocation.quantiles
+    }
     table = pl.DataFrame(
         [
             *keys.get_columns(),
-            *(col for a in allocation.statistics for col in columns(a, measured, post)),
+            *(
+                col
+                for a in allocation.statistics
+                for col in (
+                    quantile_columns(a, drawn[a.statistic.name])
+                    if isinstance(a, QuantileAllocation)
+                    else columns(a, measured, post)
+                )
+            ),
         ]
     )
     return Computed(table, outcome, exact.summary)
+
+
+def _quantiles(
+    q: QuantileAllocation, histogram: pl.DataFrame, resolved: ResolvedSpec, source: NoiseSource
+) -> QuantileRelease:
+    """One quantile statistic drawn for every cell of the key grid, from the observed
+    (cell, grid point) counts; an unobserved cell is an empty histogram, drawn like any other."""
+    return release_observed_quantiles(
+        resolved.cells,
+        histogram.get_column("cell").to_numpy(),
+        histogram.get_column("point").to_numpy(),
+        histogram.get_column("rows").to_numpy(),
+        q.plan,
+        source,
+    )

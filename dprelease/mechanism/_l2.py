@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dprelease.change import ProtectedChange
+from dprelease.spec import ResolvedSpec
 
 
 @dataclass(frozen=True)
@@ -90,3 +91,24 @@ def l2_derivation(bound: Contribution, change: ProtectedChange, one_row: bool) -
         else "each row within the bounds"
     )
     return f"{packing}; {how} → Δ2² = {squared}"
+
+
+def level_l2(
+    resolved: ResolvedSpec,
+    neighbours: ProtectedChange,
+    level: int,
+    grouped: bool,
+    lower_u: int,
+    upper_u: int,
+) -> tuple[int, str]:
+    """Δ2² of one level of a resolved spec (the cells, or a margin) in integer units², and why."""
+    spec = resolved.spec
+    bound = contribution(
+        spec.rows_per_unit,
+        spec.max_rows_per_group if spec.privacy_unit is not None else None,
+        resolved.level_cells_per_row[level],
+        lower_u,
+        upper_u,
+    )
+    one_row = not grouped
+    return l2_squared(bound, neighbours, one_row), l2_derivation(bound, neighbours, one_row)

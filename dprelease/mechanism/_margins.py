@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from dprelease.errors import INTERRUPTS
-from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.mechanism._accounting import Allocation, Measurement, StatisticAllocation
 from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._postprocess import Measured, noise_decimals
 from dprelease.mechanism.engines import ExactAggregates
@@ -115,10 +115,12 @@ def margin_accuracy(
 
     post = resolved.spec.postprocess
     plan = allocation
-    published_sums = {  # published in value units: sums and weighted counts
-        p.measurement.name
+    published_sums = {  # published in value units: sums and weighted counts (never a quantile:
+        p.measurement.name  # a spec with margins refuses one)
         for p in plan.statistics
-        if isinstance(p.statistic, SumStatistic | CountStatistic) and not p.measurement.counts_rows
+        if isinstance(p, StatisticAllocation)
+        and isinstance(p.statistic, SumStatistic | CountStatistic)
+        and not p.measurement.counts_rows
     }
     cache: dict[tuple[NoiseLaw, ...], tuple[np.ndarray, ...]] = {}
     accuracy = {}

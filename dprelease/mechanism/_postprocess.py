@@ -28,7 +28,11 @@ import numpy as np
 import polars as pl
 
 from dprelease.mechanism._accounting import Measurement, StatisticAllocation
+from dprelease.mechanism._quantile_accounting import QuantileAllocation
+from dprelease.mechanism.quantiles import QuantileRelease
 from dprelease.spec import (
+    HIGH_SUFFIX,
+    LOW_SUFFIX,
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
     UNINFORMATIVE_SUFFIX,
@@ -213,3 +217,17 @@ def _mean(
             np.flatnonzero(~defined), None
         ),
     ]
+
+
+def quantile_columns(q: QuantileAllocation, drawn: QuantileRelease) -> list[pl.Series]:
+    """Each p's released value and its 95% interval (`_low`, `_high`), in the column's units:
+    grid points, monotone in p, low ≤ value ≤ high (the mechanism's post-processing)."""
+    out = []
+    for j, name in enumerate(q.statistic.value_columns()):
+        for suffix, points in (
+            ("", drawn.values),
+            (LOW_SUFFIX, drawn.low),
+            (HIGH_SUFFIX, drawn.high),
+        ):
+            out.append(pl.Series(f"{name}{suffix}", q.grid.values(points[:, j]), dtype=pl.Float64))
+    return out

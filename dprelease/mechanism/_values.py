@@ -22,7 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dprelease.spec import CountStatistic, ReleaseSpec, Statistic, StatisticKind, SurveyWeight
+from dprelease.spec import (
+    CountStatistic,
+    MeanStatistic,
+    ReleaseSpec,
+    StatisticKind,
+    SumStatistic,
+    SurveyWeight,
+)
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,9 @@ class RowValue:
 
 
 def row_value(
-    stat: Statistic, spec: ReleaseSpec, part: StatisticKind | None = None
+    stat: CountStatistic | SumStatistic | MeanStatistic,
+    spec: ReleaseSpec,
+    part: StatisticKind | None = None,
 ) -> RowValue | None:
     """What each kept row adds to a statistic's measurement (a mean's `part`: its COUNT or its
     SUM; a count's or a sum's own by default); None for a count of rows."""

@@ -16,7 +16,9 @@ from dprelease.spec._model import PeriodSpec, PostProcessing, ReleaseSpec, perio
 from dprelease.spec._publish import PublishSpec
 from dprelease.spec._resolved import ResolvedSpec
 from dprelease.spec._statistics import (
+    HIGH_SUFFIX,
     LEVEL_COLUMN,
+    LOW_SUFFIX,
     MAX_ABS_BOUND,
     MOE95_SUFFIX,
     STATISTIC_KINDS,
@@ -25,15 +27,19 @@ from dprelease.spec._statistics import (
     CountStatistic,
     MeanReuse,
     MeanStatistic,
+    QuantileStatistic,
     Statistic,
     StatisticKind,
     SumStatistic,
     SurveyWeight,
+    exact_decimal,
     output_columns,
 )
 
 __all__ = [
+    "HIGH_SUFFIX",
     "LEVEL_COLUMN",
+    "LOW_SUFFIX",
     "MAX_ABS_BOUND",
     "MOE95_SUFFIX",
     "NAME_PATTERN",
@@ -50,6 +56,7 @@ __all__ = [
     "PeriodSpec",
     "PostProcessing",
     "PublishSpec",
+    "QuantileStatistic",
     "RangeDomain",
     "ReleaseSpec",
     "ResolvedSpec",
@@ -58,6 +65,7 @@ __all__ = [
     "SumStatistic",
     "SurveyWeight",
     "ValuesDomain",
+    "exact_decimal",
     "level_grid",
     "load_spec",
     "output_columns",

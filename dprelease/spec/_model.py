@@ -29,6 +29,7 @@ from dprelease.spec._statistics import (
     CountStatistic,
     MeanReuse,
     MeanStatistic,
+    QuantileStatistic,
     Statistic,
     SumStatistic,
     SurveyWeight,
@@ -159,6 +160,7 @@ class ReleaseSpec(Strict):
         if len(set(columns)) != len(columns):
             raise ValueError("a group-by column is listed twice")
         self._check_margins()
+        self._check_weighted_quantiles()
         outputs = (
             ([LEVEL_COLUMN] if self.margins else [])
             + columns
@@ -176,6 +178,26 @@ class ReleaseSpec(Strict):
         self._check_split()
         return self
 
+    def _check_weighted_quantiles(self) -> None:
+        """A quantile is of the rows as they are: a survey-weighted quantile needs another
+        mechanism (a weighted rank), so a weight that would apply to one is refused, never
+        silently ignored."""
+        for index, stat in enumerate(self.statistics):
+            if not isinstance(stat, QuantileStatistic):
+                continue
+            if stat.survey_weight is not None:
+                raise SpecError(
+                    f"statistics[{index}].survey_weight",
+                    f"{stat.name!r} is a {stat.kind.value}, which is not survey-weighted: "
+                    "remove its survey_weight",
+                )
+            if self.survey_weight is not None:
+                raise SpecError(
+                    "survey_weight",
+                    f"{stat.name!r} is a {stat.kind.value}, which is not survey-weighted: put "
+                    "survey_weight on each count, sum and mean instead of on the release",
+                )
+
     def _check_margins(self) -> None:
         """Margins are distinct proper subsets of the group-by columns, and form at most two
         nested chains: then an integer rounding that keeps every margin the sum of its cells
@@ -188,6 +210,14 @@ class ReleaseSpec(Strict):
         if not keys:
             raise SpecError(
                 "margins", "margins need group_by (an ungrouped release is its own grand total)"
+            )
+        quantile = next((s for s in self.statistics if isinstance(s, QuantileStatistic)), None)
+        if quantile is not None:
+            raise SpecError(
+                "margins",
+                f"{quantile.name!r} is a {quantile.kind.value}: a quantile of a margin is not a "
+                "sum of its cells' quantiles, so no consistent table holds both; release the "
+                "margin's quantiles from a spec grouped by the margin's columns",
             )
         sets: list[frozenset[str]] = []
         for index, margin in enumerate(self.margins):
@@ -240,6 +270,15 @@ class ReleaseSpec(Strict):
                 "or none has (split by weights)"
             )
         for index, stat in enumerate(self.statistics):
+            if any(targeted) and isinstance(stat, QuantileStatistic):
+                raise SpecError(
+                    f"statistics[{index}]",
+                    f"a {stat.kind.value} has no margin of error to target (its error is stated "
+                    "in ranks), so it cannot join an accuracy-first split: split by weights "
+                    "(drop the targets; `dprelease plan --target` still finds the ε for them) or "
+                    "release it in a spec of its own",
+                )
+        for index, stat in enumerate(self.statistics):
             if not isinstance(stat, MeanStatistic):
                 continue
             reuse = self.reuse_of(stat)
@@ -291,6 +330,8 @@ class ReleaseSpec(Strict):
     def survey_weight_of(self, stat: Statistic) -> SurveyWeight | None:
         """The survey weight a statistic is weighted by: its own, else the release's (None:
         every row counts once)."""
+        if isinstance(stat, QuantileStatistic):
+            return None  # never weighted (`_check_weighted_quantiles`)
         return stat.survey_weight or self.survey_weight
 
     def reuse_of(self, mean: MeanStatistic) -> MeanReuse:

@@ -23,6 +23,7 @@ from dprelease.mechanism import (
     MarginAccuracy,
     Measurement,
     Outcome,
+    QuantileAllocation,
     StatisticAllocation,
     sum_decimals,
 )
@@ -56,6 +57,7 @@ from dprelease.statement._manifest import (
     SumEntry,
     SurveyWeightEntry,
 )
+from dprelease.statement._quantile_entry import quantile_entry
 
 MECHANISM = (
     "discrete Laplace (geometric) mechanism, exact sampling after Canonne, Kamath & "
@@ -355,12 +357,14 @@ def _decimals(
 
 
 def statistic_entry(
-    p: StatisticAllocation,
+    p: StatisticAllocation | QuantileAllocation,
     post: PostProcessing,
     margins: MarginAccuracy | None = None,
     outcome: Outcome | None = None,
 ) -> StatisticEntry:
     """What the manifest says about one statistic (the planner states the same)."""
+    if isinstance(p, QuantileAllocation):
+        return quantile_entry(p)
     stat, m = p.statistic, p.measurement
     if isinstance(stat, CountStatistic | SumStatistic):
         measured = _measured(m, margins, outcome)

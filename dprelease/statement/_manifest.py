@@ -225,7 +225,67 @@ class MeanEntry(_Released):
     )
 
 
-StatisticEntry = Annotated[CountEntry | SumEntry | MeanEntry, Field(discriminator="kind")]
+class QuantileValueEntry(_Model):
+    """One p of a quantile statistic: where it is published and what its value costs and says."""
+
+    p: float
+    p_exact: ExactRational
+    column: str = Field(description="the value's column; `<column>_low`, `_high`: its interval")
+    epsilon: float = Field(description="ε of this p's permute-and-flip (its level's cost aside)")
+    epsilon_exact: ExactRational
+    score_sensitivity: float = Field(
+        description="Δ of the score, in ranks: max(p, 1 − p) per row moved"
+    )
+    coin_scale_exact: ExactRational = Field(
+        description="the coins' exact scale 2Δ/ε, in units of 1/(2d) rank for p = a/d"
+    )
+    rank_error95: float = Field(
+        description="data-free: with probability ≥ 95% the value's rank is within this many "
+        "ranks of p·n (plus half the rows rounded to the true quantile's grid point)"
+    )
+    interval_rank_halfwidth95: float = Field(
+        description="data-free: how far from p·n (ranks) a ladder cut can be and not be ruled out"
+    )
+
+
+class QuantileEntry(_Released):
+    """A quantile statistic (a median: p = 0.5): values and 95% intervals per cell."""
+
+    kind: Literal["quantile", "median"]
+    calibrated_epsilon_exact: ExactRational | None = Field(
+        default=None,
+        description="in a zCDP release: the ε its ρ buys (the largest with ε²/2 ≤ ρ), which the "
+        "values and the ladder share as value_epsilon and interval_epsilon",
+    )
+    column: str
+    lower: float
+    upper: float
+    resolution: float
+    grid_points: int = Field(description="B: lower, lower + resolution, …, upper")
+    discretization: str
+    rows_moved: int = Field(description="rows one unit's change moves over the histograms")
+    derivation: str = Field(description="how every sensitivity follows from the bounds")
+    value_epsilon: float
+    value_epsilon_exact: ExactRational
+    level_costs: list[ExactRational] = Field(
+        description="per level of the release order (middle p first): its cost in units of a "
+        "p's ε; they add up to value_epsilon / ε_p"
+    )
+    interval_epsilon: float
+    interval_epsilon_exact: ExactRational
+    interval_share: ExactRational
+    interval_noise_scale_exact: ExactRational = Field(
+        description="discrete Laplace scale of each ladder block count (L1 Δ = rows_moved)"
+    )
+    interval_method: str
+    coverage: str
+    error_in_units: str
+    quantiles: list[QuantileValueEntry]
+
+
+StatisticEntry = Annotated[
+    CountEntry | SumEntry | MeanEntry | QuantileEntry, Field(discriminator="kind")
+]
 
 
 class LevelEntry(_Model):
@@ -321,7 +381,7 @@ class Manifest(_Model):
 
     def to_json_dict(self) -> dict[str, Any]:
         """The manifest as `manifest.json` holds it (format 2 without format 3's keys)."""
-        data = _without_unset(self.model_dump(mode="json"), _UNWEIGHTED_KEYS)
+        data = _without(self.model_dump(mode="json"), _UNWEIGHTED_KEYS, only_null=True)
         return data if self.format == ZCDP_MANIFEST_FORMAT else _without(data, _FORMAT_3_KEYS)
 
 
@@ -329,23 +389,16 @@ class Manifest(_Model):
 _UNWEIGHTED_KEYS = frozenset({"survey_weight"})
 
 
-def _without_unset(data: Any, keys: frozenset[str]) -> Any:
-    """`data` without those of `keys` that are null, in every mapping in it."""
+def _without(data: Any, keys: frozenset[str], *, only_null: bool = False) -> Any:
+    """`data` with `keys` removed from every mapping in it (with `only_null`: where null)."""
     if isinstance(data, dict):
         return {
-            k: _without_unset(v, keys) for k, v in data.items() if not (k in keys and v is None)
+            k: _without(v, keys, only_null=only_null)
+            for k, v in data.items()
+            if k not in keys or (only_null and v is not None)
         }
     if isinstance(data, list):
-        return [_without_unset(item, keys) for item in data]
-    return data
-
-
-def _without(data: Any, keys: frozenset[str]) -> Any:
-    """`data` with `keys` removed from every mapping in it."""
-    if isinstance(data, dict):
-        return {k: _without(v, keys) for k, v in data.items() if k not in keys}
-    if isinstance(data, list):
-        return [_without(item, keys) for item in data]
+        return [_without(item, keys, only_null=only_null) for item in data]
     return data
 
 

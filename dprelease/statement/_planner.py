@@ -17,7 +17,7 @@ returns the first that meets every target. The answer is a decimal: the smallest
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from fractions import Fraction
 from typing import Annotated, Final, Literal
 
@@ -30,28 +30,44 @@ from dprelease.mechanism import (
     LN_20,
     Allocation,
     Outcome,
+    StatisticAllocation,
     allocate,
-    granularity_references,
     margin_accuracy,
     rows_reach,
     sensitivity_bound,
 )
-from dprelease.spec import CountStatistic, PostProcessing, ReleaseSpec, ResolvedSpec, SumStatistic
+from dprelease.spec import (
+    CountStatistic,
+    PostProcessing,
+    QuantileStatistic,
+    ReleaseSpec,
+    ResolvedSpec,
+    SumStatistic,
+)
 from dprelease.statement._compare import MeasureComparison
 from dprelease.statement._entries import spent, statistic_entry
 from dprelease.statement._manifest import (
+    CountEntry,
     ExactRational,
     LevelMeasurementEntry,
     MeanEntry,
     MeasurementEntry,
     MoeRange,
+    QuantileEntry,
     StatisticEntry,
     SumEntry,
+)
+from dprelease.statement._search import (
+    _counts_rows,
+    _granularity_cuts,
+    _shares,
+    _smallest,
+    _targeted,
+    _unit,
 )
 
 #: 2: the measure and mechanism, ρ beside ε (None where a zCDP release spends no ε).
 PLAN_FORMAT: Final = "dprelease-plan/2"
-SIGNIFICANT_DIGITS = 6
 _MAX_DOUBLINGS = 200
 
 
@@ -86,26 +102,46 @@ class MeasurementAccuracy(BaseModel):
     )
 
 
+class QuantileAccuracy(BaseModel):
+    """One p of a quantile statistic: its data-free 95% accuracy, in ranks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    p: float
+    column: str
+    rank_error95: float = Field(description="95%: the value's rank is within this of p·n")
+    interval_rank_halfwidth95: float = Field(
+        description="how far from p·n (ranks) an interval's end can lie (data-free bound)"
+    )
+
+
 class StatisticAccuracy(BaseModel):
     """One statistic's accuracy at the planned (or released) ε.
 
     For a mean, Δ and the scale are its sum's and `moe95` is None: its margin depends on each
     cell's noisy count (see the `<mean>_moe95` column). With margins, the scale is the cells'
     own noise, `moe95` the largest margin of error of the released cells, and `levels` each
-    level's.
+    level's. A quantile's error is in ranks (`quantiles`), its Δ the largest score Δ in ranks;
+    it has no scale in the column's units and no margin of error.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    kind: Literal["count", "sum", "mean"]
+    kind: Literal["count", "sum", "mean", "quantile", "median"]
     epsilon: float | None = Field(description="ε this statistic spends itself (None: ρ)")
     epsilon_exact: ExactRational | None
     rho: float | None = Field(default=None, description="zCDP: ρ this statistic spends itself")
     rho_exact: ExactRational | None = None
-    sensitivity: float = Field(description="Δ in the column's units (L1; L2 for Gaussian)")
+    sensitivity: float = Field(
+        description="Δ in the column's units (L1; L2 for Gaussian; a quantile: its score's "
+        "largest Δ, in ranks)"
+    )
     derivation: str = Field(description="how Δ follows from the declared bounds")
-    scale: float = Field(description="noise scale (Laplace b, Gaussian σ), in the column's units")
+    scale: float | None = Field(
+        description="noise scale (Laplace b, Gaussian σ), in the column's units (None: a "
+        "quantile, whose errors are in ranks)"
+    )
     moe95: float | None = Field(description="95% margin of error (half-width)")
     target_moe95: float | None = None
     target_met: bool | None = None
@@ -115,6 +151,14 @@ class StatisticAccuracy(BaseModel):
     )
     measurements: list[MeasurementAccuracy] = Field(
         default_factory=list, description="a mean: the sum and count it measures itself"
+    )
+    quantiles: list[QuantileAccuracy] | None = Field(
+        default=None, description="a quantile statistic: each p's accuracy in ranks"
+    )
+    error_in_units: str | None = Field(
+        default=None,
+        description="a quantile: its error in the column's units, as far as it "
+        "can be said without data",
     )
 
 
@@ -154,6 +198,9 @@ def accuracy_of(
     by_name = {entry.name: entry for entry in entries}
     rows = []
     for entry in entries:
+        if isinstance(entry, QuantileEntry):
+            rows.append(_quantile_accuracy(entry))
+            continue
         if isinstance(entry, MeanEntry):
             total = _sum_of(entry, by_name)
             rows.append(
@@ -203,6 +250,31 @@ def accuracy_of(
             )
         )
     return rows
+
+
+def _quantile_accuracy(entry: QuantileEntry) -> StatisticAccuracy:
+    return StatisticAccuracy(
+        name=entry.name,
+        kind=entry.kind,
+        epsilon=entry.epsilon,
+        epsilon_exact=entry.epsilon_exact,
+        rho=entry.rho,
+        rho_exact=entry.rho_exact,
+        sensitivity=max(q.score_sensitivity for q in entry.quantiles),
+        derivation=entry.derivation,
+        scale=None,
+        moe95=None,
+        quantiles=[
+            QuantileAccuracy(
+                p=q.p,
+                column=q.column,
+                rank_error95=q.rank_error95,
+                interval_rank_halfwidth95=q.interval_rank_halfwidth95,
+            )
+            for q in entry.quantiles
+        ],
+        error_in_units=entry.error_in_units,
+    )
 
 
 def _levels(levels: list[LevelMeasurementEntry] | None) -> list[LevelAccuracy] | None:
@@ -296,7 +368,13 @@ def _entries(
     """The manifest's statistic entries of the planned release (only the statistics `names`,
     if given); with margins every level's margins of error."""
     chosen = [p for p in planned.statistics if names is None or p.statistic.name in names]
-    measured = {m.name for p in chosen for m in (p.measurement, p.count) if m is not None}
+    measured = {
+        m.name
+        for p in chosen
+        if isinstance(p, StatisticAllocation)
+        for m in (p.measurement, p.count)
+        if m is not None
+    }
     margins = margin_accuracy(resolved, planned, measured)
     outcome = None if margins is None else Outcome.planned(margins)
     return [statistic_entry(p, post, margins, outcome) for p in chosen]
@@ -308,6 +386,12 @@ def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
     for name, value in given.items():
         if name not in kinds:
             raise SpecError("target", f"no statistic {name!r} in release {spec.name!r}")
+        if isinstance(kinds[name], QuantileStatistic):
+            raise SpecError(
+                "target",
+                f"{name!r} is a {kinds[name].kind.value}: it has no margin of error in the "
+                "column's units (its 95% rank error is in the plan); target counts and sums",
+            )
         if not isinstance(kinds[name], CountStatistic | SumStatistic):
             raise SpecError(
                 "target",
@@ -342,7 +426,7 @@ def epsilon_for_targets(
         except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
             return False
         entries = _entries(planned, spec.postprocess, resolved, targets)
-        margin = {e.name: e.moe95 for e in entries if not isinstance(e, MeanEntry)}
+        margin = {e.name: e.moe95 for e in entries if isinstance(e, CountEntry | SumEntry)}
         return all(margin[name] <= target for name, target in targets.items())
 
     low = (
@@ -371,17 +455,6 @@ def epsilon_for_targets(
     return found
 
 
-def _shares(
-    resolved: ResolvedSpec,
-    neighbours: ProtectedChange,
-    measure: Measure = Measure.PURE,
-    mechanism: Mechanism = Mechanism.LAPLACE,
-) -> dict[str, Fraction]:
-    """ε_j / ε (ρ_j / ρ) per statistic: the split is linear in the loss."""
-    planned = allocate(resolved, PrivacyLoss(measure, Fraction(1)), neighbours, mechanism)
-    return {p.statistic.name: p.loss.amount for p in planned.statistics}
-
-
 def _lower_bound(
     resolved: ResolvedSpec, targets: Mapping[str, float], neighbours: ProtectedChange
 ) -> Fraction:
@@ -406,92 +479,3 @@ def _lower_bound(
         need = delta * Fraction(LN_20) * Fraction(1023, 1024) / (target + slack)
         bounds.append(need / share[stat.name])
     return max(bounds)
-
-
-def _counts_rows(stat: CountStatistic | SumStatistic, spec: ReleaseSpec) -> bool:
-    """An unweighted count: integers, without a granularity (every other statistic is a sum of
-    row values in units of one)."""
-    return isinstance(stat, CountStatistic) and spec.survey_weight_of(stat) is None
-
-
-def _targeted(
-    spec: ReleaseSpec, targets: Mapping[str, float]
-) -> list[CountStatistic | SumStatistic]:
-    return [
-        s
-        for s in spec.statistics
-        if isinstance(s, CountStatistic | SumStatistic) and s.name in targets
-    ]
-
-
-def _granularity_cuts(
-    resolved: ResolvedSpec,
-    targets: Mapping[str, float],
-    neighbours: ProtectedChange,
-    low: Fraction,
-    high: Fraction,
-    measure: Measure = Measure.PURE,
-    mechanism: Mechanism = Mechanism.LAPLACE,
-) -> list[Fraction]:
-    """The losses in (low, high] at which a targeted sum's (or weighted count's) automatic
-    granularity changes (the scale of one of its levels crosses a power of two); between them
-    every margin is monotone in the loss. The scale is ∝ 1/ε, or ∝ 1/√ρ under zCDP
-    (`granularity_references`)."""
-    share = _shares(resolved, neighbours, measure, mechanism)
-    cuts = []
-    for stat in _targeted(resolved.spec, targets):
-        declared = isinstance(stat, SumStatistic) and stat.granularity is not None
-        if declared or _counts_rows(stat, resolved.spec):
-            continue
-        for ref in granularity_references(
-            stat, resolved, neighbours, PrivacyLoss(measure, share[stat.name])
-        ):
-            # the loss at which the scale crosses 2^j: ref/2^j (ε) or (ref/2^j)² (ρ)
-            def at(k: int, ref: Fraction = ref) -> Fraction:
-                crossing = ref / Fraction(2) ** k
-                return crossing if measure is Measure.PURE else crossing * crossing
-
-            k = math.floor(math.log2(ref / high)) - 1 if measure is Measure.PURE else -200
-            while (cut := at(k)) > low:
-                if cut <= high:
-                    cuts.append(cut)
-                k += 1
-    return sorted(set(cuts))
-
-
-def _unit(value: Fraction) -> Fraction:
-    """10^(k-5) for 10^k ≤ value < 10^(k+1): the step of six significant digits."""
-    k = len(str(value.numerator // value.denominator)) - 1 if value >= 1 else -_leading(value)
-    return Fraction(10) ** (k - SIGNIFICANT_DIGITS + 1)
-
-
-def _leading(value: Fraction) -> int:
-    """For 0 < value < 1: j with 10^-j ≤ value < 10^-(j-1)."""
-    j = 1
-    while value * 10**j < 1:
-        j += 1
-    return j
-
-
-def _smallest(
-    meets: Callable[[Fraction], bool],
-    low: Fraction,
-    high: Fraction,
-    unit: Fraction,
-    cuts: list[Fraction],
-) -> Fraction:
-    """The smallest multiple of `unit` in (low, high] with `meets`, given that `meets(high)`
-    holds and `meets` is monotone on each range (a, b] between consecutive cuts."""
-    edges = [low, *(c for c in cuts if low < c < high), high]
-    for a, b in zip(edges, edges[1:], strict=False):
-        bottom, top = math.floor(a / unit), math.floor(b / unit)
-        if top <= bottom or not meets(top * unit):
-            continue
-        while top - bottom > 1:  # meets(top · unit), not meets at bottom (or bottom = a)
-            middle = (bottom + top) // 2
-            if meets(middle * unit):
-                top = middle
-            else:
-                bottom = middle
-        return top * unit
-    raise AssertionError("meets(high) holds, so the last range has a smallest multiple")

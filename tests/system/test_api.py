@@ -44,9 +44,9 @@ def test_the_surface_is_small_typed_and_documented() -> None:
     assert set(dp.__all__) == {
         "CountStatistic", "DPReleaseError", "FileDomain", "GroupBy", "Ledger", "Manifest",
         "MeanStatistic", "Period", "PeriodSpec", "PostProcessing", "PrivacyLoss",
-        "ProtectedChange", "RangeDomain", "ReleasePlan", "ReleaseResult", "ReleaseSpec",
-        "StatisticAccuracy", "SumStatistic", "SurveyWeight", "ValuesDomain", "__version__",
-        "plan", "release",
+        "ProtectedChange", "QuantileStatistic", "RangeDomain", "ReleasePlan", "ReleaseResult",
+        "ReleaseSpec", "StatisticAccuracy", "SumStatistic", "SurveyWeight", "ValuesDomain",
+        "__version__", "plan", "release",
     }  # fmt: skip
     for name in dp.__all__:
         if name != "__version__":

@@ -186,13 +186,18 @@ def test_spark_connect_from_the_environment(parquet: Path) -> None:
 
 
 def test_salts_never_appear_in_query_plans(parquet: Path, spark, capsys) -> None:
-    """Spark shows plans in its UI and event logs: the secret salt must not be a literal there."""
-    resolved = parse_spec(SPEC)
+    """Spark shows plans in its UI and event logs: the secret salt must not be a literal there,
+    in the aggregation nor in a quantile's histograms."""
+    median = {"name": "m", "kind": "median", "column": "cost", "lower": 0, "upper": 100,
+              "resolution": 1}  # fmt: skip
+    resolved = parse_spec({**SPEC, "statistics": [*SPEC["statistics"], median]})
     allocation = prepare_release(parquet, resolved).allocation
     salt = new_salt()
     selected = spark_engine._selected(spark.read.parquet(str(parquet)), resolved, allocation)
-    frame = spark_engine._cells(selected, resolved, allocation, None, salt)
-    frame.explain("extended")
+    cells, histograms = spark_engine._cells(selected, resolved, allocation, None, salt)
+    assert histograms is not None
+    for frame in (cells, histograms):
+        frame.explain("extended")
     plans = capsys.readouterr().out
     assert "xxhash64" in plans
     assert str(salt) not in plans and str(spark_engine._signed(salt)) not in plans

@@ -54,7 +54,15 @@ def spec(grouped: bool = True, **bounds: int) -> dict[str, Any]:
         "statistics": [
             {"name": "n", "kind": "count"},
             {"name": "v", "kind": "sum", "column": "v", "lower": -5, "upper": 5},
-        ],
+            {
+                "name": "m",
+                "kind": "median",
+                "column": "v",
+                "lower": -5,
+                "upper": 5,
+                "resolution": 0.5,
+            },
+        ],  # fmt: skip
         **bounds,
     }
 
@@ -120,7 +128,12 @@ def aggregates(engine: PolarsEngine, data: object, loaded: ResolvedSpec, salt: i
         assert series.dtype == pl.Int128
     summary = dataclasses.asdict(result.summary)
     assert summary == dataclasses.asdict(engine.summarize(data, loaded, plan, MONTH))
-    return {"summary": summary, **{name: s.to_list() for name, s in result.values.items()}}
+    histograms = {  # a quantile's rows per (cell, grid point), in a fixed order
+        name: sorted(h.iter_rows()) for name, h in result.histograms.items()
+    }
+    assert histograms.keys() == {"m"}
+    values = {name: s.to_list() for name, s in result.values.items()}
+    return {"summary": summary, **values, "histograms": histograms}
 
 
 @pytest.fixture
@@ -144,7 +157,7 @@ def split(monkeypatch: pytest.MonkeyPatch) -> Split:
     seen = Split()
     partitioned, scan_ipc = engine_module._partitioned, pl.scan_ipc
 
-    def partitioned_spy(*args: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def partitioned_spy(*args: Any) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
         row_local, summary, loaded, plan, partitions, salt = args
         seen.partitions.append(partitions)
         return partitioned(*args)

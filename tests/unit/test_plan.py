@@ -24,7 +24,7 @@ from dprelease.loss import PrivacyLoss
 from dprelease.mechanism import sensitivity_bound
 from dprelease.spec import ResolvedSpec, parse_spec
 from dprelease.statement import Manifest, accuracy_of, epsilon_for_targets, plan
-from dprelease.statement._planner import _unit
+from dprelease.statement._search import _unit
 
 PRIVACY = ROOT / "examples" / "case_control.yaml"  # ε = 0.3
 ADD_REMOVE = ProtectedChange.ADD_REMOVE

@@ -19,6 +19,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import polars as pl
 from conftest import prepare_release
 from hypothesis import HealthCheck, assume, given, settings
@@ -29,6 +30,7 @@ from dprelease.loss import Mechanism, PrivacyLoss
 from dprelease.mechanism import allocate
 from dprelease.mechanism._margins import level_sums
 from dprelease.mechanism.engines import get_engine
+from dprelease.mechanism.quantiles._release import _cumulative, _value_scores
 from dprelease.spec import parse_spec
 
 GAUSS = Mechanism.GAUSSIAN
@@ -56,9 +58,15 @@ SURVEY_WEIGHTS = st.one_of(
 def statistics(draw: st.DrawFn) -> list[dict[str, Any]]:
     stats = []
     for index in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["count", "sum", "mean"]))
+        kind = draw(st.sampled_from(["count", "sum", "mean", "quantile", "median"]))
         stat: dict[str, Any] = {"name": f"s{index}", "kind": kind}
-        if kind != "count":
+        if kind in ("quantile", "median"):
+            lower, upper = draw(st.sampled_from(BOUNDS))
+            stat.update(column="v", lower=lower, upper=upper)
+            stat["resolution"] = draw(st.sampled_from([0.5, 1.0]))
+            if kind == "quantile":
+                stat["p"] = draw(st.sampled_from([[0.5], [0.25, 0.5, 0.75], [0.1, 0.9]]))
+        elif kind != "count":
             lower, upper = draw(st.sampled_from(BOUNDS))
             stat.update(column="v", lower=lower, upper=upper)
             granularity = draw(st.sampled_from([None, 0.5, 1.0]))
@@ -86,7 +94,8 @@ def specs(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
     }
     if (weight := draw(SURVEY_WEIGHTS)) is not None:
         spec["survey_weight"] = weight
-    if group_by and draw(st.integers(0, 2)) == 0:  # a third: planning margins takes time
+    quantiles = any(s["kind"] in ("quantile", "median") for s in spec["statistics"])
+    if group_by and not quantiles and draw(st.integers(0, 2)) == 0:  # a third: margins are slow
         # any of these margins (two nested chains at most: the spec accepts them all)
         columns = [group["column"] for group in group_by]
         candidates = [[c] for c in columns if len(columns) > 1] + [[]]
@@ -147,9 +156,30 @@ def published_sensitivity(manifest: dict[str, Any]) -> dict[str, int]:
     """Δ in units per measurement, as the manifest states it."""
     found = {}
     for entry in manifest["statistics"]:
+        if entry["kind"] in ("quantile", "median"):
+            continue
         for part in entry.get("measurements", [entry]):
             found[part["name"]] = part["sensitivity_units"]
     return found
+
+
+def quantile_entries(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in manifest["statistics"] if e["kind"] in ("quantile", "median")}
+
+
+def score_moves(one: np.ndarray, other: np.ndarray, p: Fraction) -> float:
+    """Σ over cells of the largest move of p's score at any grid point, in ranks: what the
+    per-cell permute-and-flip draws spend together."""
+    first = _value_scores(*_cumulative(one), p)
+    second = _value_scores(*_cumulative(other), p)
+    return float(np.abs(first - second).max(axis=1).sum()) / (2 * p.denominator)
+
+
+def dense(histogram: pl.DataFrame, cells: int, bins: int) -> np.ndarray:
+    out = np.zeros((cells, bins), dtype=np.int64)
+    for row in histogram.iter_rows(named=True):
+        out[row["cell"], row["point"]] += row["rows"]
+    return out
 
 
 def published_level_sensitivity(manifest: dict[str, Any]) -> dict[str, list[int]]:
@@ -200,6 +230,15 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
     a = engine.aggregate(one, loaded, prepared.allocation, None, salt)
     b = engine.aggregate(other, loaded, prepared.allocation, None, salt)
     manifest = prepared.manifest.to_json_dict()
+    for q in prepared.allocation.quantiles:
+        entry = quantile_entries(manifest)[q.statistic.name]
+        one_h, other_h = (
+            dense(x.histograms[q.statistic.name], loaded.cells, q.grid.bins) for x in (a, b)
+        )
+        assert np.abs(one_h - other_h).sum() <= entry["rows_moved"] == q.plan.rows_moved
+        for value in entry["quantiles"]:
+            p = Fraction(value["p_exact"])
+            assert score_moves(one_h, other_h, p) <= value["score_sensitivity"], (p, q.derivation)
     sensitivity = published_sensitivity(manifest)
     for m in prepared.allocation.measurements:
         moved = (a.of(m) - b.of(m)).abs().sum()

@@ -26,7 +26,7 @@ import polars as pl
 import pytest
 from conftest import ROOT, allocation_of
 
-from dprelease.mechanism import Allocation, Measurement
+from dprelease.mechanism import Allocation, Measurement, QuantileAllocation
 from dprelease.mechanism.engines import Engine, ExactAggregates, get_engine, new_salt
 from dprelease.spec import ResolvedSpec, load_spec, parse_spec, period_of
 from pipelines.demo_data import generate_case_control, generate_visits
@@ -110,13 +110,31 @@ def _units(row: dict[str, Any], m: Measurement) -> int:
     return min(max(units, m.lower_units), m.upper_units)
 
 
+def _point(value: Any, q: QuantileAllocation) -> int:
+    """Contract §7 for a quantile: the nulls rule of a sum; clamp; (x − lower)/resolution in
+    float64, rounded half to even; clamp to the grid's indices."""
+    lower, upper = q.statistic.lower, q.statistic.upper
+    x = None if value is None else float(value)
+    if x is None or math.isnan(x):
+        x = 0.0 if lower <= 0 <= upper else lower
+    x = min(max(x, lower), upper)
+    return min(max(round((x - lower) / float(q.grid.resolution)), 0), q.grid.bins - 1)
+
+
+def histogram_of(exact: ExactAggregates, q: QuantileAllocation) -> dict[tuple[int, int], int]:
+    """An engine's histogram of a quantile statistic as {(cell, grid point): rows}."""
+    rows = exact.histograms[q.statistic.name].iter_rows(named=True)
+    return {(r["cell"], r["point"]): r["rows"] for r in rows}
+
+
 def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: str | None) -> dict:
     """The contract row by row, for data in which no unit exceeds a bound (no truncation); and
-    the input summary's counts under "summary"."""
+    the input summary's counts under "summary". A quantile's histogram is {(cell, point): rows}."""
     spec = loaded.spec
     keys = spec.key_columns
     cells = {row: i for i, row in enumerate(loaded.key_grid.iter_rows())} if keys else {(): 0}
     out: dict[str, Any] = {m.name: [0] * len(cells) for m in plan.measurements}
+    out |= {q.statistic.name: Counter() for q in plan.quantiles}
     summary = {"rows": df.height, "period_rows": 0, "unit_rows": 0, "keyed": Counter()}
     for row in df.iter_rows(named=True):
         if spec.period is not None:
@@ -133,6 +151,8 @@ def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: 
             continue
         for m in plan.measurements:
             out[m.name][cell] += 1 if m.counts_rows else _units(row, m)
+        for q in plan.quantiles:
+            out[q.statistic.name][cell, _point(row[q.statistic.column], q)] += 1
     if spec.privacy_unit is None:
         summary["unit_rows"] = None
     return {**out, "summary": summary}
@@ -264,6 +284,22 @@ def with_float_ages(df: pl.DataFrame) -> pl.DataFrame:
 
 PERIOD_SPEC = {"column": "day", "every": "month"}
 WEIGHT = {"column": "wt", "upper": 800}
+#: Quantiles whose grids put some of the data's values on half steps (0.125 at a step of 0.25
+#: from −10), read a column with nulls, NaN and ±inf, and share a column with a sum.
+QUANTILES = [
+    {"name": "n", "kind": "count"},
+    {"name": "cost", "kind": "sum", "column": "cost", "lower": 0, "upper": 100},
+    {
+        "name": "q",
+        "kind": "quantile",
+        "column": "cost",
+        "lower": -10,
+        "upper": 100,
+        "resolution": 0.25,
+        "p": [0.1, 0.5, 0.9],
+    },
+    {"name": "med", "kind": "median", "column": "visits", "lower": 1, "upper": 20, "resolution": 1},
+]
 CASES = [
     Case("grouped", parsed(), synthetic),
     Case("ungrouped", parsed(group_by=[]), synthetic),
@@ -387,6 +423,14 @@ CASES = [
             pl.col("wt").fill_nan(None).clip(-1e4, 1e4).cast(pl.Decimal(12, 2))
         ),
     ),
+    Case("quantiles", parsed(statistics=QUANTILES), synthetic),
+    Case("quantiles_ungrouped", parsed(group_by=[], statistics=QUANTILES), synthetic),
+    Case(
+        "quantiles_in_a_period_each_row_a_unit",
+        parsed(privacy_unit=None, max_rows_per_unit=None, period=PERIOD_SPEC, statistics=QUANTILES),
+        lambda: synthetic(rows_per_unit=1).drop("pid"),
+        ("2024-02", "2023-12"),
+    ),
     Case(
         "keys_outside_a_narrow_domain_type",
         narrow_keys,
@@ -409,6 +453,8 @@ def test_exact_aggregates_follow_the_contract(case: Case, engine: Engine, tmp_pa
         assert exact.keys.equals(loaded.key_grid)
         for m in plan.measurements:
             assert values(exact, m) == expected[m.name], (period, m.name)
+        for q in plan.quantiles:
+            assert histogram_of(exact, q) == expected[q.statistic.name], (period, q.statistic.name)
         facts = exact.summary
         assert (facts.rows, facts.period_rows, facts.unit_rows) == (
             expected["summary"]["rows"],

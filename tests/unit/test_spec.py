@@ -105,7 +105,7 @@ def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
             "finite",
         ),
         (
-            {"statistics": [{"name": "c", "kind": "median", "column": "cost"}]},
+            {"statistics": [{"name": "c", "kind": "mode", "column": "cost"}]},
             "release.statistics[0].kind",
             "count",
         ),

@@ -25,7 +25,7 @@ from dprelease.mechanism.engines import get_engine
 from dprelease.mechanism.engines.polars import PolarsEngine
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import epsilon_for_targets, plan
-from dprelease.statement._planner import _unit
+from dprelease.statement._search import _unit
 
 ADD_REMOVE, SUBSTITUTE = ProtectedChange.ADD_REMOVE, ProtectedChange.SUBSTITUTE
 W = {"column": "w", "upper": 10}
@@ -246,6 +246,18 @@ def test_a_weighted_mean_reuses_only_a_count_and_a_sum_weighted_as_it_is() -> No
 def test_a_bad_survey_weight_is_refused_at_its_path(weight: dict, message: str) -> None:
     with pytest.raises(SpecError, match=message):
         spec(COUNT, survey_weight=weight)
+
+
+MEDIAN = {"name": "mid", "kind": "median", "column": "x", "lower": -4, "upper": 8, "resolution": 1}
+
+
+def test_a_weight_that_would_apply_to_a_quantile_is_refused_never_ignored() -> None:
+    """A quantile ranks rows as they are; a weighted one would need another mechanism."""
+    with pytest.raises(SpecError, match=r"release\.survey_weight: 'mid' is a median"):
+        spec(COUNT, MEDIAN, survey_weight=W)
+    with pytest.raises(SpecError, match=r"release\.statistics\[1\]\.survey_weight: 'mid'"):
+        spec(COUNT, MEDIAN | {"survey_weight": W})
+    spec(COUNT | {"survey_weight": W}, MEDIAN)  # weighted counts beside an unweighted median
 
 
 def test_the_spec_hash_changes_with_a_weight_and_not_without_one() -> None:

@@ -13,7 +13,7 @@ import hashlib
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -235,14 +235,15 @@ def summed(plan: Allocation) -> list[Measurement]:
 
 
 def values_read(plan: Allocation) -> list[str]:
-    """The input columns whose values are summed (values and survey weights), each once."""
+    """The input columns whose values are read (summed values, survey weights and quantiles'
+    columns), each once."""
     columns = [
         column
         for m in summed(plan)
         for column in (m.column, m.survey_weight.column if m.survey_weight else None)
         if column is not None
     ]
-    return list(dict.fromkeys(columns))
+    return list(dict.fromkeys([*columns, *(q.statistic.column for q in plan.quantiles)]))
 
 
 def _atomic(dtype: pl.DataType) -> bool:
@@ -379,13 +380,15 @@ class ExactAggregates:
 
     `values` holds one Int128 series per measurement name (rows for a count, the sum of integer
     units for a sum), aligned with `keys`, the public key grid (no columns when ungrouped:
-    then every series has one cell). `summary` is the private input summary, computed in the
-    same pass.
+    then every series has one cell). `histograms` holds, per quantile statistic, the rows of
+    each observed (cell, grid point) pair (Int64 columns `cell`, the row of `keys`; `point`,
+    the grid index; `rows`). `summary` is the private input summary, computed in the same pass.
     """
 
     keys: pl.DataFrame
     values: Mapping[str, pl.Series]
     summary: InputSummary
+    histograms: Mapping[str, pl.DataFrame] = field(default_factory=dict)
 
     def of(self, measurement: Measurement) -> pl.Series:
         return self.values[measurement.name]

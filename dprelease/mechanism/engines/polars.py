@@ -28,6 +28,7 @@ from pathlib import Path
 import polars as pl
 
 from dprelease.mechanism._accounting import Allocation, Measurement
+from dprelease.mechanism._quantile_accounting import QuantileAllocation
 from dprelease.mechanism.engines import (
     DataSource,
     Declared,
@@ -73,6 +74,10 @@ def _value(index: int) -> str:
 
 def _units(index: int) -> str:
     return f":units{index}"
+
+
+def _point(index: int) -> str:
+    return f":point{index}"
 
 
 def _encoded_dtypes(loaded: ResolvedSpec) -> pl.Schema:
@@ -138,6 +143,17 @@ def _units_of(m: Measurement, read: list[str]) -> pl.Expr:
     # cast once: the cast cannot fail, as every value is a whole number within the bounds
     units = units.clip(float(m.lower_units), float(m.upper_units))
     return units.cast(_narrowest_int(m.lower_units, m.upper_units), strict=False)
+
+
+def _point_of(q: QuantileAllocation, value: str) -> pl.Expr:
+    """The value's grid point: the nulls rule of a sum, clamped, (x − lower)/resolution rounded
+    half to even, as an index 0 … B − 1 (`QuantileGrid.discretize`)."""
+    stat = q.statistic
+    fill = 0.0 if stat.lower <= 0.0 <= stat.upper else stat.lower
+    number = pl.col(value).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
+    steps = ((number.clip(stat.lower, stat.upper) - stat.lower) / float(q.grid.resolution)).round()
+    points = steps.cast(pl.Int64, strict=False).clip(0, q.grid.bins - 1)
+    return points.cast(_narrowest_int(0, q.grid.bins - 1))
 
 
 def _narrowest_int(low: int, high: int) -> pl.DataType:
@@ -214,7 +230,10 @@ def _row_local(
         else:
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
     read = values_read(plan)
-    sums = [_units_of(m, read).alias(_units(i)) for i, m in enumerate(summed(plan))]
+    sums = [_units_of(m, read).alias(_units(i)) for i, m in enumerate(summed(plan))] + [
+        _point_of(q, _value(read.index(q.statistic.column))).alias(_point(i))
+        for i, q in enumerate(plan.quantiles)
+    ]
     if spec.privacy_unit is None:
         return lf.with_columns(sums)
     return lf.select(*keys.values(), _UNIT, *sums)
@@ -247,6 +266,30 @@ def _aggregated(lf: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation) -> pl.
     ]
     keys = list(_keys(loaded).values())
     return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
+
+
+def _histograms(lf: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation) -> list[pl.LazyFrame]:
+    """Per quantile statistic, the rows of each observed (group, grid point)."""
+    keys = list(_keys(loaded).values())
+    return [
+        lf.group_by([*keys, _point(i)]).agg(pl.len().cast(pl.Int64).alias(_ROWS))
+        for i in range(len(plan.quantiles))
+    ]
+
+
+def _kept(bounded: pl.LazyFrame, plan: Allocation) -> pl.LazyFrame:
+    """The rows a partition keeps, collected once when several aggregations read them (the
+    counts and sums, and each quantile's histogram): bounding holds a partition's rows in
+    memory anyway, and polars would otherwise bound it again for every aggregation."""
+    if not plan.quantiles:
+        return bounded
+    return bounded.collect(engine="streaming").lazy()
+
+
+def _histogram_sum(parts: list[pl.DataFrame], loaded: ResolvedSpec, index: int) -> pl.DataFrame:
+    """Partitions' histograms of one quantile statistic added up."""
+    keys = [*_keys(loaded).values(), _point(index)]
+    return pl.concat(parts).group_by(keys).agg(pl.col(_ROWS).sum())
 
 
 def _summary_plan(
@@ -288,9 +331,9 @@ def _partitioned(
     plan: Allocation,
     partitions: int,
     salt: int,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The aggregation as a sum over partitions of the units, in memory for one partition, and
-    the input summary, computed while the partitions are written.
+) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
+    """The aggregation (and each quantile's histogram) as a sum over partitions of the units, in
+    memory for one partition, and the input summary, computed while the partitions are written.
 
     The row-local plan streams into a private temporary directory (mode 0700, removed whether
     this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
@@ -300,6 +343,7 @@ def _partitioned(
     keys = list(_keys(loaded).values())
     nothing = pl.LazyFrame(schema=row_local.collect_schema())
     total = _aggregated(nothing, loaded, plan).collect()  # ungrouped: one row of zeros
+    histograms = [[h.collect()] for h in _histograms(nothing, loaded, plan)]
     with tempfile.TemporaryDirectory(prefix="dprelease-") as tmp:
         partition = (pl.col(_UNIT).hash(seed=salt) % partitions).alias("partition")
         sink = row_local.sink_ipc(
@@ -312,11 +356,17 @@ def _partitioned(
         separate = pl.QueryOptFlags(comm_subplan_elim=False)
         _, facts = pl.collect_all([sink, summary], engine="streaming", optimizations=separate)
         for directory in sorted(Path(tmp).iterdir()):
-            rows = pl.scan_ipc(directory / "*.ipc")
-            part = _aggregated(_bounded(rows, loaded, salt), loaded, plan)
-            both = pl.concat([total, part.collect(engine="streaming")])
+            bounded = _kept(_bounded(pl.scan_ipc(directory / "*.ipc"), loaded, salt), plan)
+            part, *hists = pl.collect_all(
+                [_aggregated(bounded, loaded, plan), *_histograms(bounded, loaded, plan)],
+                engine="streaming",
+            )
+            both = pl.concat([total, part])
             total = both.group_by(keys).agg(pl.all().sum()) if keys else both.sum()
-    return total, facts
+            for parts, hist in zip(histograms, hists, strict=True):
+                parts.append(hist)
+    summed = [_histogram_sum(parts, loaded, i) for i, parts in enumerate(histograms)]
+    return total, facts, summed
 
 
 class PolarsEngine:
@@ -334,7 +384,9 @@ class PolarsEngine:
         with withholding_engine_errors("planning the aggregation"):
             selected = _selected(scan(data), declared(data), loaded, plan)
             row_local = _row_local(selected, loaded, plan, month)
-            _aggregated(_bounded(row_local, loaded, salt=0), loaded, plan).collect_schema()
+            bounded = _bounded(row_local, loaded, salt=0)
+            for query in (_aggregated(bounded, loaded, plan), *_histograms(bounded, loaded, plan)):
+                query.collect_schema()
             _summary_plan(selected, loaded, month).collect_schema()
 
     def aggregate(
@@ -348,10 +400,10 @@ class PolarsEngine:
         """Run the plan and lay it on the full public key grid, missing groups = 0; the input
         summary is computed alongside."""
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
-            observed, summary = self._observed(data, loaded, plan, month, salt)
+            observed, summary, histograms = self._observed(data, loaded, plan, month, salt)
         grid = loaded.key_grid
+        internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
         if grid.width:
-            internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
             observed = internal.join(
                 observed, on=internal.columns, how="left", maintain_order="left"
             )
@@ -360,7 +412,21 @@ class PolarsEngine:
             m.name: observed.get_column(column.get(m.name, _ROWS)).fill_null(0).alias(m.name)
             for m in plan.measurements
         }
-        return ExactAggregates(grid, values, _summary(summary.row(0, named=True), loaded))
+        cells = internal.with_row_index(":cell")
+        laid = {
+            q.statistic.name: (
+                hist.join(cells, on=internal.columns)
+                if grid.width
+                else hist.with_columns(pl.lit(0).alias(":cell"))
+            ).select(
+                pl.col(":cell").cast(pl.Int64).alias("cell"),
+                pl.col(_point(i)).cast(pl.Int64).alias("point"),
+                pl.col(_ROWS).cast(pl.Int64).alias("rows"),
+            )
+            for i, (q, hist) in enumerate(zip(plan.quantiles, histograms, strict=True))
+        }
+        facts = _summary(summary.row(0, named=True), loaded)
+        return ExactAggregates(grid, values, facts, laid)
 
     def summarize(
         self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
@@ -378,10 +444,10 @@ class PolarsEngine:
         plan: Allocation,
         month: Period | None,
         salt: int,
-    ) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """Aggregates of the observed groups and the summary row; partitioned when bounding all
-        units at once would hold more than `rows_per_partition` rows (the count is the input's,
-        before any filter)."""
+    ) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
+        """Aggregates of the observed groups, the summary row and each quantile's histogram of
+        the observed groups; partitioned when bounding all units at once would hold more than
+        `rows_per_partition` rows (the count is the input's, before any filter)."""
         lf = scan(data)
         selected = _selected(lf, declared(data), loaded, plan)
         row_local = _row_local(selected, loaded, plan, month)
@@ -391,6 +457,7 @@ class PolarsEngine:
             partitions = -(-rows // self.rows_per_partition)
             if partitions > 1:
                 return _partitioned(row_local, summary, loaded, plan, partitions, salt)
-        aggregation = _aggregated(_bounded(row_local, loaded, salt), loaded, plan)
-        observed, facts = pl.collect_all([aggregation, summary], engine="streaming")
-        return observed, facts
+        bounded = _bounded(row_local, loaded, salt)  # one plan: the queries share its scan
+        queries = [_aggregated(bounded, loaded, plan), summary, *_histograms(bounded, loaded, plan)]
+        observed, facts, *histograms = pl.collect_all(queries, engine="streaming")
+        return observed, facts, histograms

@@ -38,6 +38,7 @@ from dprelease.mechanism.engines import (
     values_read,
     withholding_engine_errors,
 )
+from dprelease.mechanism.engines._spark_quantiles import grid_point, histograms
 from dprelease.mechanism.engines._spark_session import (
     DEFAULT_MASTER,
     MASTER_ENV,
@@ -342,8 +343,10 @@ def _summary(row: Mapping[str, Any], loaded: ResolvedSpec) -> InputSummary:
 
 def _cells(
     selected: DataFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None, salt: int
-) -> DataFrame:
-    """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell.
+) -> tuple[DataFrame, DataFrame | None]:
+    """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell; with
+    quantiles, also one row (cell, statistic, point, rows) per observed grid point (a second
+    job over the same kept rows).
 
     One shuffle, by unit, of rows narrowed to what bounding and the sums need; the salt joins
     as a one-row table (`_salt_frame`).
@@ -375,8 +378,19 @@ def _cells(
     df = df.select(cell.alias("cell"), *units, *bounding)
     if spec.privacy_unit is not None:
         df = _bounded(df, loaded)
+    read = values_read(plan)
+    units = [_units(m, read).alias(f"units{i}") for i, m in enumerate(summed(plan))]
+    points = [
+        grid_point(F.col(f"value{read.index(q.statistic.column)}"), q).alias(f"point{i}")
+        for i, q in enumerate(plan.quantiles)
+    ]
+    bounding = ["unit", "order", "salt"] if spec.privacy_unit is not None else []
+    df = df.select(cell.alias("cell"), *units, *points, *bounding)
+    if spec.privacy_unit is not None:
+        df = _bounded(df, loaded)
+    hist = histograms(df, [F.col(f"point{i}") for i in range(len(points))]) if points else None
     sums = [F.sum(F.col(f"units{i}").cast(_SUM)).alias(f"units{i}") for i in range(len(units))]
-    return df.groupBy("cell").agg(F.count(F.lit(1)).alias("rows"), *sums)
+    return df.groupBy("cell").agg(F.count(F.lit(1)).alias("rows"), *sums), hist
 
 
 class SparkEngine:
@@ -395,8 +409,11 @@ class SparkEngine:
             frame = read(data, self._session)
             validate_schema(polars_schema(frame.schema), loaded)
             selected = _selected(frame, loaded, plan)
-            _cells(selected, loaded, plan, month, salt=0).schema  # noqa: B018 - analysis only
-            selected.agg(*_summary_metrics(selected, loaded, month)).schema  # noqa: B018
+            cells, hist = _cells(selected, loaded, plan, month, salt=0)
+            summary = selected.agg(*_summary_metrics(selected, loaded, month))
+            for query in (cells, hist, summary):
+                if query is not None:
+                    query.schema  # noqa: B018 - analysis only: Spark checks the plan
 
     def aggregate(
         self,
@@ -416,7 +433,9 @@ class SparkEngine:
             metrics = _summary_metrics(selected, loaded, month)
             observation = Observation() if _observes_exactly(selected.sparkSession) else None
             rows = selected if observation is None else selected.observe(observation, *metrics)
-            table = _cells(rows, loaded, plan, month, salt).toArrow()
+            cells, hist = _cells(rows, loaded, plan, month, salt)
+            table = cells.toArrow()
+            points = None if hist is None else pl.DataFrame(pl.from_arrow(hist.toArrow()))
             # No row reached the aggregation: adaptive execution may then have swapped the stage
             # that observed the input for an empty relation, and its metrics are gone with it.
             if observation is not None and table.num_rows > 0:
@@ -434,7 +453,14 @@ class SparkEngine:
         values = {
             m.name: laid_out(column.get(m.name, "rows")).alias(m.name) for m in plan.measurements
         }
-        return ExactAggregates(loaded.key_grid, values, _summary(summary, loaded))
+        counted = {
+            q.statistic.name: points.filter(pl.col("statistic") == i).select(
+                pl.col(name).cast(pl.Int64) for name in ("cell", "point", "rows")
+            )
+            for i, q in enumerate(plan.quantiles)
+            if points is not None
+        }
+        return ExactAggregates(loaded.key_grid, values, _summary(summary, loaded), counted)
 
     def summarize(
         self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None

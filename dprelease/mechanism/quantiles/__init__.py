@@ -1,0 +1,65 @@
+"""Exact DP quantiles of a bounded column, per cell of the key grid, each with a 95% interval.
+
+What goes in: per cell, the histogram of the column's clamped values on a public grid of B
+points (`QuantileGrid`: lower, lower + resolution, …, upper), as the engine counts it after
+bounding each unit's contribution. What comes out: for each requested p, a released grid point
+per cell and an interval of grid points that holds the cell's true p-quantile (the grid point
+of rank ⌈p·n⌉) with probability ≥ 95%. docs/quantiles.md has the measurements behind each
+choice; in short:
+
+* **Values: permute-and-flip** (McKenna & Sheldon 2020) over the grid with the score
+  S(k) = |#{x < k} + ½·#{x = k} − p·n|: how many ranks p·n lies from grid point k, counting
+  half the rows rounded to k as below it (they were spread around it before rounding). On
+  unrounded data, where ties are rare, this is OpenDP's score |#{x < c} + p·#{x = c} − p·n|;
+  on rounded data, counting ties at ½ rather than p halves the quartiles' mean error in a dense
+  cell (measured). Permute-and-flip is never worse than the exponential mechanism and needs
+  only Bernoulli(exp(−(S − S_min)/scale)) coins. A coin is [G ≥ S − S_min] with G
+  geometric, P(G ≥ s) = exp(−s/scale), taken from one exact discrete Laplace draw (G = Z for
+  Z ≥ 0, −Z − 1 otherwise), so every grid point costs one draw whatever the data. Flipping
+  every coin at once and taking a uniform heads-up point is exactly permute-and-flip: the first
+  heads of a uniformly random order is uniform among the heads.
+* **Several p's: one level at a time.** The middle p is released first over the whole grid;
+  the p's below it then choose only among grid points up to it, the p's above only among points
+  from it, and so on (as in Kaplan, Schnapp & Stemmer 2022). A row then moves its own p's
+  scores fully but another p's only by p/max(p, 1 − p) or (1 − p)/max(p, 1 − p), as all of
+  that p's points lie on one side of it, so a level costs less than its p's added up
+  (`level_costs`), and the values are monotone in p.
+  The score keeps the global target p·n, so no p inherits another's error as bias.
+* **Intervals: one noisy ladder.** A value says nothing about how many rows lie near it, so an
+  honest interval in the column's units needs a measurement. After the values, every cell's
+  grid is cut into blocks that double in width away from each released value; the block counts
+  get exact discrete Laplace noise (one row moves one block: L1 sensitivity = rows moved) from
+  a share of ε (`interval_share`). The noisy cumulative counts then bound where rank p·n lies:
+  a Chernoff bound on the summed noise, union-bounded over the cuts, makes each side miss with
+  probability ≤ 2.5%. The interval is widened to be monotone in p, which keeps its coverage,
+  and a value outside its interval is moved to its nearest end, which can only bring it closer
+  to a quantile the interval holds. All of it is post-processing of the ladder and the values.
+
+Privacy: one unit's change moves `rows_moved` rows (removed plus added, over all cells); the
+values cost `value_epsilon` in total and the ladder `interval_epsilon`. Everything is integer
+arithmetic on counts; random bits come only from the NoiseSource, and how many are drawn
+depends only on the number of cells and the plan (but for a redraw of probability < 2^-43 in a
+uniform choice).
+"""
+
+from dprelease.mechanism.quantiles._plan import (
+    DEFAULT_INTERVAL_SHARE,
+    QuantileGrid,
+    QuantilePlan,
+    plan_quantiles,
+)
+from dprelease.mechanism.quantiles._release import (
+    QuantileRelease,
+    release_observed_quantiles,
+    release_quantiles,
+)
+
+__all__ = [
+    "DEFAULT_INTERVAL_SHARE",
+    "QuantileGrid",
+    "QuantilePlan",
+    "QuantileRelease",
+    "plan_quantiles",
+    "release_observed_quantiles",
+    "release_quantiles",
+]
