@@ -374,12 +374,6 @@ def _cells(
         cell, stride = F.col("cell"), stride * domain.height
     read = values_read(plan)
     units = [_units(m, read).alias(f"units{i}") for i, m in enumerate(summed(plan))]
-    bounding = ["unit", "order", "salt"] if spec.privacy_unit is not None else []
-    df = df.select(cell.alias("cell"), *units, *bounding)
-    if spec.privacy_unit is not None:
-        df = _bounded(df, loaded)
-    read = values_read(plan)
-    units = [_units(m, read).alias(f"units{i}") for i, m in enumerate(summed(plan))]
     points = [
         grid_point(F.col(f"value{read.index(q.statistic.column)}"), q).alias(f"point{i}")
         for i, q in enumerate(plan.quantiles)
