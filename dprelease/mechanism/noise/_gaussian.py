@@ -21,18 +21,16 @@ lazy comparison per trial).
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from dprelease.errors import NoiseError
-from dprelease.loss import decimal_text
 from dprelease.mechanism.noise._bernoulli import _bern_exp_split
 from dprelease.mechanism.noise._gaussian_law import gaussian_law
 from dprelease.mechanism.noise._laplace import (
     _acceptance,
+    _exact_parameter,
     _laplace_magnitudes,
     _round_up,
     _signed,
@@ -46,7 +44,6 @@ from dprelease.mechanism.noise._source import (
     _pass_size,
 )
 
-_MAX_SIGMA2 = Fraction(2**48)
 # t·E ≤ 2**26 bounds |Y|·E − P below 2**32 for |Y| < 63·t, and D = 2·t·P·E ≤ 2·(t·E)² ≤ 2**53.
 _SPAN = 1 << 26
 _FAST_ROOT = 1 << 32  # |Y|·E − P below this: its square is computed in uint64
@@ -66,19 +63,7 @@ def exact_sigma2(sigma2: float | int | Fraction) -> Fraction:
     closest fraction with such a denominator, which raises σ² by at most a relative 2**-24
     (2**-26 for σ < 1). Why: see the module docstring.
     """
-    if isinstance(sigma2, bool) or not isinstance(sigma2, numbers.Real):
-        raise NoiseError(f"sigma2 must be a positive finite number, got {type(sigma2).__name__}")
-    if isinstance(sigma2, numbers.Rational):
-        exact = Fraction(int(sigma2.numerator), int(sigma2.denominator))
-    else:
-        as_float = float(sigma2)
-        if not math.isfinite(as_float):
-            raise NoiseError(f"sigma2 must be a positive finite number, got {as_float!r}")
-        exact = Fraction(as_float)
-    if exact <= 0:
-        raise NoiseError(f"sigma2 must be positive, got {decimal_text(exact)}")
-    if exact > _MAX_SIGMA2:  # (it can be beyond any double: formatted without float())
-        raise NoiseError(f"sigma2 must be at most 2**48 (~2.8e14), got {decimal_text(exact)}")
+    exact = _exact_parameter("sigma2", sigma2)
     t = _t_of(exact)
     # σ² ∈ ((t − 1)², t²] and σ²/t < t rounds up to at most t, so the result has the same t.
     return t * _round_up(exact / t, max(1, _SPAN // t))
