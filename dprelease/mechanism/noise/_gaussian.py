@@ -38,10 +38,8 @@ from dprelease.mechanism.noise._laplace import (
 from dprelease.mechanism.noise._source import (
     NoiseSource,
     _BitStream,
-    _check_size,
-    _check_source,
     _draw_in_chunks,
-    _pass_size,
+    _fill_in_passes,
 )
 
 # t·E ≤ 2**26 bounds |Y|·E − P below 2**32 for |Y| < 63·t, and D = 2·t·P·E ≤ 2·(t·E)² ≤ 2**53.
@@ -112,17 +110,16 @@ def _alg3_keep(stream: _BitStream, law: _Law, magnitude: np.ndarray) -> np.ndarr
     return _bern_exp_split(stream, whole.view(np.int64), rest, law.den)
 
 
+def _gaussian_kept(stream: _BitStream, law: _Law, m: int) -> np.ndarray:
+    """Algorithm 3 on m Laplace candidates: the kept ones, signed, in order."""
+    magnitude, negative = _laplace_magnitudes(stream, law.t, 1, m)
+    keep = _alg3_keep(stream, law, magnitude)
+    return _signed(magnitude.compress(keep), negative.compress(keep))
+
+
 def _discrete_gaussian_into(stream: _BitStream, law: _Law, out: np.ndarray) -> None:
     """Fill `out` with Algorithm 3 draws, in passes of whole batches of Laplace candidates."""
-    have = 0
-    while have < out.size:
-        m = _pass_size((out.size - have) / law.accept)
-        magnitude, negative = _laplace_magnitudes(stream, law.t, 1, m)
-        keep = _alg3_keep(stream, law, magnitude)
-        z = _signed(magnitude.compress(keep), negative.compress(keep))
-        take = min(z.size, out.size - have)
-        out[have : have + take] = z[:take]
-        have += take
+    _fill_in_passes(out, law.accept, lambda m: _gaussian_kept(stream, law, m))
 
 
 def discrete_gaussian(
@@ -135,9 +132,9 @@ def discrete_gaussian(
     Large sizes are drawn in chunks so memory stays bounded.
     """
     law = _Law.of(exact_sigma2(sigma2))
-    n = _check_size(size)
-    src = _check_source(source)
-    return _draw_in_chunks(src, n, lambda stream, out: _discrete_gaussian_into(stream, law, out))
+    return _draw_in_chunks(
+        source, size, lambda stream, out: _discrete_gaussian_into(stream, law, out)
+    )
 
 
 # --------------------------------------------------------------------------- reporting helpers

@@ -22,10 +22,8 @@ from dprelease.mechanism.noise._bernoulli import _alg1, _geometric_e1
 from dprelease.mechanism.noise._source import (
     NoiseSource,
     _BitStream,
-    _check_size,
-    _check_source,
     _draw_in_chunks,
-    _pass_size,
+    _fill_in_passes,
     _uniform_words,
     _word_for,
 )
@@ -163,17 +161,10 @@ def _signed(magnitude: np.ndarray, negative: np.ndarray) -> np.ndarray:
 
 
 def _discrete_laplace_into(stream: _BitStream, t: int, s: int, out: np.ndarray) -> None:
-    """Fill `out` with draws of Algorithm 2 with scale t/s, in passes of whole batches.
-
-    Candidates are iid, so keeping the first accepted ones, pass after pass, is exact.
-    """
-    accept = _acceptance(t, s)
-    have = 0
-    while have < out.size:
-        z = _signed(*_laplace_magnitudes(stream, t, s, _pass_size((out.size - have) / accept)))
-        take = min(z.size, out.size - have)
-        out[have : have + take] = z[:take]
-        have += take
+    """Fill `out` with draws of Algorithm 2 with scale t/s, in passes of whole batches."""
+    _fill_in_passes(
+        out, _acceptance(t, s), lambda m: _signed(*_laplace_magnitudes(stream, t, s, m))
+    )
 
 
 def discrete_laplace(
@@ -185,10 +176,10 @@ def discrete_laplace(
     Large sizes are drawn in chunks so memory stays bounded.
     """
     b = exact_scale(scale)
-    n = _check_size(size)
-    src = _check_source(source)
     t, s = b.numerator, b.denominator
-    return _draw_in_chunks(src, n, lambda stream, out: _discrete_laplace_into(stream, t, s, out))
+    return _draw_in_chunks(
+        source, size, lambda stream, out: _discrete_laplace_into(stream, t, s, out)
+    )
 
 
 # --------------------------------------------------------------------------- reporting helpers
