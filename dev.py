@@ -4,6 +4,7 @@
     python3 dev.py demo         # set up .venv if needed, then run the whole demo pipeline
     python3 dev.py test         # set up .venv if needed, then ruff, mypy and the fast tier
     python3 dev.py test --all   # ... and every tier: Spark, the real `dg dev` and browser, races
+    python3 dev.py test tests/unit/test_spec.py   # just these tests (after ruff and mypy)
 
 `demo` installs only what the demo needs (the library and its Dagster code location); `test`
 installs the rest (the dev tools and the Spark extra). The virtualenv is (re)installed whenever
@@ -29,7 +30,7 @@ STAMP = VENV / ".pyproject.sha256"
 DEMO_EXTRAS = ("dagster",)
 TEST_EXTRAS = ("dagster", "dev", "spark")
 #: The fast tier leaves these markers out (see tests/conftest.py).
-SLOW_TIERS = "not e2e and not spark and not races"
+FAST_TIER = "not e2e and not spark and not races"
 DAGSTER_HOME = ROOT / ".dprelease" / "dagster"
 #: Runs and materializations stay on this machine: no usage statistics are sent.
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
@@ -86,11 +87,19 @@ def main() -> int:
         ensure_dagster_home()
         every_tier = "--all" in extra
         pytest_args = [arg for arg in extra if arg != "--all"]
-        chosen = any(not arg.startswith("-") for arg in pytest_args)  # paths: run just those
-        tiers = [] if every_tier or chosen else ["-m", SLOW_TIERS]
+        # tests named by path (tests/unit/test_x.py::test_y) run just as asked, in one process
+        chosen = any(
+            not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in pytest_args
+        )
         rc = _run("ruff", "check", ".") or _run("mypy")
-        rc = rc or _run("python", "-m", "pytest", *tiers, *pytest_args)
-        if tiers and rc == 0:
+        if chosen:
+            return rc or _run("python", "-m", "pytest", *pytest_args)
+        # the fast tier spreads over every core (its tests share no state); the slow tiers start
+        # servers, browsers and 16-process races of their own, so they run one test at a time
+        rc = rc or _run("python", "-m", "pytest", "-m", FAST_TIER, "-n", "auto", *pytest_args)
+        if rc == 0 and every_tier:
+            rc = _run("python", "-m", "pytest", "-m", f"not ({FAST_TIER})", *pytest_args)
+        elif rc == 0:
             print(
                 "fast tier passed; every tier (Spark, dg dev and a browser, ledger races): "
                 "python3 dev.py test --all"

@@ -223,13 +223,13 @@ def run_engine(path: str, rows_per_partition: int | None = None) -> tuple[float,
     or noise), partitioned above `rows_per_partition` input rows (default: the engine's)."""
     import polars as pl
 
-    from dprelease.mechanism.engines import new_salt
+    from dprelease.mechanism.engines import EngineJob, new_salt
     from dprelease.mechanism.engines.polars import ROWS_PER_PARTITION, PolarsEngine
 
     resolved, allocation = _engine_inputs(path)
     engine = PolarsEngine(rows_per_partition or ROWS_PER_PARTITION)
     start = time.perf_counter()
-    exact = engine.aggregate(path, resolved, allocation, None, new_salt())
+    exact = engine.aggregate(EngineJob(path, resolved, allocation, None), new_salt())
     seconds = time.perf_counter() - start
     total = int(exact.values["n"].sum())
     partitions = -(-_rows_of(path) // engine.rows_per_partition)
@@ -245,11 +245,12 @@ def run_summary(path: str) -> tuple[float, dict]:
     """The input summary's own scan (`PolarsEngine.summarize`), part of every `aggregate`."""
     import polars as pl
 
+    from dprelease.mechanism.engines import EngineJob
     from dprelease.mechanism.engines.polars import PolarsEngine
 
     resolved, allocation = _engine_inputs(path)
     start = time.perf_counter()
-    summary = PolarsEngine().summarize(path, resolved, allocation, None)
+    summary = PolarsEngine().summarize(EngineJob(path, resolved, allocation, None))
     seconds = time.perf_counter() - start
     return seconds, {"total": summary.rows, "polars": pl.__version__}
 

@@ -1,5 +1,6 @@
 """What the tests share: building specs, releasing with test noise, a workspace with a small
-confidential table, and the ledger backends.
+confidential table, the ledger backends, running the `dprelease` command, and the exact
+samplers' goodness-of-fit test.
 
 Tiers (see README, "Tests"): `python3 dev.py test` runs the fast tier, everything not marked
 `e2e` (a real `dg dev` and browser), `spark` (a local Spark session) or `races` (real processes
@@ -19,14 +20,17 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from pgtest import BACKENDS, backend_url
+from typer.testing import CliRunner, Result
 
 from dprelease.change import ProtectedChange, choose_change
+from dprelease.cli import app
 from dprelease.loss import PrivacyLoss
 from dprelease.mechanism import Allocation, DataSource, allocate
-from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseSource, _source
 from dprelease.publish import PreparedRelease, Release, decide_budget, prepare
 from dprelease.spec import ResolvedSpec, parse_spec
 
@@ -125,20 +129,24 @@ release:
 """
 
 
+def write_visits(directory: Path, days: list[str], **columns: list[Any]) -> None:
+    """A workspace's confidential `visits.parquet`: `columns` as given, then `day` from ISO
+    dates (a spec's `period:` column must be a date)."""
+    table = pl.DataFrame({**columns, "day": pl.Series(days).str.to_date()})
+    table.write_parquet(directory / "visits.parquet")
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     """A directory with `spec.yaml` (WORKSPACE_SPEC) and its confidential `visits.parquet`."""
     (tmp_path / "spec.yaml").write_text(WORKSPACE_SPEC)
-    pl.DataFrame(
-        {
-            "pid": [1, 2, 3, 3, 4],
-            "region": ["n", "s", "s", "s", "n"],
-            "cost": [1.0, 2.0, 3.0, 4.0, 5.0],
-            "day": pl.Series(
-                ["2024-01-03", "2024-01-09", "2024-02-01", "2024-02-02", "2024-03-05"]
-            ).str.to_date(),
-        }
-    ).write_parquet(tmp_path / "visits.parquet")
+    write_visits(
+        tmp_path,
+        ["2024-01-03", "2024-01-09", "2024-02-01", "2024-02-02", "2024-03-05"],
+        pid=[1, 2, 3, 3, 4],
+        region=["n", "s", "s", "s", "n"],
+        cost=[1.0, 2.0, 3.0, 4.0, 5.0],
+    )
     return tmp_path
 
 
@@ -151,3 +159,76 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 #: The checkout's root, for the repository's own files (examples, specs, docs).
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
+
+
+# -- the `dprelease` command --------------------------------------------------------------------
+
+
+def invoke_cli(*args: str, columns: int = 80) -> Result:
+    """The real `dprelease` app on `args`, in a terminal `columns` wide."""
+    return CliRunner(env={"COLUMNS": str(columns)}).invoke(app, list(args))
+
+
+def release_args(
+    ws: Path, period: str, *, spec: str = "spec.yaml", ledger: Path | None = None
+) -> list[str]:
+    """`dprelease release` options for a workspace: its `spec` file and `visits.parquet`, the
+    files to `pub/<period>`, and `ledger` (default: `ledger.sqlite` in the workspace)."""
+    return [
+        "--spec",
+        str(ws / spec),
+        "--data",
+        str(ws / "visits.parquet"),
+        "--out",
+        str(ws / "pub" / period),
+        "--period",
+        period,
+        "--ledger",
+        str(ws / "ledger.sqlite" if ledger is None else ledger),
+    ]
+
+
+def words(text: str) -> str:
+    """Output with rich's line wrapping undone, for phrase checks."""
+    return " ".join(text.split())
+
+
+def one_line_error(result: Result, *words: str) -> str:
+    """The exit-2 contract: one `error:` line on stderr, no traceback or rich box, naming
+    `words`; returns that line."""
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
+    assert "Traceback" not in result.output and "╭" not in result.output
+    for word in words:
+        assert word in result.stderr, result.stderr
+    return result.stderr
+
+
+# -- the exact samplers ---------------------------------------------------------------------------
+
+
+def seeded_stream(seed: int) -> _source._BitStream:
+    """A bit stream for the samplers' private helpers, read from a seeded source."""
+    open_stream = NoiseSource.seeded_for_tests(seed)._open_stream
+    assert open_stream is not None
+    return _source._BitStream(open_stream())
+
+
+def chi2_pvalue_of_pmf(draws: np.ndarray, z: np.ndarray, pmf: np.ndarray) -> float:
+    """χ² goodness of fit of integer draws to an exact pmf on the support `z` (wide enough that
+    what lies beyond it is negligible): one cell per integer with expected count ≥ 5, each tail
+    merged."""
+    from scipy import stats  # SciPy takes most of a second: loaded by the sampler tests only
+
+    n = draws.size
+    inner = z[n * pmf >= 5]
+    lo, hi = int(inner.min()), int(inner.max())
+    observed = np.bincount(np.clip(draws, lo - 1, hi + 1) - (lo - 1), minlength=hi - lo + 3)
+    central = pmf[(z >= lo) & (z <= hi)]
+    tail = (1.0 - central.sum()) / 2.0  # the two tails are symmetric
+    expected = n * np.concatenate([[tail], central, [tail]])
+    if expected[0] < 5:  # tails too light to stand alone: merge them into the outermost cells
+        observed = np.concatenate([[observed[:2].sum()], observed[2:-2], [observed[-2:].sum()]])
+        expected = np.concatenate([[expected[:2].sum()], expected[2:-2], [expected[-2:].sum()]])
+    statistic = float(((observed - expected) ** 2 / expected).sum())
+    return float(stats.chi2.sf(statistic, df=expected.size - 1))

@@ -58,6 +58,24 @@ def round_down(epsilon: float, step: float | str | Decimal) -> float:
     return float(multiples * exact_step)
 
 
+def _rounded_down(
+    budget: float, rounding: float | str | Decimal | None, symbol: str
+) -> tuple[float, str | None]:
+    """The budget (ε or ρ, named by `symbol`) rounded down to a multiple of `rounding`, and the
+    step as the user wrote it (None: not rounded), for ε and ρ alike. ConfigError when rounding
+    leaves 0: a budget that allows no release is refused where the step that caused it is."""
+    if rounding is None:
+        return budget, None
+    rounded, step = round_down(budget, rounding), str(as_decimal(rounding))
+    if rounded <= 0:
+        raise ConfigError(
+            "rounding",
+            f"rounding down {symbol} = {budget:.6g} to a multiple of {step} gives 0; use a "
+            "smaller step or leave rounding out",
+        )
+    return rounded, step
+
+
 def prior_odds_ratio(q: float, q0: float) -> float:
     """P10 = (q / (1 − q)) · ((1 − q0) / q0): prior odds of Y ∈ S in the data over out of it."""
     return (q / (1 - q)) * ((1 - q0) / q0)
@@ -277,17 +295,7 @@ def choose_budget_for(
     binding = (
         lowest.epsilon if prior_risk_epsilon is None else min(lowest.epsilon, prior_risk_epsilon)
     )
-    epsilon = binding
-    rounding_text = None
-    if rounding is not None:
-        epsilon = round_down(binding, rounding)
-        rounding_text = str(as_decimal(rounding))
-        if epsilon <= 0:
-            raise ConfigError(
-                "rounding",
-                f"rounding down ε = {binding:.6g} to a multiple of {rounding_text} "
-                "gives 0; use a smaller step or leave rounding out",
-            )
+    epsilon, rounding_text = _rounded_down(binding, rounding, "ε")
     return BudgetChoice(
         epsilon_min=lowest.epsilon,
         epsilon=epsilon,
@@ -325,16 +333,7 @@ def _zcdp_choice(
         )
     pure = choose_budget_for(profiles, neighbours=neighbours, adversaries=adversaries)
     rho_max = rho_for_log_bound(math.log(pure.bound_at_argmin), delta, neighbours)
-    rho, rounding_text = rho_max, None
-    if rounding is not None:
-        rho = round_down(rho_max, rounding)
-        rounding_text = str(as_decimal(rounding))
-        if rho <= 0:
-            raise ConfigError(
-                "rounding",
-                f"rounding down ρ = {rho_max:.6g} to a multiple of {rounding_text} gives 0; use "
-                "a smaller step or leave rounding out",
-            )
+    rho, rounding_text = _rounded_down(rho_max, rounding, "ρ")
     zcdp = Zcdp(delta, rho_max, rho)
     listed = as_profile_list(profiles)
     return replace(

@@ -133,23 +133,32 @@ class ConstantRelativeRisk(RelativeRiskProfile):
 
 
 @dataclass(frozen=True)
-class FloorRelativeRiskFixedQ(RelativeRiskProfile):
-    """r*(p) = max{a/(p·q), r} for one fixed prior q: looser where the prior p·q is tiny.
-
-    No closed form found for the minimum over p; it is computed numerically."""
+class _FloorRelativeRisk(RelativeRiskProfile):
+    """r*(p, q) = max{a/(p·q), r}: looser where the prior p·q is tiny. Its two profiles fix one
+    prior and minimise over the other; the bound and its checks are the same."""
 
     a: float
     r: float
-    q: float
-    kind: ClassVar[str] = "max_fixed_q"
 
     def __post_init__(self) -> None:
         _positive("a", self.a)
         _risk_bound("r", self.r)
-        _probability("q", self.q)
 
     def inverse_bound(self, p: ArrayLike, q: ArrayLike) -> NDArray[np.float64]:
         return np.minimum(np.asarray(p) * np.asarray(q) / self.a, 1 / self.r)
+
+
+@dataclass(frozen=True)
+class FloorRelativeRiskFixedQ(_FloorRelativeRisk):
+    """r*(p) = max{a/(p·q), r} for one fixed prior q; minimised over p (numerically: no closed
+    form found)."""
+
+    q: float
+    kind: ClassVar[str] = "max_fixed_q"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _probability("q", self.q)
 
     def epsilon(self) -> PriorRiskEpsilon:
         p, value = _minimise_on_unit_interval(
@@ -159,21 +168,15 @@ class FloorRelativeRiskFixedQ(RelativeRiskProfile):
 
 
 @dataclass(frozen=True)
-class FloorRelativeRiskFixedP(RelativeRiskProfile):
+class FloorRelativeRiskFixedP(_FloorRelativeRisk):
     """r*(q) = max{a/(p·q), r} for one fixed inclusion probability p; minimised over q."""
 
-    a: float
-    r: float
     p: float
     kind: ClassVar[str] = "max_fixed_p"
 
     def __post_init__(self) -> None:
-        _positive("a", self.a)
-        _risk_bound("r", self.r)
+        super().__post_init__()
         _probability("p", self.p)
-
-    def inverse_bound(self, p: ArrayLike, q: ArrayLike) -> NDArray[np.float64]:
-        return np.minimum(np.asarray(p) * np.asarray(q) / self.a, 1 / self.r)
 
     def epsilon(self) -> PriorRiskEpsilon:
         q, value = _minimise_on_unit_interval(

@@ -123,13 +123,28 @@ def _as_p10(p10: ArrayLike) -> NDArray[np.float64]:
     return values
 
 
-class PiecewiseLinearProfile(OddsRiskProfile):
+class _PointsProfile(OddsRiskProfile):
+    """A profile given by (P10, B) points, as the YAML `points:` states them: checked, plotted
+    at and described by its points alike, whatever shape it draws between them."""
+
+    fewest_points: ClassVar[int]
+
+    def __init__(self, points: Sequence[Sequence[float]]) -> None:
+        self.p10, self.bounds = _validated_points(points, self.kind, fewest=self.fewest_points)
+
+    def breakpoints(self) -> NDArray[np.float64]:
+        return self.p10.copy()
+
+    def describe(self) -> dict[str, Any]:
+        points = [[float(p), float(b)] for p, b in zip(self.p10, self.bounds, strict=True)]
+        return {"kind": self.kind, "points": points}
+
+
+class PiecewiseLinearProfile(_PointsProfile):
     """Linear between (P10, B) points, constant outside them (the paper's Figure 1 shape)."""
 
     kind = "piecewise_linear"
-
-    def __init__(self, points: Sequence[Sequence[float]]) -> None:
-        self.p10, self.bounds = _validated_points(points, self.kind, fewest=2)
+    fewest_points = 2
 
     def bound(self, p10: ArrayLike) -> NDArray[np.float64]:
         return np.interp(_as_p10(p10), self.p10, self.bounds)
@@ -143,38 +158,22 @@ class PiecewiseLinearProfile(OddsRiskProfile):
         flat_from_zero = self.p10[0] > 0 or self.bounds[1] == lowest
         return ProfileMinimum(lowest, 0.0, attained=bool(flat_from_zero))
 
-    def breakpoints(self) -> NDArray[np.float64]:
-        return self.p10.copy()
 
-    def describe(self) -> dict[str, Any]:
-        points = [[float(p), float(b)] for p, b in zip(self.p10, self.bounds, strict=True)]
-        return {"kind": self.kind, "points": points}
-
-
-class StepProfile(OddsRiskProfile):
+class StepProfile(_PointsProfile):
     """B_j on [P10_j, P10_{j+1}): each breakpoint belongs to the step on its right."""
 
     kind = "step"
-
-    def __init__(self, points: Sequence[Sequence[float]]) -> None:
-        self.starts, self.bounds = _validated_points(points, self.kind, fewest=1)
+    fewest_points = 1
 
     def bound(self, p10: ArrayLike) -> NDArray[np.float64]:
-        step = np.searchsorted(self.starts, _as_p10(p10), side="right") - 1
+        step = np.searchsorted(self.p10, _as_p10(p10), side="right") - 1
         return self.bounds[np.clip(step, 0, None)]
 
     def minimum(self) -> ProfileMinimum:
         # Every step covers a non-empty interval of P10 > 0, so its value is attained.
         first = int(np.argmin(self.bounds))
-        p10 = 0.0 if first == 0 else float(self.starts[first])
+        p10 = 0.0 if first == 0 else float(self.p10[first])
         return ProfileMinimum(float(self.bounds[first]), p10, attained=True)
-
-    def breakpoints(self) -> NDArray[np.float64]:
-        return self.starts.copy()
-
-    def describe(self) -> dict[str, Any]:
-        points = [[float(p), float(b)] for p, b in zip(self.starts, self.bounds, strict=True)]
-        return {"kind": self.kind, "points": points}
 
 
 class ConstantProfile(OddsRiskProfile):

@@ -4,6 +4,7 @@ deliberate changes (set-cap, void). Reading commands never create or change a le
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -48,6 +49,23 @@ def _num(value: Fraction | None) -> str:
 
 def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _start_report(
+    records: Sequence[ScopeStatus] | Sequence[LedgerEvent], as_json: bool, heading: str, empty: str
+) -> Console | None:
+    """Begin a reading command's output the same way for every report: the records as JSON, or
+    a console under `heading` (the ledger read) that prints `empty` when there are no records.
+    None when the output is complete."""
+    if as_json:
+        _print_json([record.to_dict() for record in records])
+        return None
+    console = Console(highlight=False)
+    console.print(heading, soft_wrap=True)
+    if not records:
+        console.print(empty)
+        return None
+    return console
 
 
 def _status_table(statuses: list[ScopeStatus]) -> Table:
@@ -100,13 +118,10 @@ def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOp
 
     with Ledger(ledger_url, mode="read") as ledger:
         statuses = ledger.status(scope)
-    if as_json:
-        _print_json([s.to_dict() for s in statuses])
-        return
-    console = Console(highlight=False)
-    console.print(f"ledger: {ledger.display_url}", soft_wrap=True)
-    if not statuses:
-        console.print("no budget scopes yet")
+    console = _start_report(
+        statuses, as_json, f"ledger: {ledger.display_url}", "no budget scopes yet"
+    )
+    if console is None:
         return
     console.print(_status_table(statuses))
     for line in _zcdp_lines(statuses):
@@ -155,13 +170,11 @@ def history(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonO
             ledger.status(scope)  # UnknownScope (exit 2) rather than an empty history
         events = ledger.history(scope)
         units = {s.name: s.unit for s in ledger.status()}
-    if as_json:
-        _print_json([e.to_dict() for e in events])
+    console = _start_report(
+        events, as_json, f"ledger history: {ledger.display_url}", "no events yet"
+    )
+    if console is None:
         return
-    console = Console(highlight=False)
-    console.print(f"ledger history: {ledger.display_url}", soft_wrap=True)
-    if not events:
-        console.print("no events yet")
     for name in dict.fromkeys(e.scope for e in events):
         console.print(
             _history_table(name, [e for e in events if e.scope == name], units.get(name, "ε"))

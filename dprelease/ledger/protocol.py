@@ -83,18 +83,33 @@ class _Run:
         )
 
     def event(self, conn: Connection, kind: EventKind, row: Row[Any], detail: str) -> None:
-        record_event(
-            conn,
-            kind,
-            self.scope,
-            release_id=self.release_id,
-            period=self.period,
-            epsilon=Fraction(row.epsilon),
-            charge_id=row.charge_id,
-            status=row.status,
-            run_id=self.run_id,
-            detail=detail,
-        )
+        """This run's event about a charge of its slot (`row`, in its scope and period)."""
+        _charge_event(conn, kind, row, status=row.status, run_id=self.run_id, detail=detail)
+
+
+def _charge_event(
+    conn: Connection,
+    kind: EventKind,
+    row: Row[Any],
+    *,
+    status: str,
+    run_id: str | None,
+    detail: str | None = None,
+) -> None:
+    """Append an event about one charge (`row`): its slot, scope, period, ε and id, so the
+    history of every step of every charge reads the same."""
+    record_event(
+        conn,
+        kind,
+        row.scope,
+        release_id=row.release_id,
+        period=row.period,
+        epsilon=Fraction(row.epsilon),
+        charge_id=row.charge_id,
+        status=status,
+        run_id=run_id,
+        detail=detail,
+    )
 
 
 def fingerprints_differ(stored: str | None, given: str | None) -> bool | None:
@@ -305,17 +320,7 @@ def commit(
         .where(charges.c.charge_id == row.charge_id)
         .values(status="committed", committed_at=at, input_fingerprint=input_fingerprint)
     )
-    record_event(
-        conn,
-        "committed",
-        row.scope,
-        release_id=row.release_id,
-        period=row.period,
-        epsilon=Fraction(row.epsilon),
-        charge_id=row.charge_id,
-        status="committed",
-        run_id=reservation.run_id,
-    )
+    _charge_event(conn, "committed", row, status="committed", run_id=reservation.run_id)
     return StoredRelease(
         release_id=row.release_id,
         charge_id=row.charge_id,
@@ -361,14 +366,10 @@ def void(conn: Connection, release_id: str, reason: str) -> Voided:
             .where(charges.c.charge_id == row.charge_id)
             .values(status="voided", voided_at=at)
         )
-        record_event(
+        _charge_event(
             conn,
             "voided",
-            row.scope,
-            release_id=release_id,
-            period=row.period,
-            epsilon=Fraction(row.epsilon),
-            charge_id=row.charge_id,
+            row,
             status="voided",
             run_id=row.run_id,
             detail=f"reason: {reason.strip()}",

@@ -21,7 +21,7 @@ from dprelease.mechanism._l2 import level_l2
 from dprelease.mechanism._law import LevelNoise, level_noise
 from dprelease.mechanism._quantile_accounting import QuantileAllocation, allocate_quantile
 from dprelease.mechanism._targets import need
-from dprelease.mechanism._values import row_value
+from dprelease.mechanism._values import RowValue, row_value
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
@@ -174,61 +174,6 @@ def _levels(resolved: ResolvedSpec, loss: PrivacyLoss) -> list[tuple[bool, Priva
     return list(zip(resolved.level_grouped, shares, strict=True))
 
 
-def _measured(
-    resolved: ResolvedSpec,
-    loss: PrivacyLoss,
-    mechanism: Mechanism,
-    neighbours: ProtectedChange,
-    path: str,
-    granularity: Fraction,
-    sensitivity: Callable[[bool], tuple[int, str]],
-    bounds: tuple[int, int] = (1, 1),
-) -> tuple[dict[str, Any], tuple[MarginMeasurement, ...]]:
-    """The cells' noise (keyword arguments of `Measurement`) and each margin's, from the level
-    shares of `loss`, each level's Δ1 (`sensitivity(grouped)`) and, for Gaussian noise, its Δ2
-    (from the values' integer `bounds`, (1, 1) for counts)."""
-    noise: list[dict[str, Any]] = []
-    for level, (grouped, share) in enumerate(_levels(resolved, loss)):
-        l1 = sensitivity(grouped)
-        l2 = (
-            level_l2(resolved, neighbours, level, grouped, *bounds)
-            if mechanism is Mechanism.GAUSSIAN
-            else (0, "")
-        )
-        made = level_noise(mechanism, share, granularity, l1, l2, path)
-        noise.append({name: getattr(made, name) for name in _LEVEL_FIELDS})
-    margins = tuple(
-        MarginMeasurement(columns=columns, **level)
-        for columns, level in zip(resolved.margin_columns, noise[1:], strict=True)
-    )
-    return noise[0], margins
-
-
-_LEVEL_FIELDS = tuple(LevelNoise.__dataclass_fields__)
-
-
-def _count(
-    name: str,
-    loss: PrivacyLoss,
-    mechanism: Mechanism,
-    resolved: ResolvedSpec,
-    neighbours: ProtectedChange,
-    path: str,
-) -> Measurement:
-    spec = resolved.spec
-    cells, margins = _measured(
-        resolved,
-        loss,
-        mechanism,
-        neighbours,
-        path,
-        Fraction(1),
-        lambda grouped: count_sensitivity(spec, neighbours, grouped),
-    )
-    m = Measurement(name=name, kind=StatisticKind.COUNT, margins=margins, **cells)
-    return _checked(m, path)
-
-
 def granularity_references(
     stat: CountStatistic | SumStatistic | MeanStatistic,
     resolved: ResolvedSpec,
@@ -257,77 +202,119 @@ def _epsilon_like(loss: PrivacyLoss) -> Fraction:
     return Fraction(math.sqrt(2 * loss.amount))
 
 
-def _sum(
-    name: str,
-    stat: CountStatistic | SumStatistic | MeanStatistic,
-    part: StatisticKind,
-    loss: PrivacyLoss,
-    mechanism: Mechanism,
-    resolved: ResolvedSpec,
-    neighbours: ProtectedChange,
-    path: str,
-) -> Measurement:
-    """A sum of each row's value (a weighted count: of its weight; see `_values`) in integer
-    units of the declared granularity, else an automatic power of two; its Δ1 and Δ2 rest on
-    the range of one row's value in those units (the weighted range when weighted)."""
-    spec = resolved.spec
-    value = row_value(stat, spec, part)
-    assert value is not None  # a count of rows is `_count`
-    if value.granularity is not None:
-        granularity = Fraction(value.granularity)
-    else:
-        granularity = min(
-            auto_granularity(scale, Fraction(1))
-            for scale in granularity_references(stat, resolved, neighbours, loss, part)
+@dataclass(frozen=True)
+class _Measuring:
+    """What every measurement of one allocation is made with: the resolved spec, the protected
+    change and the mechanism. Each measurement adds only what is its own (name, row value, share
+    of the loss, path for errors)."""
+
+    resolved: ResolvedSpec
+    neighbours: ProtectedChange
+    mechanism: Mechanism
+
+    def measure(
+        self,
+        name: str,
+        stat: CountStatistic | SumStatistic | MeanStatistic,
+        part: StatisticKind,
+        loss: PrivacyLoss,
+        path: str,
+    ) -> Measurement:
+        """A statistic's count or sum (a mean's `part`): a count of rows, or a sum of each row's
+        value (a weighted count: of its weight; see `_values`) in integer units of the declared
+        granularity, else an automatic power of two."""
+        value = row_value(stat, self.resolved.spec, part)
+        if value is None:
+            return self._count(name, loss, path)
+        if value.granularity is not None:
+            granularity = Fraction(value.granularity)
+        else:
+            references = granularity_references(stat, self.resolved, self.neighbours, loss, part)
+            granularity = min(auto_granularity(scale, Fraction(1)) for scale in references)
+        return self._sum(name, part, value, granularity, loss, path)
+
+    def _count(self, name: str, loss: PrivacyLoss, path: str) -> Measurement:
+        spec, neighbours = self.resolved.spec, self.neighbours
+        cells, margins = self._levels_noise(
+            loss,
+            path,
+            Fraction(1),
+            lambda grouped: count_sensitivity(spec, neighbours, grouped),
         )
-    low, high = value.range
-    lower_u, upper_u = round(low / granularity), round(high / granularity)
-    if lower_u == upper_u:
-        raise SpecError(
-            f"{path}.granularity",
-            "granularity is coarser than the bounds' range; choose a smaller one",
+        m = Measurement(name=name, kind=StatisticKind.COUNT, margins=margins, **cells)
+        return _checked(m, path)
+
+    def _sum(
+        self,
+        name: str,
+        kind: StatisticKind,
+        value: RowValue,
+        granularity: Fraction,
+        loss: PrivacyLoss,
+        path: str,
+    ) -> Measurement:
+        """A sum of `value` in integer units of `granularity`; its Δ1 and Δ2 rest on the range
+        of one row's value in those units (the weighted range when weighted)."""
+        spec, neighbours = self.resolved.spec, self.neighbours
+        low, high = value.range
+        lower_u, upper_u = round(low / granularity), round(high / granularity)
+        if lower_u == upper_u:
+            raise SpecError(
+                f"{path}.granularity",
+                "granularity is coarser than the bounds' range; choose a smaller one",
+            )
+        cells, margins = self._levels_noise(
+            loss,
+            path,
+            granularity,
+            lambda grouped: sum_sensitivity(
+                spec, neighbours, lower_u, upper_u, granularity, grouped, value
+            ),
+            (lower_u, upper_u),
         )
-    cells, margins = _measured(
-        resolved,
-        loss,
-        mechanism,
-        neighbours,
-        path,
-        granularity,
-        lambda grouped: sum_sensitivity(
-            spec, neighbours, lower_u, upper_u, granularity, grouped, value
-        ),
-        (lower_u, upper_u),
-    )
-    m = Measurement(
-        name=name,
-        kind=part,
-        column=value.column,
-        lower=value.lower,
-        upper=value.upper,
-        survey_weight=value.weight,
-        lower_units=lower_u,
-        upper_units=upper_u,
-        margins=margins,
-        **cells,
-    )
-    return _checked(m, path)
+        m = Measurement(
+            name=name,
+            kind=kind,
+            column=value.column,
+            lower=value.lower,
+            upper=value.upper,
+            survey_weight=value.weight,
+            lower_units=lower_u,
+            upper_units=upper_u,
+            margins=margins,
+            **cells,
+        )
+        return _checked(m, path)
+
+    def _levels_noise(
+        self,
+        loss: PrivacyLoss,
+        path: str,
+        granularity: Fraction,
+        sensitivity: Callable[[bool], tuple[int, str]],
+        bounds: tuple[int, int] = (1, 1),
+    ) -> tuple[dict[str, Any], tuple[MarginMeasurement, ...]]:
+        """The cells' noise (keyword arguments of `Measurement`) and each margin's, from the
+        level shares of `loss`, each level's Δ1 (`sensitivity(grouped)`) and, for Gaussian
+        noise, its Δ2 (from the values' integer `bounds`, (1, 1) for counts)."""
+        noise: list[dict[str, Any]] = []
+        for level, (grouped, share) in enumerate(_levels(self.resolved, loss)):
+            l1 = sensitivity(grouped)
+            l2 = (
+                level_l2(self.resolved, self.neighbours, level, grouped, *bounds)
+                if self.mechanism is Mechanism.GAUSSIAN
+                else (0, "")
+            )
+            made = level_noise(self.mechanism, share, granularity, l1, l2, path)
+            noise.append({name: getattr(made, name) for name in _LEVEL_FIELDS})
+        margins = tuple(
+            MarginMeasurement(columns=columns, **level)
+            for columns, level in zip(self.resolved.margin_columns, noise[1:], strict=True)
+        )
+        return noise[0], margins
 
 
-def _measure(
-    name: str,
-    stat: CountStatistic | SumStatistic | MeanStatistic,
-    part: StatisticKind,
-    loss: PrivacyLoss,
-    mechanism: Mechanism,
-    resolved: ResolvedSpec,
-    neighbours: ProtectedChange,
-    path: str,
-) -> Measurement:
-    """A statistic's count or sum (a mean's `part`): a count of rows, or a sum of row values."""
-    if row_value(stat, resolved.spec, part) is None:
-        return _count(name, loss, mechanism, resolved, neighbours, path)
-    return _sum(name, stat, part, loss, mechanism, resolved, neighbours, path)
+_LEVEL_FIELDS = tuple(LevelNoise.__dataclass_fields__)
 
 
 def _path(index: int) -> str:
@@ -388,13 +375,12 @@ def allocate(
         else [Fraction(s.weight or 1) for s in spending]
     )
     share_of = dict(zip([s.name for s in spending], loss.split(weights), strict=True))
+    measuring = _Measuring(resolved, neighbours, mechanism)
     made: dict[str, Measurement] = {}
     for index, stat in enumerate(spec.statistics):
         if isinstance(stat, CountStatistic | SumStatistic):
             share, path = share_of[stat.name], _path(index)
-            made[stat.name] = _measure(
-                stat.name, stat, stat.kind, share, mechanism, resolved, neighbours, path
-            )
+            made[stat.name] = measuring.measure(stat.name, stat, stat.kind, share, path)
     allocated: list[StatisticAllocation | QuantileAllocation] = []
     for index, stat in enumerate(spec.statistics):
         if isinstance(stat, QuantileStatistic):
@@ -410,16 +396,7 @@ def allocate(
         total, count = (
             made[name]
             if name
-            else _measure(
-                internal_name(stat, kind.value),
-                stat,
-                kind,
-                part,
-                mechanism,
-                resolved,
-                neighbours,
-                path,
-            )  # fmt: skip
+            else measuring.measure(internal_name(stat, kind.value), stat, kind, part, path)
             for name, kind in ((reuse.sum, StatisticKind.SUM), (reuse.count, StatisticKind.COUNT))
         )
         reused = tuple(name for name in (reuse.sum, reuse.count) if name is not None)

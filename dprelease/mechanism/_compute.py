@@ -17,7 +17,13 @@ from dprelease.mechanism._accounting import Allocation
 from dprelease.mechanism._margins import MarginAccuracy, Outcome, release_levels
 from dprelease.mechanism._postprocess import columns, from_noisy, quantile_columns
 from dprelease.mechanism._quantile_accounting import QuantileAllocation
-from dprelease.mechanism.engines import DataSource, InputSummary, get_engine, new_salt
+from dprelease.mechanism.engines import (
+    DataSource,
+    EngineJob,
+    InputSummary,
+    get_engine,
+    new_salt,
+)
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.mechanism.quantiles import QuantileRelease, release_observed_quantiles
 from dprelease.period import Period
@@ -43,7 +49,7 @@ def check_input(
 ) -> None:
     """Everything about the input that can be checked without reading a row (its declared
     schema against the spec); a typed error naming the column otherwise."""
-    get_engine(engine).check(data, resolved, allocation, period)
+    get_engine(engine).check(EngineJob(data, resolved, allocation, period))
 
 
 def summarize_input(
@@ -55,7 +61,7 @@ def summarize_input(
 ) -> InputSummary:
     """The private input summary alone (one pass over the input; no noise, no release): for a
     re-run whose stored release is returned, to tell the operator whether the input changed."""
-    return get_engine(engine).summarize(data, resolved, allocation, period)
+    return get_engine(engine).summarize(EngineJob(data, resolved, allocation, period))
 
 
 def compute(
@@ -69,7 +75,8 @@ def compute(
 ) -> Computed:
     """Aggregate exactly, add one batch of discrete Laplace noise per measurement (and level),
     then post-process. Data-dependent warnings go to the operator channel only."""
-    exact = get_engine(engine).aggregate(data, resolved, allocation, period, new_salt())
+    job = EngineJob(data, resolved, allocation, period)
+    exact = get_engine(engine).aggregate(job, new_salt())
     shown_period = None if period is None else str(period)
     for message in exact.summary.warnings(resolved.spec.name, shown_period):
         operator.warn(message)

@@ -15,24 +15,27 @@ from dprelease.mechanism._values import RowValue
 from dprelease.spec import ReleaseSpec
 
 
-def l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
-    """Rows one unit can move in L1 over a level's rows, and why. Substitution = one removal
-    plus one addition; on a grouped level the added rows may sit in other groups (×2), on an
-    ungrouped one (the whole release, or a grand total) they replace rows of the same cell.
-
-    R is exactly what the engine enforces last (`max_rows_per_unit`, which the spec keeps at or
-    below max_groups_per_unit × max_rows_per_group), so nothing else is assumed.
-    """
+def unit_rows(spec: ReleaseSpec) -> tuple[int, str]:
+    """R, the rows one privacy unit keeps, and why: every sensitivity (a level's Δ, a quantile's
+    rows moved) starts from it. R is exactly what the engine enforces last
+    (`max_rows_per_unit`, which the spec keeps at or below max_groups_per_unit ×
+    max_rows_per_group), so nothing else is assumed."""
     rows = spec.rows_per_unit
     if spec.privacy_unit is None:
-        reason = "each row is a privacy unit: one unit is 1 row"
-    elif spec.max_rows_per_unit is None:
-        reason = (
+        return rows, "each row is a privacy unit: one unit is 1 row"
+    if spec.max_rows_per_unit is None:
+        return rows, (
             f"one unit keeps at most {rows} row(s) (max_rows_per_unit defaults to "
             f"{spec.max_groups_per_unit} group(s) × {spec.max_rows_per_group} row(s) per group)"
         )
-    else:
-        reason = f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
+    return rows, f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
+
+
+def l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
+    """Rows one unit can move in L1 over a level's rows, and why. Substitution = one removal
+    plus one addition; on a grouped level the added rows may sit in other groups (×2), on an
+    ungrouped one (the whole release, or a grand total) they replace rows of the same cell."""
+    rows, reason = unit_rows(spec)
     if neighbours is ProtectedChange.SUBSTITUTE and grouped:
         return (
             2 * rows,

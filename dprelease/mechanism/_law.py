@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -199,47 +200,52 @@ def level_noise(
 ) -> LevelNoise:
     """The noise of a level spending `loss` with the given L1 (Δ1 units, why) and L2 (Δ2²
     units², why) sensitivities; SpecError naming `path` for a law the sampler cannot draw."""
-    delta, why = l1
+    delta, derivation = l1
     if delta > MAX_SENSITIVITY_UNITS:
         raise SpecError(
             path,
             f"sensitivity of {delta} units is above 2^53; lower the bounds or "
             "max_rows_per_unit, or choose a coarser 'granularity'",
         )
+    squared: int | None = None  # Δ2², Gaussian only
+    epsilon: Fraction | None = None  # Laplace only
+    scale: Fraction | None = None
+    sigma2: Fraction | None = None
     if mechanism is Mechanism.GAUSSIAN:
-        squared, why2 = l2
-        try:
-            sigma2 = exact_sigma2(Fraction(squared) / (2 * loss.rho))
-        except NoiseError:
-            raise SpecError(path, _BEYOND.format("σ² = Δ2²/(2ρ)", "ρ")) from None
-        return LevelNoise(
-            mechanism=mechanism,
-            granularity=granularity,
-            sensitivity_units=delta,
-            sensitivity_squared_units=squared,
-            derivation=why2,
-            loss=loss,
-            sigma2_units=sigma2,
+        squared, derivation = l2  # a Gaussian level is calibrated to, and explained by, Δ2
+        sigma2 = _drawable(
+            exact_sigma2, Fraction(squared) / (2 * loss.rho), path, "σ² = Δ2²/(2ρ)", "ρ"
         )
-    epsilon = loss.epsilon if loss.measure is Measure.PURE else pure_within_zcdp(loss.rho)
-    if epsilon <= 0:
-        raise SpecError(path, "the ρ of this level leaves no ε for Laplace noise; raise ρ")
-    try:
-        scale = exact_scale(Fraction(delta) / epsilon)
-    except NoiseError:
-        raise SpecError(path, _BEYOND.format("Δ/ε", "ε")) from None
+    else:
+        epsilon = loss.epsilon if loss.measure is Measure.PURE else pure_within_zcdp(loss.rho)
+        if epsilon <= 0:
+            raise SpecError(path, "the ρ of this level leaves no ε for Laplace noise; raise ρ")
+        scale = _drawable(exact_scale, Fraction(delta) / epsilon, path, "Δ/ε", "ε")
     return LevelNoise(
         mechanism=mechanism,
         granularity=granularity,
         sensitivity_units=delta,
-        derivation=why,
+        sensitivity_squared_units=squared,
+        derivation=derivation,
         loss=loss,
         epsilon=epsilon,
         scale_units=scale,
+        sigma2_units=sigma2,
     )
 
 
-_BEYOND = (
-    "the noise scale {} is beyond what the noise sampler can draw; raise {}, or lower the "
-    "bounds or max_rows_per_unit (or choose a coarser 'granularity')"
-)
+def _drawable(
+    exact: Callable[[Fraction], Fraction], asked: Fraction, path: str, formula: str, raise_: str
+) -> Fraction:
+    """`exact(asked)`, the sampler's exact parameter for the one the loss asks for; a parameter
+    the sampler cannot draw is the spec's problem, so SpecError naming `path` says what to raise
+    or lower (the sampler's NoiseError would name no field)."""
+    try:
+        return exact(asked)
+    except NoiseError:
+        raise SpecError(
+            path,
+            f"the noise scale {formula} is beyond what the noise sampler can draw; raise "
+            f"{raise_}, or lower the bounds or max_rows_per_unit (or choose a coarser "
+            "'granularity')",
+        ) from None

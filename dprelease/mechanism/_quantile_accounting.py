@@ -16,6 +16,7 @@ from fractions import Fraction
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.loss import Measure, PrivacyLoss, pure_within_zcdp
+from dprelease.mechanism._l1 import unit_rows
 from dprelease.mechanism.quantiles import QuantileGrid, QuantilePlan, plan_quantiles
 from dprelease.spec import QuantileStatistic, ReleaseSpec, exact_decimal
 
@@ -60,16 +61,7 @@ def calibrated_epsilon(share: PrivacyLoss) -> Fraction:
 
 def _rows_moved(spec: ReleaseSpec, neighbours: ProtectedChange) -> tuple[int, str]:
     """Rows one unit's change moves in the histograms (over all cells), and why."""
-    rows = spec.rows_per_unit
-    if spec.privacy_unit is None:
-        why = "each row is a privacy unit: one unit is 1 row"
-    elif spec.max_rows_per_unit is None:
-        why = (
-            f"one unit keeps at most {rows} row(s) (max_rows_per_unit defaults to "
-            f"{spec.max_groups_per_unit} group(s) × {spec.max_rows_per_group} row(s) per group)"
-        )
-    else:
-        why = f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
+    rows, why = unit_rows(spec)
     if neighbours is ProtectedChange.SUBSTITUTE:
         return 2 * rows, (
             why + "; substitution removes those rows and adds as many elsewhere on the grid "

@@ -32,6 +32,7 @@ from dprelease.spec._statistics import (
     StatisticKind,
     SumStatistic,
     SurveyWeight,
+    check_quantile_levels,
     exact_decimal,
     output_columns,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "SumStatistic",
     "SurveyWeight",
     "ValuesDomain",
+    "check_quantile_levels",
     "exact_decimal",
     "level_grid",
     "load_spec",

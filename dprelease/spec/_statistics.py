@@ -8,6 +8,7 @@ and its manifest entry in `statement`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
@@ -45,6 +46,26 @@ MAX_GRID_POINTS = 1 << 20
 #: Largest |bound| a sum or mean may declare: beyond 2^53 a float no longer holds every integer,
 #: and the noise scale and variance stated in the manifest could overflow.
 MAX_ABS_BOUND = 2.0**53
+
+
+def check_quantile_levels(ps: Sequence[Fraction], field: str) -> None:
+    """Refuse a list of quantile levels p that is empty, repeats one, or has one outside (0, 1).
+
+    The spec and `plan_quantiles` both take p from users; one check keeps their words the same.
+    A p's denominator is bounded so that its rank target stays exact at any cell size.
+    """
+    if not ps:
+        raise SpecError(field, "name at least one p")
+    if len(set(ps)) != len(ps):
+        raise SpecError(field, "each p may appear once")
+    for p in ps:
+        if not 0 < p < 1:
+            raise SpecError(field, f"{float(p):g} is not strictly between 0 and 1")
+        if p.denominator > MAX_GRID_POINTS:
+            raise SpecError(
+                field,
+                f"{float(p):g}: give p with at most 6 decimals (a denominator of at most 2^20)",
+            )
 
 
 class SurveyWeight(Renamed):
@@ -247,14 +268,7 @@ class QuantileStatistic(_StatisticBase):
             share = exact_decimal(self.interval_share, "interval_share")
             if not 0 < share < 1:
                 raise SpecError("interval_share", "must be strictly between 0 and 1")
-        ps = self.ps
-        if len(set(ps)) != len(ps):
-            raise SpecError("p", "each p may appear once")
-        for p in ps:
-            if not 0 < p < 1:
-                raise SpecError("p", f"{float(p):g} is not strictly between 0 and 1")
-            if p.denominator > MAX_GRID_POINTS:
-                raise SpecError("p", f"{float(p):g}: give p with at most 6 decimals")
+        check_quantile_levels(self.ps, "p")
         return self
 
     @property

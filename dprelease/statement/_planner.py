@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from fractions import Fraction
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -205,12 +205,7 @@ def accuracy_of(
             total = _sum_of(entry, by_name)
             rows.append(
                 StatisticAccuracy(
-                    name=entry.name,
-                    kind="mean",
-                    epsilon=entry.epsilon,
-                    epsilon_exact=entry.epsilon_exact,
-                    rho=entry.rho,
-                    rho_exact=entry.rho_exact,
+                    **_spent_by(entry),
                     sensitivity=total.sensitivity,
                     derivation=total.derivation,
                     scale=total.noise_scale,
@@ -218,13 +213,7 @@ def accuracy_of(
                     reuses=entry.reuses,
                     measurements=[
                         MeasurementAccuracy(
-                            kind=own.kind,
-                            epsilon=own.epsilon,
-                            rho=own.rho,
-                            sensitivity=own.sensitivity,
-                            scale=own.noise_scale,
-                            moe95=own.moe95,
-                            levels=_levels(own.levels),
+                            kind=own.kind, **_noise_of(own), levels=_levels(own.levels)
                         )
                         for own in entry.measurements
                     ],
@@ -234,12 +223,7 @@ def accuracy_of(
         target = (targets or {}).get(entry.name, entry.target_moe95)
         rows.append(
             StatisticAccuracy(
-                name=entry.name,
-                kind=entry.kind,
-                epsilon=entry.epsilon,
-                epsilon_exact=entry.epsilon_exact,
-                rho=entry.rho,
-                rho_exact=entry.rho_exact,
+                **_spent_by(entry),
                 sensitivity=entry.sensitivity,
                 derivation=entry.derivation,
                 scale=entry.noise_scale,
@@ -254,12 +238,7 @@ def accuracy_of(
 
 def _quantile_accuracy(entry: QuantileEntry) -> StatisticAccuracy:
     return StatisticAccuracy(
-        name=entry.name,
-        kind=entry.kind,
-        epsilon=entry.epsilon,
-        epsilon_exact=entry.epsilon_exact,
-        rho=entry.rho,
-        rho_exact=entry.rho_exact,
+        **_spent_by(entry),
         sensitivity=max(q.score_sensitivity for q in entry.quantiles),
         derivation=entry.derivation,
         scale=None,
@@ -277,21 +256,36 @@ def _quantile_accuracy(entry: QuantileEntry) -> StatisticAccuracy:
     )
 
 
+def _spent_by(entry: StatisticEntry) -> dict[str, Any]:
+    """What a statistic's accuracy states as its manifest entry does, whatever its kind: its
+    name and kind, and the loss it spends itself (ε, or ρ)."""
+    return {
+        "name": entry.name,
+        "kind": entry.kind,
+        "epsilon": entry.epsilon,
+        "epsilon_exact": entry.epsilon_exact,
+        "rho": entry.rho,
+        "rho_exact": entry.rho_exact,
+    }
+
+
 def _levels(levels: list[LevelMeasurementEntry] | None) -> list[LevelAccuracy] | None:
     """Each level's ε (or ρ), Δ, scale and margin of error, as the manifest states them."""
     if levels is None:
         return None
-    return [
-        LevelAccuracy(
-            level=level.level,
-            epsilon=level.epsilon,
-            rho=level.rho,
-            sensitivity=level.sensitivity,
-            scale=level.noise_scale,
-            moe95=level.moe95,
-        )
-        for level in levels
-    ]
+    return [LevelAccuracy(level=level.level, **_noise_of(level)) for level in levels]
+
+
+def _noise_of(measured: MeasurementEntry | LevelMeasurementEntry) -> dict[str, Any]:
+    """What the accuracy of one noisy vector (a mean's own measurement, or one level) states as
+    the manifest does: the loss it spends, its Δ, its noise scale and its margin of error."""
+    return {
+        "epsilon": measured.epsilon,
+        "rho": measured.rho,
+        "sensitivity": measured.sensitivity,
+        "scale": measured.noise_scale,
+        "moe95": measured.moe95,
+    }
 
 
 def _sum_of(mean: MeanEntry, by_name: Mapping[str, StatisticEntry]) -> MeasurementEntry | SumEntry:

@@ -9,14 +9,11 @@ import os
 import stat
 from pathlib import Path
 
-import polars as pl
 import pytest
-from conftest import ROOT
+from conftest import ROOT, invoke_cli, one_line_error, release_args, write_visits
 from pydantic import ValidationError
-from typer.testing import CliRunner, Result
 
 import dprelease as dp
-from dprelease.cli import app
 from dprelease.errors import LedgerError, LedgerNotFound
 from dprelease.ledger import Ledger
 from dprelease.loss import exact_positive
@@ -41,13 +38,12 @@ UNSTATABLE = ["1e-400", "1e400", "nan", "1/0"]
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     (tmp_path / "spec.yaml").write_text(SPEC)
-    pl.DataFrame(
-        {
-            "pid": [1, 2, 3],
-            "region": ["north", "south", "south"],
-            "day": pl.Series(["2024-01-03", "2024-01-09", "2024-01-11"]).str.to_date(),
-        }
-    ).write_parquet(tmp_path / "visits.parquet")
+    write_visits(
+        tmp_path,
+        ["2024-01-03", "2024-01-09", "2024-01-11"],
+        pid=[1, 2, 3],
+        region=["north", "south", "south"],
+    )
     return tmp_path
 
 
@@ -55,37 +51,13 @@ def ws(tmp_path: Path) -> Path:
 def ledger_path(ws: Path) -> Path:
     """A ledger with scope `visits` (cap 1) and one release of January."""
     path = ws / "ledger.sqlite"
-    assert cli("release", *_release_args(ws, path), "--epsilon", "1/4", "--cap", "1").exit_code == 0
+    assert (
+        invoke_cli(
+            "release", *release_args(ws, "2024-01", ledger=path), "--epsilon", "1/4", "--cap", "1"
+        ).exit_code
+        == 0
+    )
     return path
-
-
-def cli(*args: str) -> Result:
-    return CliRunner(env={"COLUMNS": "80"}).invoke(app, list(args))
-
-
-def _release_args(ws: Path, ledger: Path, period: str = "2024-01") -> list[str]:
-    return [
-        "--spec",
-        str(ws / "spec.yaml"),
-        "--data",
-        str(ws / "visits.parquet"),
-        "--out",
-        str(ws / "pub" / period),
-        "--period",
-        period,
-        "--ledger",
-        str(ledger),
-    ]
-
-
-def one_line_error(result: Result, *words: str) -> str:
-    """The exit-2 contract: one `error:` line on stderr, no traceback, naming `words`."""
-    assert result.exit_code == 2, result.output
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    for word in words:
-        assert word in result.stderr, result.stderr
-    return result.stderr
 
 
 # -- ε too small or too large to state --------------------------------------------------------
@@ -96,7 +68,11 @@ def one_line_error(result: Result, *words: str) -> str:
 def test_release_refuses_an_epsilon_it_cannot_state(ws: Path, option: str, bad: str) -> None:
     args = {"--epsilon": "0.5", "--cap": "1"} | {option: bad}
     ledger = ws / "new.sqlite"
-    result = cli("release", *_release_args(ws, ledger), *(x for kv in args.items() for x in kv))
+    result = invoke_cli(
+        "release",
+        *release_args(ws, "2024-01", ledger=ledger),
+        *(x for kv in args.items() for x in kv),
+    )
     one_line_error(result, option, repr(bad))
     assert not ledger.exists() and not (ws / "pub").exists()
 
@@ -107,7 +83,8 @@ def test_release_into_an_existing_scope_refuses_it_and_charges_nothing(
 ) -> None:
     before = Ledger(str(ledger_path)).export()["charges"]
     one_line_error(
-        cli("release", *_release_args(ws, ledger_path, "2024-02"), "--epsilon", bad), "--epsilon"
+        invoke_cli("release", *release_args(ws, "2024-02", ledger=ledger_path), "--epsilon", bad),
+        "--epsilon",
     )
     assert Ledger(str(ledger_path)).export()["charges"] == before
     assert not (ws / "pub" / "2024-02").exists()
@@ -115,12 +92,16 @@ def test_release_into_an_existing_scope_refuses_it_and_charges_nothing(
 
 @pytest.mark.parametrize("bad", UNSTATABLE)
 def test_plan_refuses_an_epsilon_it_cannot_state(ws: Path, bad: str) -> None:
-    one_line_error(cli("plan", "--spec", str(ws / "spec.yaml"), "--epsilon", bad), "--epsilon")
+    one_line_error(
+        invoke_cli("plan", "--spec", str(ws / "spec.yaml"), "--epsilon", bad), "--epsilon"
+    )
 
 
 @pytest.mark.parametrize("bad", UNSTATABLE)
 def test_set_cap_refuses_a_cap_it_cannot_state(ledger_path: Path, bad: str) -> None:
-    one_line_error(cli("ledger", "set-cap", "visits", bad, "--ledger", str(ledger_path)), "CAP")
+    one_line_error(
+        invoke_cli("ledger", "set-cap", "visits", bad, "--ledger", str(ledger_path)), "CAP"
+    )
     assert Ledger(str(ledger_path)).status("visits")[0].cap == 1
 
 
@@ -144,7 +125,7 @@ def test_the_api_refuses_an_epsilon_it_cannot_state(ws: Path) -> None:
 def test_a_tiny_statable_epsilon_is_refused_by_the_sampler_in_one_line(ws: Path) -> None:
     """ε = 1e-307 is statable, but Δ/ε = 100/1e-307 is beyond any double: its refusal must
     still be formatted (it was an OverflowError in the message of the sampler's own refusal)."""
-    result = cli("plan", "--spec", str(ws / "spec.yaml"), "--epsilon", "1e-307")
+    result = invoke_cli("plan", "--spec", str(ws / "spec.yaml"), "--epsilon", "1e-307")
     one_line_error(result, "release.statistics[0]", "raise ε")
 
 
@@ -165,7 +146,7 @@ def test_a_tiny_statable_epsilon_is_refused_by_the_sampler_in_one_line(ws: Path)
 def test_every_ledger_command_refuses_a_directory_as_the_ledger(
     tmp_path: Path, command: list[str]
 ) -> None:
-    one_line_error(cli(*command, "--ledger", str(tmp_path)), str(tmp_path), "is a directory")
+    one_line_error(invoke_cli(*command, "--ledger", str(tmp_path)), str(tmp_path), "is a directory")
     assert os.listdir(tmp_path) == []
 
 
@@ -173,7 +154,9 @@ def test_every_ledger_command_refuses_a_directory_as_the_ledger(
 def test_release_refuses_a_directory_as_the_ledger(ws: Path, cap: list[str]) -> None:
     directory = ws / "ledgers"
     directory.mkdir()
-    result = cli("release", *_release_args(ws, directory), "--epsilon", "0.5", *cap)
+    result = invoke_cli(
+        "release", *release_args(ws, "2024-01", ledger=directory), "--epsilon", "0.5", *cap
+    )
     one_line_error(result, str(directory), "is a directory")
     assert os.listdir(directory) == [] and not (ws / "pub").exists()
 
@@ -189,7 +172,14 @@ def test_the_ledger_constructor_refuses_a_directory(tmp_path: Path, mode: str) -
 
 def test_a_ledger_below_a_file_is_one_line(ws: Path) -> None:
     below_a_file = ws / "spec.yaml" / "ledger.sqlite"
-    result = cli("release", *_release_args(ws, below_a_file), "--epsilon", "0.5", "--cap", "1")
+    result = invoke_cli(
+        "release",
+        *release_args(ws, "2024-01", ledger=below_a_file),
+        "--epsilon",
+        "0.5",
+        "--cap",
+        "1",
+    )
     one_line_error(result, f"cannot create a ledger at {below_a_file}")
     assert not (ws / "pub").exists()
 
@@ -208,7 +198,7 @@ def test_export_to_dev_full_is_one_line(ledger_path: Path) -> None:
     """/dev/full is a device: writing to it fails, and replacing it by a rename would destroy it
     (as root)."""
     before = os.stat("/dev/full")
-    result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", "/dev/full")
+    result = invoke_cli("ledger", "export", "--ledger", str(ledger_path), "-o", "/dev/full")
     one_line_error(result, "--output", "/dev/full", "not a regular file")
     after = os.stat("/dev/full")
     assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
@@ -219,7 +209,7 @@ def test_export_to_a_fifo_is_refused_and_the_fifo_kept(ledger_path: Path, tmp_pa
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a writer would not block on main
     try:
-        result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(fifo))
+        result = invoke_cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(fifo))
         one_line_error(result, "--output", str(fifo), "not a regular file")
         assert stat.S_ISFIFO(os.stat(fifo).st_mode)
         assert os.read(reader, 1) == b""  # nothing was written into it
@@ -233,7 +223,7 @@ def test_export_to_standard_output_by_name_is_refused(ledger_path: Path, tmp_pat
     link = tmp_path / "out.json"
     link.symlink_to("/dev/stdout")
     for target in ("/dev/stdout", "/dev/fd/1", str(link)):
-        result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", target)
+        result = invoke_cli("ledger", "export", "--ledger", str(ledger_path), "-o", target)
         one_line_error(result, "--output", target, "names an open file descriptor")
     assert link.is_symlink()
 
@@ -242,12 +232,12 @@ def test_export_into_a_directory_or_below_a_file_is_one_line(
     ledger_path: Path, tmp_path: Path
 ) -> None:
     one_line_error(
-        cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(tmp_path)),
+        invoke_cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(tmp_path)),
         "--output",
         "is a directory",
     )
     below_a_file = ledger_path / "export.json"
-    result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(below_a_file))
+    result = invoke_cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(below_a_file))
     one_line_error(result, "--output", str(below_a_file))
 
 
@@ -259,7 +249,7 @@ def test_export_replaces_a_file_whole_and_keeps_its_permissions(
     target.chmod(0o600)
     link = tmp_path / "latest.json"
     link.symlink_to(target)
-    result = cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(link))
+    result = invoke_cli("ledger", "export", "--ledger", str(ledger_path), "-o", str(link))
     assert result.exit_code == 0, result.output
     assert link.is_symlink()  # written through the link, not replaced by a file
     assert json.loads(target.read_text())["scopes"][0]["name"] == "visits"
@@ -273,7 +263,7 @@ def test_epsilon_plot_refuses_a_fifo_in_the_plot_directory(tmp_path: Path) -> No
     os.mkfifo(plots / "profile.png")
     reader = os.open(plots / "profile.png", os.O_RDONLY | os.O_NONBLOCK)
     try:
-        result = cli("epsilon", "--config", str(PRIVACY), "--plot", str(plots), "--json")
+        result = invoke_cli("epsilon", "--config", str(PRIVACY), "--plot", str(plots), "--json")
         one_line_error(result, "--plot", str(plots / "profile.png"), "not a regular file")
         assert stat.S_ISFIFO(os.stat(plots / "profile.png").st_mode)
     finally:

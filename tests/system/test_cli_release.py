@@ -10,10 +10,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import ROOT
-from typer.testing import CliRunner, Result
+from conftest import ROOT, invoke_cli, one_line_error, release_args, words, write_visits
+from typer.testing import Result
 
-from dprelease.cli import app
 from dprelease.ledger import Ledger
 from dprelease.publish import RELEASE_FILES
 
@@ -37,42 +36,19 @@ PRIVACY = ROOT / "examples" / "case_control.yaml"  # ε = 0.3
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     (tmp_path / "spec.yaml").write_text(SPEC)
-    pl.DataFrame(
-        {
-            "pid": [1, 2, 3, 3, 4],
-            "region": ["north_east_coastal_region", "south", "south", "south", "east"],
-            "cost": [100.0, 200.0, 300.0, 400.0, 500.0],
-            "day": pl.Series(
-                ["2024-01-03", "2024-01-09", "2024-02-01", "2024-02-02", "2024-03-05"]
-            ).str.to_date(),
-        }
-    ).write_parquet(tmp_path / "visits.parquet")
+    write_visits(
+        tmp_path,
+        ["2024-01-03", "2024-01-09", "2024-02-01", "2024-02-02", "2024-03-05"],
+        pid=[1, 2, 3, 3, 4],
+        region=["north_east_coastal_region", "south", "south", "south", "east"],
+        cost=[100.0, 200.0, 300.0, 400.0, 500.0],
+    )
     return tmp_path
 
 
 def cli(ws: Path, *args: str, period: str = "2024-02", columns: int = 80) -> Result:
-    base = {
-        "--spec": str(ws / "spec.yaml"),
-        "--data": str(ws / "visits.parquet"),
-        "--out": str(ws / "pub" / period),
-        "--period": period,
-        "--ledger": str(ws / "l.sqlite"),
-    }
-    flags = [item for pair in base.items() for item in pair]
-    return CliRunner(env={"COLUMNS": str(columns)}).invoke(app, ["release", *flags, *args])
-
-
-def words(text: str) -> str:
-    """Output with rich's line wrapping undone, for phrase checks."""
-    return " ".join(text.split())
-
-
-def _one_line_error(result: Result, *words: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
-    for word in words:
-        assert word in result.stderr
-    assert "Traceback" not in result.output and "╭" not in result.output
+    flags = release_args(ws, period, ledger=ws / "l.sqlite")
+    return invoke_cli("release", *flags, *args, columns=columns)
 
 
 def test_release_writes_files_and_json_manifest(ws: Path) -> None:
@@ -143,7 +119,7 @@ def test_a_release_with_margins_shows_each_level(ws: Path) -> None:
 def test_bad_epsilon_is_one_line(ws: Path, option: str, bad: str) -> None:
     args = {"--epsilon": "0.5", "--cap": "1"} | {option: bad}
     result = cli(ws, *(item for pair in args.items() for item in pair))
-    _one_line_error(result, option, repr(bad))
+    one_line_error(result, option, repr(bad))
     assert not (ws / "l.sqlite").exists() and not (ws / "pub").exists()
 
 
@@ -158,12 +134,12 @@ def test_epsilon_is_exact_as_typed(ws: Path) -> None:
 
 def test_a_new_scope_needs_a_cap_and_nothing_is_created(ws: Path) -> None:
     result = cli(ws, "--epsilon", "0.5")
-    _one_line_error(result, "--cap", "budget scope 'visits' is new", "--config")
+    one_line_error(result, "--cap", "budget scope 'visits' is new", "--config")
     assert not (ws / "l.sqlite").exists() and not (ws / "pub").exists()
 
     Ledger(str(ws / "l.sqlite")).ensure_scope("other", 1)  # the ledger exists, the scope not
     result = cli(ws, "--epsilon", "0.5")
-    _one_line_error(result, "budget scope 'visits' is new")
+    one_line_error(result, "budget scope 'visits' is new")
     assert [s.name for s in Ledger(str(ws / "l.sqlite")).status()] == ["other"]
 
 
@@ -195,11 +171,11 @@ def test_release_with_a_privacy_config(ws: Path) -> None:
 
     ledger.set_cap("visits", 1, reason="above what the profile allows")
     refused = cli(ws, "--config", str(PRIVACY), "--epsilon", "0.1", period="2024-03")
-    _one_line_error(refused, "more than the privacy profile allows", "set-cap visits 3/10")
+    one_line_error(refused, "more than the privacy profile allows", "set-cap visits 3/10")
     rerun = cli(ws, "--config", str(PRIVACY))  # a released period never fails
     assert rerun.exit_code == 0 and "already released on" in words(rerun.stdout)
     too_big = cli(ws, "--config", str(PRIVACY), "--cap", "0.5", period="2024-03")
-    _one_line_error(too_big, "--cap", "exceeds the ε the privacy profile allows")
+    one_line_error(too_big, "--cap", "exceeds the ε the privacy profile allows")
 
 
 def test_release_with_a_privacy_config_uses_the_scopes_own_profile(ws: Path) -> None:
@@ -225,7 +201,7 @@ def test_release_with_a_privacy_config_uses_the_scopes_own_profile(ws: Path) -> 
 def test_a_changed_spec_is_refused_with_exit_2_and_force_new_charges(ws: Path) -> None:
     assert cli(ws, "--epsilon", "0.25", "--cap", "1").exit_code == 0
     (ws / "spec.yaml").write_text(SPEC.replace("upper: 1000", "upper: 2000"))
-    _one_line_error(cli(ws, "--epsilon", "0.25"), "--force-new", "visits/2024-02")
+    one_line_error(cli(ws, "--epsilon", "0.25"), "--force-new", "visits/2024-02")
     forced = cli(ws, "--epsilon", "0.25", "--force-new")
     assert forced.exit_code == 0 and "released and charged" in words(forced.stdout)
     assert Ledger(str(ws / "l.sqlite")).status("visits")[0].spent == 0.5
@@ -233,7 +209,7 @@ def test_a_changed_spec_is_refused_with_exit_2_and_force_new_charges(ws: Path) -
 
 def test_a_parallel_scope_refuses_a_sequential_spec(ws: Path) -> None:
     Ledger(str(ws / "l.sqlite")).ensure_scope("visits", 1, "parallel")
-    _one_line_error(cli(ws, "--epsilon", "0.25"), "composes periods 'parallel'")
+    one_line_error(cli(ws, "--epsilon", "0.25"), "composes periods 'parallel'")
 
 
 @pytest.mark.parametrize(
@@ -261,6 +237,6 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(
     args = [change[0], substitutes.get(change[1], change[1])]
     if change[1] == "SPEC_STRING_VALUE":
         args += ["--data", str(ws / "string.parquet")]
-    _one_line_error(cli(ws, "--epsilon", "0.5", "--cap", "1", *args), message)
+    one_line_error(cli(ws, "--epsilon", "0.5", "--cap", "1", *args), message)
     assert not (ws / "pub").exists()
     assert not (ws / "l.sqlite").exists()  # refused before the ledger was even opened

@@ -8,12 +8,11 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-import polars as pl
 import pytest
-from typer.testing import CliRunner, Result
+from conftest import invoke_cli, release_args, words, write_visits
+from typer.testing import Result
 
 import dprelease as dp
-from dprelease.cli import app
 from dprelease.errors import BudgetExhausted
 from dprelease.ledger import Ledger, make_release_id
 from dprelease.spec import load_spec
@@ -37,38 +36,17 @@ release:
 def ws(tmp_path: Path) -> Path:
     for composition in ("sequential", "parallel"):
         (tmp_path / f"{composition}.yaml").write_text(SPEC.replace("COMPOSITION", composition))
-    pl.DataFrame(
-        {
-            "pid": [1, 2, 3],
-            "region": ["north", "south", "south"],
-            "day": pl.Series(["2024-01-03", "2024-02-09", "2024-03-11"]).str.to_date(),
-        }
-    ).write_parquet(tmp_path / "visits.parquet")
+    write_visits(
+        tmp_path,
+        ["2024-01-03", "2024-02-09", "2024-03-11"],
+        pid=[1, 2, 3],
+        region=["north", "south", "south"],
+    )
     return tmp_path
 
 
 def release(ws: Path, period: str, *args: str, composition: str = "sequential") -> Result:
-    return CliRunner(env={"COLUMNS": "80"}).invoke(
-        app,
-        [
-            "release",
-            "--spec",
-            str(ws / f"{composition}.yaml"),
-            "--data",
-            str(ws / "visits.parquet"),
-            "--out",
-            str(ws / "pub" / period),
-            "--period",
-            period,
-            "--ledger",
-            str(ws / "ledger.sqlite"),
-            *args,
-        ],
-    )
-
-
-def words(text: str) -> str:
-    return " ".join(text.split())
+    return invoke_cli("release", *release_args(ws, period, spec=f"{composition}.yaml"), *args)
 
 
 def refused(

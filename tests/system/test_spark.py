@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from dprelease.cli import app
 from dprelease.errors import DataError, SchemaError, SpecError
-from dprelease.mechanism.engines import new_salt
+from dprelease.mechanism.engines import EngineJob, new_salt
 from dprelease.mechanism.engines import spark as spark_engine
 from dprelease.publish import RELEASE_FILES
 from dprelease.spec import parse_spec
@@ -218,8 +218,9 @@ def test_the_input_summary_is_the_same_observed_or_counted_in_a_job_of_its_own(
     ROWS.with_columns(pl.lit("x").alias("region")).write_parquet(nothing_kept)
 
     def summaries(path: Path) -> list[dict]:
-        aggregated = engine.aggregate(path, resolved, allocation, None, new_salt())
-        alone = engine.summarize(path, resolved, allocation, None)
+        job = EngineJob(path, resolved, allocation, None)
+        aggregated = engine.aggregate(job, new_salt())
+        alone = engine.summarize(job)
         return [asdict(aggregated.summary), asdict(alone)]
 
     assert spark_engine._observes_exactly(spark)  # the Spark the tests run on observes

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dprelease.errors import DataError
-from dprelease.mechanism.engines import ExactAggregates
+from dprelease.mechanism.engines import EngineJob, ExactAggregates
 from dprelease.mechanism.engines import polars as engine_module
 from dprelease.mechanism.engines.polars import PolarsEngine
 from dprelease.period import Period
@@ -123,11 +123,12 @@ def frame(data: list[dict[str, Any]], unit: pl.DataType) -> pl.DataFrame:
 def aggregates(engine: PolarsEngine, data: object, loaded: ResolvedSpec, salt: int) -> dict:
     """The exact aggregates, and the private input summary computed in the same pass."""
     plan = prepare_release(data, loaded, 1.0, period="2024-03").allocation
-    result: ExactAggregates = engine.aggregate(data, loaded, plan, MONTH, salt)
+    job = EngineJob(data, loaded, plan, MONTH)
+    result: ExactAggregates = engine.aggregate(job, salt)
     for series in result.values.values():
         assert series.dtype == pl.Int128
     summary = dataclasses.asdict(result.summary)
-    assert summary == dataclasses.asdict(engine.summarize(data, loaded, plan, MONTH))
+    assert summary == dataclasses.asdict(engine.summarize(job))
     histograms = {  # a quantile's rows per (cell, grid point), in a fixed order
         name: sorted(h.iter_rows()) for name, h in result.histograms.items()
     }
@@ -291,6 +292,6 @@ def test_temporary_files_are_removed_when_the_aggregation_fails(
 
     monkeypatch.setattr(engine_module.pl, "scan_ipc", broken)
     with pytest.raises(DataError):
-        PolarsEngine(rows_per_partition=4).aggregate(table, loaded, plan, MONTH, salt=1)
+        PolarsEngine(rows_per_partition=4).aggregate(EngineJob(table, loaded, plan, MONTH), salt=1)
     assert written  # the partitions existed when reading them failed
     assert not any(private_tmp.iterdir())

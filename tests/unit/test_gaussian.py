@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import chi2_pvalue_of_pmf, seeded_stream
 from scipy import stats
 
 from dprelease.errors import NoiseError
@@ -41,20 +42,8 @@ def support(sigma2: Fraction) -> int:
 
 
 def chi2_pvalue(draws: np.ndarray, sigma2: Fraction) -> float:
-    """χ² goodness of fit: one cell per integer with expected count ≥ 5, each tail merged."""
-    n = draws.size
-    z, pmf = exact_pmf(sigma2, support(sigma2))
-    inner = z[n * pmf >= 5]
-    lo, hi = int(inner.min()), int(inner.max())
-    observed = np.bincount(np.clip(draws, lo - 1, hi + 1) - (lo - 1), minlength=hi - lo + 3)
-    central = pmf[(z >= lo) & (z <= hi)]
-    tail = (1.0 - central.sum()) / 2.0  # the two tails are symmetric
-    expected = n * np.concatenate([[tail], central, [tail]])
-    if expected[0] < 5:  # tails too light to stand alone: merge them into the outermost cells
-        observed = np.concatenate([[observed[:2].sum()], observed[2:-2], [observed[-2:].sum()]])
-        expected = np.concatenate([[expected[:2].sum()], expected[2:-2], [expected[-2:].sum()]])
-    statistic = float(((observed - expected) ** 2 / expected).sum())
-    return float(stats.chi2.sf(statistic, df=expected.size - 1))
+    """χ² goodness of fit to the exact discrete Gaussian pmf at `sigma2`."""
+    return chi2_pvalue_of_pmf(draws, *exact_pmf(sigma2, support(sigma2)))
 
 
 # --------------------------------------------------------------------------- distribution
@@ -329,7 +318,7 @@ def test_split_bernoulli_matches_exp_of_whole_plus_fraction() -> None:
     den = 2**53 - 111
     whole = np.repeat(np.array([0, 0, 1, 3], dtype=np.int64), 100_000)
     rest = np.repeat(np.array([0, den - 1, den // 3, den // 2], dtype=np.uint64), 100_000)
-    stream = _source._BitStream(NoiseSource.seeded_for_tests(50)._open_stream())  # type: ignore[misc]
+    stream = seeded_stream(50)
     kept = _bernoulli._bern_exp_split(stream, whole, rest, den).reshape(4, -1).mean(axis=1)
     for got, w, r in zip(kept, [0, 0, 1, 3], [0, den - 1, den // 3, den // 2], strict=True):
         p = math.exp(-(w + r / den))

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import chi2_pvalue_of_pmf, seeded_stream
 from scipy import stats
 
 from dprelease.errors import NoiseError, UnsafeNoiseSourceError
@@ -30,13 +31,6 @@ from dprelease.mechanism.noise import (
 )
 
 
-def seeded_stream(seed: int) -> _source._BitStream:
-    """A bit stream for the private helpers, read from a seeded source."""
-    open_stream = NoiseSource.seeded_for_tests(seed)._open_stream
-    assert open_stream is not None
-    return _source._BitStream(open_stream())
-
-
 def exact_pmf(scale: Fraction, zmax: int) -> tuple[np.ndarray, np.ndarray]:
     """Support −zmax..zmax and P(Z = z) = (1 − q)/(1 + q) · q^|z|, q = exp(−1/b)."""
     z = np.arange(-zmax, zmax + 1)
@@ -46,21 +40,8 @@ def exact_pmf(scale: Fraction, zmax: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def chi2_pvalue(draws: np.ndarray, scale: Fraction) -> float:
-    """χ² goodness of fit: one cell per integer with expected count ≥ 5, each tail merged."""
-    n = draws.size
-    zmax = int(60 * float(scale)) + 60
-    z, pmf = exact_pmf(scale, zmax)
-    inner = z[n * pmf >= 5]
-    lo, hi = int(inner.min()), int(inner.max())
-    observed = np.bincount(np.clip(draws, lo - 1, hi + 1) - (lo - 1), minlength=hi - lo + 3)
-    central = pmf[(z >= lo) & (z <= hi)]
-    tail = (1.0 - central.sum()) / 2.0  # the two tails are symmetric
-    expected = n * np.concatenate([[tail], central, [tail]])
-    if expected[0] < 5:  # tails too light to stand alone: merge them into the outermost cells
-        observed = np.concatenate([[observed[:2].sum()], observed[2:-2], [observed[-2:].sum()]])
-        expected = np.concatenate([[expected[:2].sum()], expected[2:-2], [expected[-2:].sum()]])
-    statistic = float(((observed - expected) ** 2 / expected).sum())
-    return float(stats.chi2.sf(statistic, df=expected.size - 1))
+    """χ² goodness of fit to the exact discrete Laplace pmf at `scale`."""
+    return chi2_pvalue_of_pmf(draws, *exact_pmf(scale, int(60 * float(scale)) + 60))
 
 
 # --------------------------------------------------------------------------- distribution

@@ -15,7 +15,7 @@ from conftest import exact_table, make_spec, prepare_release
 from typer.testing import CliRunner
 
 from dprelease.cli import app
-from dprelease.mechanism.engines import get_engine
+from dprelease.mechanism.engines import EngineJob, get_engine
 
 SPEC = {
     "name": "visits",
@@ -111,6 +111,8 @@ def test_the_release_pass_and_the_summary_pass_agree() -> None:
     loaded = make_spec(SPEC)
     prepared = prepare_release(MARCH, loaded, 1.0, period="2024-03")
     engine = get_engine("polars")
-    aggregated = engine.aggregate(MARCH, loaded, prepared.allocation, prepared.period, salt=5)
+    aggregated = engine.aggregate(
+        EngineJob(MARCH, loaded, prepared.allocation, prepared.period), salt=5
+    )
     assert aggregated.summary == prepared.input_summary()
     assert prepared.draw().input_fingerprint == aggregated.summary.fingerprint

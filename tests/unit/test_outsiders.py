@@ -170,7 +170,9 @@ def refused_keys_file(folder: Path, file: str, *words: str) -> str:
         keyed(folder, {"file": file})
     message = str(refused.value)
     assert message.startswith("release.group_by[0].domain.file: ")
-    assert "\n" not in message and len(message) < 400, message
+    # short apart from the paths it names (pytest's temporary paths vary in length)
+    words_of_its_own = message.replace(str(folder.parent), "")
+    assert "\n" not in message and len(words_of_its_own) < 400, message
     assert SECRET not in message and "clinic-" not in message
     for word in words:
         assert word in message, message

@@ -29,7 +29,7 @@ from dprelease.change import ProtectedChange
 from dprelease.loss import Mechanism, PrivacyLoss
 from dprelease.mechanism import allocate
 from dprelease.mechanism._margins import level_sums
-from dprelease.mechanism.engines import get_engine
+from dprelease.mechanism.engines import EngineJob, get_engine
 from dprelease.mechanism.quantiles._release import _cumulative, _value_scores
 from dprelease.spec import parse_spec
 
@@ -228,8 +228,8 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
     prepared = prepare_release(one, loaded, epsilon)
     assert prepared.budget.change is ProtectedChange(spec["neighbours"])
     engine = get_engine("polars")
-    a = engine.aggregate(one, loaded, prepared.allocation, None, salt)
-    b = engine.aggregate(other, loaded, prepared.allocation, None, salt)
+    a = engine.aggregate(EngineJob(one, loaded, prepared.allocation, None), salt)
+    b = engine.aggregate(EngineJob(other, loaded, prepared.allocation, None), salt)
     manifest = prepared.manifest.to_json_dict()
     for q in prepared.allocation.quantiles:
         entry = quantile_entries(manifest)[q.statistic.name]
@@ -255,8 +255,8 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
             assert moved <= published[k] == level.sensitivity_units, (m.name, level.derivation)
     # L2, for Gaussian noise: the same neighbours, aggregated in the Gaussian allocation's units
     gaussian = allocate(loaded, PrivacyLoss.zcdp(Fraction(1, 2)), prepared.budget.change, GAUSS)
-    a2 = engine.aggregate(one, loaded, gaussian, None, salt)
-    b2 = engine.aggregate(other, loaded, gaussian, None, salt)
+    a2 = engine.aggregate(EngineJob(one, loaded, gaussian, None), salt)
+    b2 = engine.aggregate(EngineJob(other, loaded, gaussian, None), salt)
     for m in gaussian.measurements:
         if loaded.levels is None:
             pairs = [(a2.of(m), b2.of(m))]

@@ -27,7 +27,7 @@ import pytest
 from conftest import ROOT, allocation_of
 
 from dprelease.mechanism import Allocation, Measurement, QuantileAllocation
-from dprelease.mechanism.engines import Engine, ExactAggregates, get_engine, new_salt
+from dprelease.mechanism.engines import Engine, EngineJob, ExactAggregates, get_engine, new_salt
 from dprelease.spec import ResolvedSpec, load_spec, parse_spec, period_of
 from pipelines.demo_data import generate_case_control, generate_visits
 
@@ -57,8 +57,9 @@ def run_engine(
 ) -> ExactAggregates:
     """Check, then aggregate with a fresh salt, as a release does."""
     month = period_of(loaded.spec.period, period)
-    chosen.check(data, loaded, plan, month)
-    return chosen.aggregate(data, loaded, plan, month, new_salt())
+    job = EngineJob(data, loaded, plan, month)
+    chosen.check(job)
+    return chosen.aggregate(job, new_salt())
 
 
 def values(exact: ExactAggregates, m: Measurement) -> list[int]:

@@ -21,7 +21,7 @@ from dprelease.change import ProtectedChange
 from dprelease.errors import SchemaError, SpecError
 from dprelease.loss import Mechanism, PrivacyLoss
 from dprelease.mechanism import Measurement, allocate
-from dprelease.mechanism.engines import get_engine
+from dprelease.mechanism.engines import EngineJob, get_engine
 from dprelease.mechanism.engines.polars import PolarsEngine
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import epsilon_for_targets, plan
@@ -123,7 +123,7 @@ def test_weighted_aggregates_do_not_depend_on_partitioning(tmp_path) -> None:
 
     def exact(rows_per_partition: int) -> dict[str, list[int]]:
         engine = PolarsEngine(rows_per_partition=rows_per_partition)
-        found = engine.aggregate(path, loaded, plan_, None, salt=99)
+        found = engine.aggregate(EngineJob(path, loaded, plan_, None), salt=99)
         return {name: series.to_list() for name, series in found.values.items()}
 
     whole = exact(rows + 1)
@@ -177,7 +177,7 @@ def test_a_unit_at_the_bounds_moves_the_aggregates_by_exactly_delta(
     neighbour = pl.concat([others, other]) if change is SUBSTITUTE else others
     plan_ = prepare_release(one, loaded, neighbours=change).allocation
     engine = get_engine("polars")
-    a, b = (engine.aggregate(df, loaded, plan_, None, salt=7) for df in (one, neighbour))
+    a, b = (engine.aggregate(EngineJob(df, loaded, plan_, None), salt=7) for df in (one, neighbour))
     for m in plan_.measurements:
         assert int((a.of(m) - b.of(m)).abs().sum()) == m.sensitivity_units, m.name
 

@@ -1,10 +1,11 @@
 """Engines turn confidential rows into exact integer aggregates over the public key grid.
 
 What every engine shares lives here: opening the input and checking its *declared* schema
-against the spec (before anything is charged), the aggregates an engine hands back, and choosing
-an engine by name. The semantics every engine implements identically (typing, filters,
-contribution bounds, discretization) are listed in PRIVACY.md; an engine knows nothing of noise
-or ledgers, and its output leaves the process only through `dprelease.publish`.
+against the spec (before anything is charged), what an engine is asked (`EngineJob`) and the
+aggregates it hands back, and choosing an engine by name. The semantics every engine implements
+identically (typing, filters, contribution bounds, discretization) are listed in PRIVACY.md; an
+engine knows nothing of noise or ledgers, and its output leaves the process only through
+`dprelease.publish`.
 """
 
 from __future__ import annotations
@@ -394,30 +395,32 @@ class ExactAggregates:
         return self.values[measurement.name]
 
 
+@dataclass(frozen=True)
+class EngineJob:
+    """What one aggregation is asked of an engine, the same for each of its steps (`check`,
+    `aggregate`, `summarize`): the confidential input, the resolved spec (columns, key grid,
+    contribution bounds), its allocation (which measurements and quantiles to aggregate) and
+    the period whose rows count (None: every row)."""
+
+    data: DataSource
+    resolved: ResolvedSpec
+    allocation: Allocation
+    period: Period | None
+
+
 class Engine(Protocol):
     """An execution backend; every engine implements the same semantics (PRIVACY.md)."""
 
     name: str
 
-    def check(
-        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
-    ) -> None:
+    def check(self, job: EngineJob) -> None:
         """Everything that can be checked without reading a row; raises a typed error."""
 
-    def aggregate(
-        self,
-        data: DataSource,
-        loaded: ResolvedSpec,
-        plan: Allocation,
-        month: Period | None,
-        salt: int,
-    ) -> ExactAggregates:
+    def aggregate(self, job: EngineJob, salt: int) -> ExactAggregates:
         """Exact aggregates and the input summary, in one pass over the input; contribution
         bounding hashes rows with `salt` (fresh per release)."""
 
-    def summarize(
-        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
-    ) -> InputSummary:
+    def summarize(self, job: EngineJob) -> InputSummary:
         """The input summary alone, for a re-run that returns a stored release."""
 
 

@@ -30,8 +30,8 @@ import polars as pl
 from dprelease.mechanism._accounting import Allocation, Measurement
 from dprelease.mechanism._quantile_accounting import QuantileAllocation
 from dprelease.mechanism.engines import (
-    DataSource,
     Declared,
+    EngineJob,
     ExactAggregates,
     InputSummary,
     declared,
@@ -377,30 +377,23 @@ class PolarsEngine:
     def __init__(self, rows_per_partition: int = ROWS_PER_PARTITION) -> None:
         self.rows_per_partition = rows_per_partition
 
-    def check(
-        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
-    ) -> None:
+    def check(self, job: EngineJob) -> None:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
+        loaded, plan = job.resolved, job.allocation
         with withholding_engine_errors("planning the aggregation"):
-            selected = _selected(scan(data), declared(data), loaded, plan)
-            row_local = _row_local(selected, loaded, plan, month)
+            selected = _selected(scan(job.data), declared(job.data), loaded, plan)
+            row_local = _row_local(selected, loaded, plan, job.period)
             bounded = _bounded(row_local, loaded, salt=0)
             for query in (_aggregated(bounded, loaded, plan), *_histograms(bounded, loaded, plan)):
                 query.collect_schema()
-            _summary_plan(selected, loaded, month).collect_schema()
+            _summary_plan(selected, loaded, job.period).collect_schema()
 
-    def aggregate(
-        self,
-        data: DataSource,
-        loaded: ResolvedSpec,
-        plan: Allocation,
-        month: Period | None,
-        salt: int,
-    ) -> ExactAggregates:
+    def aggregate(self, job: EngineJob, salt: int) -> ExactAggregates:
         """Run the plan and lay it on the full public key grid, missing groups = 0; the input
         summary is computed alongside."""
+        loaded, plan = job.resolved, job.allocation
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
-            observed, summary, histograms = self._observed(data, loaded, plan, month, salt)
+            observed, summary, histograms = self._observed(job, salt)
         grid = loaded.key_grid
         internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
         if grid.width:
@@ -428,30 +421,25 @@ class PolarsEngine:
         facts = _summary(summary.row(0, named=True), loaded)
         return ExactAggregates(grid, values, facts, laid)
 
-    def summarize(
-        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
-    ) -> InputSummary:
+    def summarize(self, job: EngineJob) -> InputSummary:
         """The input summary alone (one pass): for a re-run that returns a stored release."""
+        loaded = job.resolved
         with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
-            selected = _selected(scan(data), declared(data), loaded, plan)
-            row = _summary_plan(selected, loaded, month).collect(engine="streaming")
+            selected = _selected(scan(job.data), declared(job.data), loaded, job.allocation)
+            row = _summary_plan(selected, loaded, job.period).collect(engine="streaming")
         return _summary(row.row(0, named=True), loaded)
 
     def _observed(
-        self,
-        data: DataSource,
-        loaded: ResolvedSpec,
-        plan: Allocation,
-        month: Period | None,
-        salt: int,
+        self, job: EngineJob, salt: int
     ) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
         """Aggregates of the observed groups, the summary row and each quantile's histogram of
         the observed groups; partitioned when bounding all units at once would hold more than
         `rows_per_partition` rows (the count is the input's, before any filter)."""
-        lf = scan(data)
-        selected = _selected(lf, declared(data), loaded, plan)
-        row_local = _row_local(selected, loaded, plan, month)
-        summary = _summary_plan(selected, loaded, month)
+        loaded, plan = job.resolved, job.allocation
+        lf = scan(job.data)
+        selected = _selected(lf, declared(job.data), loaded, plan)
+        row_local = _row_local(selected, loaded, plan, job.period)
+        summary = _summary_plan(selected, loaded, job.period)
         if loaded.spec.privacy_unit is not None:
             rows = lf.select(pl.len()).collect(engine="streaming").item()
             partitions = -(-rows // self.rows_per_partition)

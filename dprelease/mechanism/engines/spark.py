@@ -28,7 +28,7 @@ from pyspark.sql.window import WindowSpec
 from dprelease.errors import SchemaError
 from dprelease.mechanism._accounting import Allocation, Measurement
 from dprelease.mechanism.engines import (
-    DataSource,
+    EngineJob,
     ExactAggregates,
     InputSummary,
     columns_read,
@@ -395,12 +395,11 @@ class SparkEngine:
     def __init__(self, session: SparkSession | None = None) -> None:
         self._session = session  # default: `spark_session()` when an input path is read
 
-    def check(
-        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
-    ) -> None:
+    def check(self, job: EngineJob) -> None:
         """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
+        loaded, plan, month = job.resolved, job.allocation, job.period
         with withholding_engine_errors("planning the aggregation on Spark"):
-            frame = read(data, self._session)
+            frame = read(job.data, self._session)
             validate_schema(polars_schema(frame.schema), loaded)
             selected = _selected(frame, loaded, plan)
             cells, hist = _cells(selected, loaded, plan, month, salt=0)
@@ -409,21 +408,15 @@ class SparkEngine:
                 if query is not None:
                     query.schema  # noqa: B018 - analysis only: Spark checks the plan
 
-    def aggregate(
-        self,
-        data: DataSource,
-        loaded: ResolvedSpec,
-        plan: Allocation,
-        month: Period | None,
-        salt: int,
-    ) -> ExactAggregates:
+    def aggregate(self, job: EngineJob, salt: int) -> ExactAggregates:
         """Run the plan on Spark and lay it on the full public key grid, missing groups = 0.
 
         The input summary is observed on the typed rows as the aggregation reads them: one pass
         over the input. It is a second job where Spark may count a row twice (before 4.3, see
         `_observes_exactly`) and where no row reached the aggregation."""
+        loaded, plan, month = job.resolved, job.allocation, job.period
         with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
-            selected = _selected(read(data, self._session), loaded, plan)
+            selected = _selected(read(job.data, self._session), loaded, plan)
             metrics = _summary_metrics(selected, loaded, month)
             observation = Observation() if _observes_exactly(selected.sparkSession) else None
             rows = selected if observation is None else selected.observe(observation, *metrics)
@@ -456,13 +449,12 @@ class SparkEngine:
         }
         return ExactAggregates(loaded.key_grid, values, _summary(summary, loaded), counted)
 
-    def summarize(
-        self, data: DataSource, loaded: ResolvedSpec, plan: Allocation, month: Period | None
-    ) -> InputSummary:
+    def summarize(self, job: EngineJob) -> InputSummary:
         """The input summary alone: for a re-run that returns a stored release."""
+        loaded = job.resolved
         with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
-            selected = _selected(read(data, self._session), loaded, plan)
-            row = _one_row(selected, _summary_metrics(selected, loaded, month))
+            selected = _selected(read(job.data, self._session), loaded, job.allocation)
+            row = _one_row(selected, _summary_metrics(selected, loaded, job.period))
         return _summary(row, loaded)
 
 

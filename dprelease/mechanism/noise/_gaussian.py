@@ -21,18 +21,16 @@ lazy comparison per trial).
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from dprelease.errors import NoiseError
-from dprelease.loss import decimal_text
 from dprelease.mechanism.noise._bernoulli import _bern_exp_split
 from dprelease.mechanism.noise._gaussian_law import gaussian_law
 from dprelease.mechanism.noise._laplace import (
     _acceptance,
+    _exact_parameter,
     _laplace_magnitudes,
     _round_up,
     _signed,
@@ -40,13 +38,10 @@ from dprelease.mechanism.noise._laplace import (
 from dprelease.mechanism.noise._source import (
     NoiseSource,
     _BitStream,
-    _check_size,
-    _check_source,
     _draw_in_chunks,
-    _pass_size,
+    _fill_in_passes,
 )
 
-_MAX_SIGMA2 = Fraction(2**48)
 # t·E ≤ 2**26 bounds |Y|·E − P below 2**32 for |Y| < 63·t, and D = 2·t·P·E ≤ 2·(t·E)² ≤ 2**53.
 _SPAN = 1 << 26
 _FAST_ROOT = 1 << 32  # |Y|·E − P below this: its square is computed in uint64
@@ -66,19 +61,7 @@ def exact_sigma2(sigma2: float | int | Fraction) -> Fraction:
     closest fraction with such a denominator, which raises σ² by at most a relative 2**-24
     (2**-26 for σ < 1). Why: see the module docstring.
     """
-    if isinstance(sigma2, bool) or not isinstance(sigma2, numbers.Real):
-        raise NoiseError(f"sigma2 must be a positive finite number, got {type(sigma2).__name__}")
-    if isinstance(sigma2, numbers.Rational):
-        exact = Fraction(int(sigma2.numerator), int(sigma2.denominator))
-    else:
-        as_float = float(sigma2)
-        if not math.isfinite(as_float):
-            raise NoiseError(f"sigma2 must be a positive finite number, got {as_float!r}")
-        exact = Fraction(as_float)
-    if exact <= 0:
-        raise NoiseError(f"sigma2 must be positive, got {decimal_text(exact)}")
-    if exact > _MAX_SIGMA2:  # (it can be beyond any double: formatted without float())
-        raise NoiseError(f"sigma2 must be at most 2**48 (~2.8e14), got {decimal_text(exact)}")
+    exact = _exact_parameter("sigma2", sigma2)
     t = _t_of(exact)
     # σ² ∈ ((t − 1)², t²] and σ²/t < t rounds up to at most t, so the result has the same t.
     return t * _round_up(exact / t, max(1, _SPAN // t))
@@ -127,17 +110,16 @@ def _alg3_keep(stream: _BitStream, law: _Law, magnitude: np.ndarray) -> np.ndarr
     return _bern_exp_split(stream, whole.view(np.int64), rest, law.den)
 
 
+def _gaussian_kept(stream: _BitStream, law: _Law, m: int) -> np.ndarray:
+    """Algorithm 3 on m Laplace candidates: the kept ones, signed, in order."""
+    magnitude, negative = _laplace_magnitudes(stream, law.t, 1, m)
+    keep = _alg3_keep(stream, law, magnitude)
+    return _signed(magnitude.compress(keep), negative.compress(keep))
+
+
 def _discrete_gaussian_into(stream: _BitStream, law: _Law, out: np.ndarray) -> None:
     """Fill `out` with Algorithm 3 draws, in passes of whole batches of Laplace candidates."""
-    have = 0
-    while have < out.size:
-        m = _pass_size((out.size - have) / law.accept)
-        magnitude, negative = _laplace_magnitudes(stream, law.t, 1, m)
-        keep = _alg3_keep(stream, law, magnitude)
-        z = _signed(magnitude.compress(keep), negative.compress(keep))
-        take = min(z.size, out.size - have)
-        out[have : have + take] = z[:take]
-        have += take
+    _fill_in_passes(out, law.accept, lambda m: _gaussian_kept(stream, law, m))
 
 
 def discrete_gaussian(
@@ -150,9 +132,9 @@ def discrete_gaussian(
     Large sizes are drawn in chunks so memory stays bounded.
     """
     law = _Law.of(exact_sigma2(sigma2))
-    n = _check_size(size)
-    src = _check_source(source)
-    return _draw_in_chunks(src, n, lambda stream, out: _discrete_gaussian_into(stream, law, out))
+    return _draw_in_chunks(
+        source, size, lambda stream, out: _discrete_gaussian_into(stream, law, out)
+    )
 
 
 # --------------------------------------------------------------------------- reporting helpers

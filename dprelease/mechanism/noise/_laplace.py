@@ -22,10 +22,8 @@ from dprelease.mechanism.noise._bernoulli import _alg1, _geometric_e1
 from dprelease.mechanism.noise._source import (
     NoiseSource,
     _BitStream,
-    _check_size,
-    _check_source,
     _draw_in_chunks,
-    _pass_size,
+    _fill_in_passes,
     _uniform_words,
     _word_for,
 )
@@ -35,7 +33,8 @@ from dprelease.mechanism.noise._source import (
 # far inside int64.
 _MAX_DENOMINATOR = 10**6
 _MAX_NUMERATOR = 2**48
-_MAX_SCALE = Fraction(2**48)
+#: The largest noise parameter (a Laplace scale b, a Gaussian σ²) the samplers accept.
+_MAX_PARAMETER = Fraction(2**48)
 
 
 def exact_scale(scale: float | int | Fraction) -> Fraction:
@@ -45,21 +44,29 @@ def exact_scale(scale: float | int | Fraction) -> Fraction:
     exact); anything else is rounded UP to the closest fraction with a bounded denominator,
     so the noise is never less than asked. The engine records `str()` of the result.
     """
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise NoiseError(f"scale must be a positive finite number, got {type(scale).__name__}")
-    if isinstance(scale, numbers.Rational):
-        exact = Fraction(int(scale.numerator), int(scale.denominator))
-    else:
-        as_float = float(scale)
-        if not math.isfinite(as_float):
-            raise NoiseError(f"scale must be a positive finite number, got {as_float!r}")
-        exact = Fraction(as_float)
-    if exact <= 0:
-        raise NoiseError(f"scale must be positive, got {decimal_text(exact)}")
-    if exact > _MAX_SCALE:  # (it can be beyond any double: formatted without float())
-        raise NoiseError(f"scale must be at most 2**48 (~2.8e14), got {decimal_text(exact)}")
+    exact = _exact_parameter("scale", scale)
     max_den = max(1, min(_MAX_DENOMINATOR, _MAX_NUMERATOR // math.ceil(exact)))
     return _round_up(exact, max_den)
+
+
+def _exact_parameter(name: str, value: float | int | Fraction) -> Fraction:
+    """`value` as an exact rational, NoiseError naming `name` unless it is a finite real in
+    (0, 2**48]: the one check of a noise parameter before it is rounded for sampling, so a
+    Laplace scale and a Gaussian σ² are refused in the same words."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise NoiseError(f"{name} must be a positive finite number, got {type(value).__name__}")
+    if isinstance(value, numbers.Rational):
+        exact = Fraction(int(value.numerator), int(value.denominator))
+    else:
+        as_float = float(value)
+        if not math.isfinite(as_float):
+            raise NoiseError(f"{name} must be a positive finite number, got {as_float!r}")
+        exact = Fraction(as_float)
+    if exact <= 0:
+        raise NoiseError(f"{name} must be positive, got {decimal_text(exact)}")
+    if exact > _MAX_PARAMETER:  # (it can be beyond any double: formatted without float())
+        raise NoiseError(f"{name} must be at most 2**48 (~2.8e14), got {decimal_text(exact)}")
+    return exact
 
 
 def _round_up(x: Fraction, max_den: int) -> Fraction:
@@ -154,17 +161,10 @@ def _signed(magnitude: np.ndarray, negative: np.ndarray) -> np.ndarray:
 
 
 def _discrete_laplace_into(stream: _BitStream, t: int, s: int, out: np.ndarray) -> None:
-    """Fill `out` with draws of Algorithm 2 with scale t/s, in passes of whole batches.
-
-    Candidates are iid, so keeping the first accepted ones, pass after pass, is exact.
-    """
-    accept = _acceptance(t, s)
-    have = 0
-    while have < out.size:
-        z = _signed(*_laplace_magnitudes(stream, t, s, _pass_size((out.size - have) / accept)))
-        take = min(z.size, out.size - have)
-        out[have : have + take] = z[:take]
-        have += take
+    """Fill `out` with draws of Algorithm 2 with scale t/s, in passes of whole batches."""
+    _fill_in_passes(
+        out, _acceptance(t, s), lambda m: _signed(*_laplace_magnitudes(stream, t, s, m))
+    )
 
 
 def discrete_laplace(
@@ -176,10 +176,10 @@ def discrete_laplace(
     Large sizes are drawn in chunks so memory stays bounded.
     """
     b = exact_scale(scale)
-    n = _check_size(size)
-    src = _check_source(source)
     t, s = b.numerator, b.denominator
-    return _draw_in_chunks(src, n, lambda stream, out: _discrete_laplace_into(stream, t, s, out))
+    return _draw_in_chunks(
+        source, size, lambda stream, out: _discrete_laplace_into(stream, t, s, out)
+    )
 
 
 # --------------------------------------------------------------------------- reporting helpers

@@ -2,8 +2,9 @@
 
 `NoiseSource` names the bit source (the OS CSPRNG in production, seeded streams in tests).
 `_BitStream` serves random words, nibbles and bits from one source stream, `_uniform_below`
-turns words into exactly uniform integers by rejection, and `_draw_in_chunks` runs a sampler on
-chunks of the output in parallel. Nothing here is specific to one distribution.
+turns words into exactly uniform integers by rejection, `_draw_in_chunks` runs a sampler on
+chunks of the output in parallel and `_fill_in_passes` fills a chunk with a rejection sampler's
+kept draws. Nothing here is specific to one distribution.
 
 Where the time goes (profiled at 10**7 draws): the OS CSPRNG yields a few hundred MB/s, so a
 random byte costs about as much as several numpy passes; and numpy's fixed cost per call, and
@@ -135,13 +136,16 @@ def require_private(source: NoiseSource, *, allow_unsafe: bool = False) -> None:
 
 
 def _draw_in_chunks(
-    source: NoiseSource, n: int, fill: Callable[[_BitStream, np.ndarray], None]
+    source: NoiseSource | None, size: int, fill: Callable[[_BitStream, np.ndarray], None]
 ) -> np.ndarray:
-    """n int64 draws: `fill(stream, out)` fills each chunk of `_CHUNK` draws from its own stream.
+    """`size` int64 draws: `fill(stream, out)` fills each chunk of `_CHUNK` draws from its own
+    stream. NoiseError for a size or a source no sampler can take (None: the system source).
 
     Streams are opened here, in chunk order, so a seeded source is reproducible; chunks then run
     on `_WORKERS` threads. The zero test source gives zeros without calling `fill`.
     """
+    n = _check_size(size)
+    source = _check_source(source)
     if source._open_stream is None:
         return np.zeros(n, dtype=np.int64)
     out = np.empty(n, dtype=np.int64)
@@ -163,6 +167,21 @@ def _draw_in_chunks(
 def _pass_size(expected: float) -> int:
     """How many draws one pass of a batched loop makes when `expected` would just suffice."""
     return math.ceil(expected * _MARGIN) + _PAD
+
+
+def _fill_in_passes(out: np.ndarray, accept: float, kept_of: Callable[[int], np.ndarray]) -> None:
+    """Fill `out` with a rejection sampler's draws: `kept_of(m)` draws m candidates and returns
+    the kept ones in order, about `accept`·m of them.
+
+    Candidates are iid, so keeping the first accepted ones, pass after pass, is exact; the
+    surplus of the last pass is complete draws, so dropping it does not bias the law.
+    """
+    have = 0
+    while have < out.size:
+        z = kept_of(_pass_size((out.size - have) / accept))
+        take = min(z.size, out.size - have)
+        out[have : have + take] = z[:take]
+        have += take
 
 
 def _check_size(size: int) -> int:

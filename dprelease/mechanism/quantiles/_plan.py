@@ -14,6 +14,7 @@ from numpy.typing import ArrayLike, NDArray
 from dprelease.change import ProtectedChange
 from dprelease.errors import NoiseError, SpecError
 from dprelease.mechanism.noise import exact_scale
+from dprelease.spec import check_quantile_levels
 
 #: Share of the statistic's ε spent on the ladder that gives every p its interval.
 DEFAULT_INTERVAL_SHARE = Fraction(1, 10)
@@ -23,7 +24,6 @@ SIDE_MISS = 0.025
 #: score below 2^62 in int64. Saturation is 1-Lipschitz, so the sensitivity bound still holds;
 #: it only ever touches cells of more than 10^12 rows.
 MAX_BINS = 1 << 20
-MAX_P_DENOMINATOR = 1 << 20
 _COUNT_CAP = 1 << 40
 
 
@@ -309,15 +309,7 @@ def plan_quantiles(
     if eps <= 0:
         raise SpecError("epsilon", "must be positive")
     fractions = sorted(_as_fraction(p, "quantiles") for p in ps)
-    if not fractions:
-        raise SpecError("quantiles", "name at least one p")
-    if len(set(fractions)) != len(fractions):
-        raise SpecError("quantiles", "each p may appear once")
-    for p in fractions:
-        if not 0 < p < 1:
-            raise SpecError("quantiles", f"p = {p} is not strictly between 0 and 1")
-        if p.denominator > MAX_P_DENOMINATOR:
-            raise SpecError("quantiles", f"p = {p}: use a denominator of at most 2^20")
+    check_quantile_levels(fractions, "quantiles")
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
         raise SpecError("resolution", f"the grid must have 1 to {MAX_BINS} points")
     if isinstance(rows_per_unit, bool) or not isinstance(rows_per_unit, int) or rows_per_unit < 1:
