@@ -1,6 +1,7 @@
 """The Python API a dataframe user meets (`import dprelease as dp`; docs/guide.md).
 
     spec = dp.ReleaseSpec.from_yaml("visits.yaml")           # or dp.ReleaseSpec(name=..., ...)
+                                                              # or a dict like `release:` in YAML
     dp.plan(spec, epsilon=0.5)                                # accuracy, before spending
     result = dp.release(df, spec, epsilon=0.5)                # exploration: nothing recorded
     result = dp.release(df, spec, epsilon=0.5, ledger="ledger.sqlite")  # charged, stored
@@ -13,12 +14,12 @@ says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -28,7 +29,7 @@ from dprelease.ledger import Ledger
 from dprelease.loss import Amount, exact_positive
 from dprelease.mechanism import DataSource
 from dprelease.publish import Budget, decide_budget, plan_budget, prepare, record_release
-from dprelease.spec import ReleaseSpec, ResolvedSpec, load_spec, resolve
+from dprelease.spec import ReleaseSpec, ResolvedSpec, load_spec, parse_spec, resolve
 from dprelease.statement import (
     LegacyManifest,
     Manifest,
@@ -40,8 +41,9 @@ from dprelease.statement import (
 if TYPE_CHECKING:
     import pandas as pd
 
-#: A spec, or the path of its YAML file (whose `publish:` section, if any, is read too).
-SpecLike = ReleaseSpec | str | Path
+#: A spec, a mapping as the YAML's `release:` section, or the path of a spec file (whose
+#: `publish:` section, if any, is read too).
+SpecLike = ReleaseSpec | Mapping[str, Any] | str | Path
 #: A privacy configuration, or the path of its YAML file.
 PrivacyLike = PrivacyProfiles | str | Path
 
@@ -75,7 +77,18 @@ class ReleaseResult:
 
 
 def _resolved(spec: SpecLike) -> ResolvedSpec:
-    return resolve(spec) if isinstance(spec, ReleaseSpec) else load_spec(spec)
+    if isinstance(spec, ReleaseSpec):
+        return resolve(spec)
+    if isinstance(spec, Mapping):  # errors name the field as in a spec file (release.…)
+        return parse_spec(dict(spec))
+    if isinstance(spec, str | Path):
+        return load_spec(spec)
+    raise SpecError(
+        "spec",
+        f"got a {type(spec).__name__}: give a dp.ReleaseSpec, a dict like a spec file's "
+        "`release:` section, or the path of a spec file (and the data first: "
+        "dp.release(data, spec, ...))",
+    )
 
 
 def _privacy(privacy: PrivacyLike | None) -> PrivacyProfiles | None:

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 import dprelease as dp
-from dprelease.errors import ConfigError, LedgerNotFound, SchemaError
+from dprelease.errors import ConfigError, LedgerNotFound, SchemaError, SpecError
 
 SURVEY = pd.DataFrame(
     {
@@ -125,3 +125,12 @@ def test_a_new_scope_is_opened_with_the_cap_it_is_given(tmp_path: Path) -> None:
     with dp.Ledger(url, mode="read") as ledger:
         (status,) = ledger.status("survey")
     assert result.charged and (status.cap, status.spent) == (Fraction(1, 2), Fraction(1, 2))
+
+
+def test_a_dict_spec_is_read_like_a_spec_file_and_anything_else_is_refused() -> None:
+    as_dict = SPEC.model_dump(mode="json", exclude_none=True)
+    assert dp.plan(as_dict, "1/2") == dp.plan(SPEC, "1/2")
+    with pytest.raises(SpecError, match=r"^release\.statistics\[0\]\.kind: "):
+        dp.plan({**as_dict, "statistics": [{"name": "n", "kind": "total"}]}, "1/2")
+    with pytest.raises(SpecError, match=r"^spec: got a DataFrame: .*dp\.release\(data, spec"):
+        dp.release(SPEC, SURVEY, epsilon=1)  # the data and the spec swapped
