@@ -17,13 +17,10 @@ from dprelease.statement._manifest import (
     MANIFEST_FORMAT,
     NOT_RECORDED,
     LedgerRecord,
-    LegacyManifest,
     Manifest,
     NoiseSourceEntry,
     NotRecorded,
     json_schema,
-    manifest_problems,
-    parse_manifest,
 )
 from dprelease.statement._planner import (
     PLAN_FORMAT,
@@ -37,6 +34,7 @@ from dprelease.statement._planner import (
     plan,
 )
 from dprelease.statement._preview import Preview, level_blocks, preview
+from dprelease.statement._stored import LegacyManifest, manifest_problems, parse_manifest
 
 __all__ = [
     "MANIFEST_FORMAT",

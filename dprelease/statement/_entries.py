@@ -14,7 +14,7 @@ import numpy as np
 
 from dprelease._version import version
 from dprelease.change import ProtectedChange
-from dprelease.loss import Measure, Mechanism, PrivacyLoss
+from dprelease.loss import Measure, Mechanism
 from dprelease.mechanism import (
     ROUNDING_RULE,
     WEIGHTED_ROUNDING,
@@ -56,6 +56,7 @@ from dprelease.statement._manifest import (
     StatisticEntry,
     SumEntry,
     SurveyWeightEntry,
+    spent,
 )
 from dprelease.statement._quantile_entry import quantile_entry
 
@@ -77,18 +78,6 @@ def mechanism_text(mechanism: Mechanism, measure: Measure) -> str:
     if mechanism is Mechanism.GAUSSIAN:
         return GAUSSIAN
     return MECHANISM if measure is Measure.PURE else LAPLACE_IN_ZCDP
-
-
-def spent(loss: PrivacyLoss) -> dict[str, Any]:
-    """The manifest's fields of what a statistic, level or release spends: ε, or ρ."""
-    if loss.measure is Measure.PURE:
-        return {"epsilon": float(loss.amount), "epsilon_exact": str(loss.amount)}
-    return {
-        "epsilon": None,
-        "epsilon_exact": None,
-        "rho": float(loss.amount),
-        "rho_exact": str(loss.amount),
-    }
 
 
 def _noise_fields(level: LevelNoise) -> dict[str, Any]:

@@ -3,8 +3,7 @@
 Each release publishes `manifest.json`; this module is its definition (`Manifest`, format
 "dprelease-manifest/2"), its JSON Schema for auditors (`docs/manifest.schema.json`, regenerate
 with `python -m dprelease.statement > docs/manifest.schema.json`), and the check a pipeline runs
-before publishing (`manifest_problems`). Manifests stored by earlier versions (format 1, no
-`format` field) stay readable as `LegacyManifest`.
+before publishing (`manifest_problems`, in `_stored` with the manifests earlier versions stored).
 
 Every field is a function of the spec, ε, the period and the declared schema (or of the noise
 source and the ledger's bookkeeping), never of the data: see PRIVACY.md.
@@ -16,11 +15,11 @@ import json
 from fractions import Fraction
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, model_validator
 
 from dprelease.change import ProtectedChange
 from dprelease.files import ReadableErrors
-from dprelease.loss import Measure
+from dprelease.loss import Measure, PrivacyLoss
 
 MANIFEST_FORMAT: Final = "dprelease-manifest/2"
 #: A release that spends ρ (zCDP) states it in format 3: format 2 with ρ beside ε, the L2
@@ -372,11 +371,11 @@ class Manifest(_Model):
     @model_validator(mode="after")
     def _spends_its_total(self) -> Manifest:
         if self.measure is Measure.PURE:
-            _check_total([s.epsilon_exact for s in self.statistics], self.epsilon_total_exact)
+            check_total([s.epsilon_exact for s in self.statistics], self.epsilon_total_exact)
         else:
             if self.format != ZCDP_MANIFEST_FORMAT:
                 raise ValueError(f"a zcdp release is stated in {ZCDP_MANIFEST_FORMAT}")
-            _check_total([s.rho_exact for s in self.statistics], self.rho_total_exact)
+            check_total([s.rho_exact for s in self.statistics], self.rho_total_exact)
         return self
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -402,7 +401,8 @@ def _without(data: Any, keys: frozenset[str], *, only_null: bool = False) -> Any
     return data
 
 
-def _check_total(spent_by_statistic: list[str | None], total: str | None) -> None:
+def check_total(spent_by_statistic: list[str | None], total: str | None) -> None:
+    """What the statistics spend adds up exactly to the total the manifest states."""
     if total is None or any(spent is None for spent in spent_by_statistic):
         raise ValueError("the total and every statistic must state what they spend")
     spent = sum((Fraction(s) for s in spent_by_statistic if s is not None), Fraction(0))
@@ -410,87 +410,18 @@ def _check_total(spent_by_statistic: list[str | None], total: str | None) -> Non
         raise ValueError(f"statistics spend {spent}, the total says {total}")
 
 
-class _LegacyMeasurement(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    epsilon: float
-    sensitivity: float
-    derivation: str
-    granularity: float
-    noise_scale: float
-    noise_scale_units_exact: str
-    ci95_halfwidth: float
-
-
-class _LegacyStatistic(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    name: str
-    epsilon_exact: ExactRational
-    measurements: list[_LegacyMeasurement]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flattened(cls, data: Any) -> Any:
-        """Counts and sums carried their one measurement's fields at the top level."""
-        if isinstance(data, dict) and "measurements" not in data:
-            return {**data, "measurements": [data]}
-        return data
-
-
-class LegacyManifest(BaseModel):
-    """A manifest stored by dprelease before format 2 (`_ci95` columns, hand-built dict):
-    what its publication check required, so stored releases stay valid."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    release_id: str | None
-    created_at: str
-    library_version: str
-    spec_hash: str
-    mechanism: str
-    noise_source: NoiseSourceEntry | None
-    neighbours: str
-    privacy_unit: str
-    contribution_bounds: dict[str, Any]
-    epsilon_total: float
-    epsilon_total_exact: ExactRational
-    budget_split: str
-    statistics: list[_LegacyStatistic]
-
-    @model_validator(mode="after")
-    def _spends_its_total(self) -> LegacyManifest:
-        _check_total([s.epsilon_exact for s in self.statistics], self.epsilon_total_exact)
-        return self
-
-
-def parse_manifest(data: dict[str, Any]) -> Manifest | LegacyManifest:
-    """A stored or published manifest as its model (by its `format`); ValidationError if it is
-    not a complete, consistent manifest of a format this version knows."""
-    if "format" in data:
-        return Manifest.model_validate(data)
-    return LegacyManifest.model_validate(data)
-
-
-def manifest_problems(data: dict[str, Any]) -> list[str]:
-    """Why a manifest may not be published (empty: complete, consistent, private noise)."""
-    try:
-        manifest = parse_manifest(data)
-    except ValidationError as exc:
-        return [
-            f"{'.'.join(str(part) for part in error['loc']) or 'manifest'}: {error['msg']}"
-            for error in exc.errors()
-        ]
-    problems = []
-    if manifest.release_id is None:
-        problems.append("missing release_id: not recorded in a ledger")
-    if manifest.noise_source is None:  # only a manifest of format 1 can lack it
-        problems.append("missing noise_source: no noise was drawn")
-    elif not manifest.noise_source.private:
-        problems.append("noise source is seeded: not a private release")
-    return problems
-
-
 def json_schema() -> str:
     """The published JSON Schema of `Manifest`, as committed in docs/manifest.schema.json."""
     return json.dumps(Manifest.model_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def spent(loss: PrivacyLoss) -> dict[str, Any]:
+    """The manifest's fields of what a statistic, level or release spends: ε, or ρ."""
+    if loss.measure is Measure.PURE:
+        return {"epsilon": float(loss.amount), "epsilon_exact": str(loss.amount)}
+    return {
+        "epsilon": None,
+        "epsilon_exact": None,
+        "rho": float(loss.amount),
+        "rho_exact": str(loss.amount),
+    }

@@ -45,7 +45,7 @@ from dprelease.spec import (
     SumStatistic,
 )
 from dprelease.statement._compare import MeasureComparison
-from dprelease.statement._entries import spent, statistic_entry
+from dprelease.statement._entries import statistic_entry
 from dprelease.statement._manifest import (
     CountEntry,
     ExactRational,
@@ -56,6 +56,7 @@ from dprelease.statement._manifest import (
     QuantileEntry,
     StatisticEntry,
     SumEntry,
+    spent,
 )
 from dprelease.statement._search import (
     _counts_rows,

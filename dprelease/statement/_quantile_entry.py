@@ -11,7 +11,7 @@ from fractions import Fraction
 
 from dprelease.loss import Measure
 from dprelease.mechanism import QuantileAllocation
-from dprelease.statement._manifest import QuantileEntry, QuantileValueEntry
+from dprelease.statement._manifest import QuantileEntry, QuantileValueEntry, spent
 
 MECHANISM = (
     "permute-and-flip (McKenna & Sheldon 2020) over the public grid with the score "
@@ -84,7 +84,6 @@ def quantile_entry(q: QuantileAllocation) -> QuantileEntry:
             strict=True,
         )
     ]
-    from dprelease.statement._entries import spent  # which imports this module
 
     share = plan.interval_epsilon / plan.epsilon
     zcdp = q.loss.measure is not Measure.PURE
