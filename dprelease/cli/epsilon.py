@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -61,6 +62,18 @@ def _plot_directory(plot: Path) -> Path:
     return plot
 
 
+def _whose_profile(scope: str, listed: Mapping[str, object]) -> str:
+    """ "own" if `scope` has a `scopes:` section, else "default"; a name that differs from a
+    listed scope only in letter case is refused (the ledger keeps them apart as well), so a typo
+    never shows the default profile's budget for a scope that has its own."""
+    if scope in listed:
+        return "own"
+    alike = next((name for name in listed if name.casefold() == scope.casefold()), None)
+    if alike is not None:
+        raise ConfigError("--scope", f"{scope!r} is not listed; did you mean {alike!r}?")
+    return "default"
+
+
 @app.command()
 @cli_errors
 def epsilon(
@@ -74,15 +87,34 @@ def epsilon(
         Path | None,
         typer.Option("--plot", help="Write profile.png and epsilon.png into this directory."),
     ] = None,
+    scope: Annotated[
+        str | None,
+        typer.Option(
+            "--scope",
+            help="A budget scope: its `scopes:` profile, or the default one if it has none.",
+        ),
+    ] = None,
 ) -> None:
     """ε_min from the odds risk profile, the adversaries it protects against, group privacy."""
-    from dprelease.budget import choose_budget, load_privacy_config, write_plots
+    from dprelease.budget import choose_budget, load_privacy_profiles, write_plots
 
-    choice = choose_budget(load_privacy_config(config))
+    profiles = load_privacy_profiles(config)
+    choice = choose_budget(profiles.for_scope(scope))
     plot_directory = _plot_directory(plot) if plot is not None else None
+    whose = None if scope is None else _whose_profile(scope, profiles.scopes)
     if as_json:
-        typer.echo(json.dumps(choice.to_json_dict(), allow_nan=False))
+        data = choice.to_json_dict()
+        if whose is not None:
+            data = {"scope": scope, "scope_profile": whose, **data}
+        typer.echo(json.dumps(data, allow_nan=False))
     else:
+        if whose is not None:
+            typer.echo(
+                f"scope {scope!r}: its own profile (scopes.{scope})"
+                if whose == "own"
+                else f"scope {scope!r} is not listed under `scopes:`: the default `privacy:` "
+                "profile applies"
+            )
         _print_tables(choice)
     if plot_directory is not None:
         try:

@@ -151,3 +151,19 @@ def test_zcdp_shows_rho_max_beside_epsilon_min_in_tables_and_json(tmp_path: Path
     assert [row["rho"] for row in data["group_privacy"][:2]] == pytest.approx(
         [rho_max, 4 * rho_max]
     )
+
+
+def test_scope_shows_that_scopes_profile_or_says_the_default_applies() -> None:
+    config = str(ROOT / "pipelines" / "privacy.yaml")
+    own = run("--config", config, "--scope", "hospital_patients", "--json")
+    assert own.exit_code == 0, own.output
+    data = json.loads(own.stdout)
+    assert (data["scope"], data["scope_profile"]) == ("hospital_patients", "own")
+    assert data["epsilon_min"] == pytest.approx(0.5 * math.log(3000))  # its B(1) = 3000
+    listed_not = run("--config", config, "--scope", "case_control_study")
+    assert listed_not.exit_code == 0, listed_not.output
+    assert "not listed under `scopes:`: the default" in listed_not.stdout
+    assert "ε_min = 0.3466" in listed_not.stdout  # the default profile's ½·ln 2
+    typo = run("--config", config, "--scope", "Hospital_Patients")
+    assert typo.exit_code == 2
+    assert "did you mean 'hospital_patients'" in typo.output
