@@ -13,6 +13,7 @@ Metadata holds noisy values and spec-derived facts only.
 
 import json
 import warnings
+from contextlib import ExitStack
 from fractions import Fraction
 from pathlib import Path
 
@@ -243,21 +244,24 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
         try:
             privacy = policy.profiles()  # a bad profile fails here, before the ledger
             path = confidential.table_path(spec.source)
-            with (
-                operator_warnings_in_run_log(context),
-                ledger.open(create=config.create_scope) as book,
-            ):
+            existing = ledger.open_existing(create=config.create_scope)
+            with operator_warnings_in_run_log(context), ExitStack() as closing:
+                if existing is not None:
+                    closing.enter_context(existing)
                 budget = decide_budget(
                     release,
                     privacy=privacy,
-                    ledger=book,
+                    ledger=existing,
+                    new_ledger=existing is None,  # every scope new; the file not yet written
                     may_open_scope=config.create_scope or not ledger.require_existing,
                 )
-                # spec, budget, schema and the public directory checked before the ledger changes
+                # spec, budget, schema and the public directory checked before the ledger
+                # changes, or is created
                 prepared = prepare(path, release, budget, period=period)
                 directory = public.release_dir(spec.name, period)
                 if (problem := unwritable_directory(directory)) is not None:
                     raise ConfigError("public.directory", problem)
+                book = existing or closing.enter_context(ledger.open(create=True))
                 recorded = record_release(
                     prepared,
                     ledger=book,

@@ -29,7 +29,7 @@ from dprelease.budget import (
     choose_budget,
     load_privacy_profiles,
 )
-from dprelease.errors import ConfigError
+from dprelease.errors import ConfigError, LedgerNotFound
 from dprelease.ledger import LEDGER_URL_ENV, Ledger
 from pipelines.demo_data import write_demo_data
 
@@ -105,6 +105,19 @@ class LedgerResource(dg.ConfigurableResource):
         return Ledger(
             self.url, mode="create" if create or not self.require_existing else "existing"
         )
+
+    def open_existing(self, *, create: bool = False) -> Ledger | None:
+        """The ledger if it exists; None if `open(create=create)` would create it. A run checks
+        the whole release against None (every scope new) before the ledger file is written, so a
+        refused run leaves no new ledger behind. Refuses as `open` does where it may not create."""
+        if self.require_existing and not (self.url or os.environ.get(LEDGER_URL_ENV)):
+            raise _missing(LEDGER_URL_ENV, "the ledger URL")
+        try:
+            return Ledger(self.url, mode="existing")
+        except LedgerNotFound:
+            if self.require_existing and not create:
+                raise
+            return None
 
 
 @dataclass(frozen=True)

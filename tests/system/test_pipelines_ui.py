@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import polars as pl
 import pytest
 from test_pipelines import (
     MONTHLY,
@@ -261,3 +262,19 @@ def test_a_zcdp_scope_shows_rho_max_its_probability_and_amounts_in_rho(root: Pat
     assert "With probability at least 1 − δ over the release, an adversary's posterior" in report
     assert "| ρ_P10 | max posterior odds ratio at ρ, with probability ≥ 1 − δ |" in report
     assert "| group size k | k²ρ | odds factor, with probability ≥ 1 − δ |" in report
+
+
+def test_a_first_run_refused_for_its_input_leaves_no_new_ledger(root: Path) -> None:
+    """Every check comes before the ledger file is created: a refused first run of a pipeline
+    (here a text column where the spec sums numbers) writes no ledger, not even an empty one."""
+    table = root / "confidential" / "visits.parquet"
+    visits = pl.read_parquet(table)
+    visits.with_columns(pl.col("cost").cast(pl.String)).write_parquet(table)
+    defs = build_definitions(resources=resources(root))
+    refused = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-01")
+    [step] = refused.get_step_failure_events()
+    assert "column 'cost'" in step.step_failure_data.error.message
+    assert not (root / "ledger.sqlite").exists()
+    visits.write_parquet(table)  # the same run on good data creates the ledger and charges once
+    released = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-01")
+    assert released.success and (root / "ledger.sqlite").exists()
