@@ -180,3 +180,20 @@ def test_plan_compare_says_which_measure_is_more_accurate() -> None:
     year = dp.plan(spec, privacy=privacy, compare=True).comparison
     assert one is not None and year is not None
     assert (one.smaller, year.releases, year.smaller) == ("pure", 12, "zcdp")
+
+
+@pytest.mark.parametrize(
+    ("releases", "visits", "total_cost"),
+    [(12, (108, 86), (215_692.75, 171_762.625)), (33, (297, 142), (593_155, 284_836.125))],
+)
+def test_the_readmes_demo_margins_are_the_planners(
+    releases: int, visits: tuple[float, float], total_cost: tuple[float, float]
+) -> None:
+    """The README's "Pure ε or zCDP?" figures for the demo's monthly spec (36 and 99
+    measurements of its scope), as `dprelease plan --compare` states them: pure ε, then zCDP."""
+    spec = ROOT / "pipelines" / "specs" / "visits_monthly.yaml"
+    privacy = ROOT / "pipelines" / "privacy.yaml"
+    comparison = dp.plan(spec, privacy=privacy, compare=True, releases=releases).comparison
+    assert comparison is not None
+    stated = {s.name: (s.pure_moe95, s.zcdp_moe95) for s in comparison.statistics}
+    assert (stated["visits"], stated["total_cost"]) == (visits, total_cost)
