@@ -528,3 +528,19 @@ def test_grid_from_bounds_and_discretize() -> None:
 def test_release_refuses_histograms_of_another_grid() -> None:
     with pytest.raises(NoiseError, match="cells × 10"):
         q.release_quantiles(np.zeros((3, 9), np.int64), plan([HALF], 1, 10))
+
+
+@pytest.mark.parametrize("p", [Fraction(1, 2), Fraction(1, 4)])
+def test_a_cell_beyond_two_to_the_40_rows_still_moves_a_score_by_at_most_delta(p: Fraction) -> None:
+    """Capping the counts (as an earlier version did) let one row move a score by 2d; scores
+    of cells this large are computed exactly and capped as scores, so Δ = 2·max(a, d − a)."""
+    big = np.array([[0, 0, 2**40 - 10, 100]], dtype=np.int64)
+    plus = big.copy()
+    plus[0, 0] += 1
+    moved = np.abs(
+        q._value_scores(*q._cumulative(plus), p) - q._value_scores(*q._cumulative(big), p)
+    )
+    a, d = p.numerator, p.denominator
+    assert int(moved.max()) <= 2 * max(a, d - a)
+    huge = np.array([[2**61, 2**61]], dtype=np.int64)  # scores past int64: capped, not wrapped
+    assert (q._value_scores(*q._cumulative(huge), p) >= 0).all()

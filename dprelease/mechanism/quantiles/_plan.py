@@ -20,11 +20,9 @@ from dprelease.spec import check_quantile_levels
 DEFAULT_INTERVAL_SHARE = Fraction(1, 10)
 #: Each side of an interval misses with probability at most this (two sides: 95%).
 SIDE_MISS = 0.025
-#: Grid sizes and p denominators up to 2^20 and per-cell counts saturated at 2^40 keep every
-#: score below 2^62 in int64. Saturation is 1-Lipschitz, so the sensitivity bound still holds;
-#: it only ever touches cells of more than 10^12 rows.
+#: At most 2^20 grid points (and p denominators, see `check_quantile_levels`): scores of cells
+#: of up to 2^40 rows stay below 2^62 in int64; larger cells' scores are capped (`_release`).
 MAX_BINS = 1 << 20
-_COUNT_CAP = 1 << 40
 
 
 @dataclass(frozen=True)

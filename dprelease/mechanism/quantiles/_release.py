@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 from dprelease.errors import NoiseError
 from dprelease.mechanism.noise import NoiseSource, default_noise_source, discrete_laplace
 from dprelease.mechanism.noise._source import _BitStream  # the words a uniform choice needs
-from dprelease.mechanism.quantiles._plan import _COUNT_CAP, QuantilePlan
+from dprelease.mechanism.quantiles._plan import QuantilePlan
 
 #: Cells per batch: about 2^20 grid points in flight, whatever the number of cells.
 _BATCH_POINTS = 1 << 20
@@ -32,10 +32,14 @@ class QuantileRelease:
 
 # --------------------------------------------------------------------------- scores
 
+#: Cells with fewer rows have int64 scores (d ≤ 2^20); the scores of larger ones are capped here.
+_EXACT_ROWS = 1 << 40
+_SCORE_CAP = 1 << 62
+
 
 def _cumulative(histograms: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(below, upto): #{x < k} and #{x ≤ k} per grid point, saturated at 2^40."""
-    upto = np.minimum(np.cumsum(np.minimum(histograms, _COUNT_CAP), axis=1), _COUNT_CAP)
+    """(below, upto): #{x < k} and #{x ≤ k} per grid point, exact (a cell's rows fit int64)."""
+    upto = np.cumsum(histograms, axis=1)
     below = np.empty_like(upto)
     below[:, 0] = 0
     below[:, 1:] = upto[:, :-1]
@@ -45,9 +49,26 @@ def _cumulative(histograms: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArr
 def _value_scores(
     below: NDArray[np.int64], upto: NDArray[np.int64], p: Fraction
 ) -> NDArray[np.int64]:
-    """2d·|#{x < k} + ½·#{x = k} − p·n| = |d·(below + upto) − 2a·n| per grid point."""
+    """2d·|#{x < k} + ½·#{x = k} − p·n| = |d·(below + upto) − 2a·n| per grid point, at most
+    2^62 so it fits int64.
+
+    The cap applies to the score itself, a 1-Lipschitz function of it, so one row still moves a
+    score by at most the stated Δ (capping the counts instead would not: a capped n with an
+    uncapped #{x ≤ k} moves the score twice as much). Cells of fewer than 2^40 rows are computed
+    in int64 (d ≤ 2^20: every term below 2^62); larger ones, never seen in practice, exactly in
+    Python integers.
+    """
     a, d = p.numerator, p.denominator
-    return np.abs(d * (below + upto) - 2 * a * upto[:, -1:])
+    n = upto[:, -1:]
+    small = n[:, 0] < _EXACT_ROWS
+    if small.all():
+        return np.abs(d * (below + upto) - 2 * a * n)
+    scores = np.empty_like(upto)
+    scores[small] = np.abs(d * (below[small] + upto[small]) - 2 * a * n[small])
+    big = ~small
+    exact = np.abs(d * (below[big].astype(object) + upto[big]) - 2 * a * n[big].astype(object))
+    scores[big] = np.minimum(exact, _SCORE_CAP).astype(np.int64)
+    return scores
 
 
 # --------------------------------------------------------------------------- sampling
