@@ -1,9 +1,9 @@
 """The Spark engine's part of a quantile statistic: each kept row's grid point, and the rows of
 every observed (statistic, cell, grid point) in one aggregation.
 
-The same rule as the polars engine (`QuantileGrid.discretize` after the nulls rule of a sum):
-null or NaN → 0 if 0 is within the bounds, else lower; clamp; (x − lower)/resolution in float64,
-rounded half to even (`rint`); an index 0 … B − 1.
+The same rule as the polars engine (`QuantileGrid.discretize` after the nulls rule and clamp of
+a sum, which the engine applies first): (x − lower)/resolution in float64, rounded half to even
+(`rint`); an index 0 … B − 1.
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from pyspark.sql import types as T
 from dprelease.mechanism._quantile_accounting import QuantileAllocation
 
 
-def grid_point(value: Column, q: QuantileAllocation) -> Column:
-    """The grid index of a value (a DOUBLE column, null where it held no number)."""
+def grid_point(number: Column, q: QuantileAllocation) -> Column:
+    """The grid index of a value already filled by the nulls rule and clamped to the statistic's
+    bounds (the engine's `_clamped`, as for a sum)."""
     stat = q.statistic
-    fill = 0.0 if stat.lower <= 0.0 <= stat.upper else stat.lower
-    number = F.when(value.isNull() | F.isnan(value), F.lit(fill)).otherwise(value)
-    number = F.least(F.greatest(number, F.lit(stat.lower)), F.lit(stat.upper))
     steps = F.rint((number - F.lit(stat.lower)) / F.lit(float(q.grid.resolution)))
     points = steps.try_cast(T.LongType())
     return F.least(F.greatest(points, F.lit(0)), F.lit(q.grid.bins - 1))

@@ -140,8 +140,9 @@ def _units_of(m: Measurement, read: list[str]) -> pl.Expr:
         factors.append(_clamped(weight, 0.0, m.survey_weight.upper))
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
     units = (product / float(m.granularity)).round()
-    # clamped while still a float (the unit bounds are at most 2^53, so exact as floats), then
-    # cast once: the cast cannot fail, as every value is a whole number within the bounds
+    # clamped while still a float (the unit bounds are at most 2^53, so exact as floats: Δ is
+    # at least the largest bound and `_law` refuses a Δ above 2^53), then cast once: the cast
+    # cannot fail, as every value is a whole number within the bounds
     units = units.clip(float(m.lower_units), float(m.upper_units))
     return units.cast(_narrowest_int(m.lower_units, m.upper_units), strict=False)
 
@@ -150,9 +151,8 @@ def _point_of(q: QuantileAllocation, value: str) -> pl.Expr:
     """The value's grid point: the nulls rule of a sum, clamped, (x − lower)/resolution rounded
     half to even, as an index 0 … B − 1 (`QuantileGrid.discretize`)."""
     stat = q.statistic
-    fill = 0.0 if stat.lower <= 0.0 <= stat.upper else stat.lower
-    number = pl.col(value).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
-    steps = ((number.clip(stat.lower, stat.upper) - stat.lower) / float(q.grid.resolution)).round()
+    number = _clamped(value, stat.lower, stat.upper)
+    steps = ((number - stat.lower) / float(q.grid.resolution)).round()
     points = steps.cast(pl.Int64, strict=False).clip(0, q.grid.bins - 1)
     return points.cast(_narrowest_int(0, q.grid.bins - 1))
 

@@ -375,7 +375,14 @@ def _cells(
     read = values_read(plan)
     units = [_units(m, read).alias(f"units{i}") for i, m in enumerate(summed(plan))]
     points = [
-        grid_point(F.col(f"value{read.index(q.statistic.column)}"), q).alias(f"point{i}")
+        grid_point(
+            _clamped(
+                F.col(f"value{read.index(q.statistic.column)}"),
+                q.statistic.lower,
+                q.statistic.upper,
+            ),
+            q,
+        ).alias(f"point{i}")
         for i, q in enumerate(plan.quantiles)
     ]
     bounding = ["unit", "order", "salt"] if spec.privacy_unit is not None else []
