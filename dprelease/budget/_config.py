@@ -202,8 +202,21 @@ class PrivacyProfiles:
     scopes: Mapping[str, PrivacyConfig]
 
     def for_scope(self, scope: str | None) -> PrivacyConfig:
-        """The scope's own profile if it has one, else the default."""
-        return self.scopes.get(scope, self.default) if scope is not None else self.default
+        """The scope's own profile if it has one, else the default. A scope whose name differs
+        from a listed one only in letter case is refused (the ledger keeps such names apart
+        too), so a typo never takes the default profile's budget for a scope that has its own."""
+        if scope is None:
+            return self.default
+        if scope in self.scopes:
+            return self.scopes[scope]
+        alike = next((name for name in self.scopes if name.casefold() == scope.casefold()), None)
+        if alike is not None:
+            raise ConfigError(
+                "scopes",
+                f"scope {scope!r} is not listed, {alike!r} is: the names differ only in letter "
+                f"case; use {alike!r}, or list {scope!r} under scopes:",
+            )
+        return self.default
 
 
 def load_privacy_profiles(path: str | Path) -> PrivacyProfiles:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -62,18 +61,6 @@ def _plot_directory(plot: Path) -> Path:
     return plot
 
 
-def _whose_profile(scope: str, listed: Mapping[str, object]) -> str:
-    """ "own" if `scope` has a `scopes:` section, else "default"; a name that differs from a
-    listed scope only in letter case is refused (the ledger keeps them apart as well), so a typo
-    never shows the default profile's budget for a scope that has its own."""
-    if scope in listed:
-        return "own"
-    alike = next((name for name in listed if name.casefold() == scope.casefold()), None)
-    if alike is not None:
-        raise ConfigError("--scope", f"{scope!r} is not listed; did you mean {alike!r}?")
-    return "default"
-
-
 @app.command()
 @cli_errors
 def epsilon(
@@ -101,7 +88,7 @@ def epsilon(
     profiles = load_privacy_profiles(config)
     choice = choose_budget(profiles.for_scope(scope))
     plot_directory = _plot_directory(plot) if plot is not None else None
-    whose = None if scope is None else _whose_profile(scope, profiles.scopes)
+    whose = None if scope is None else "own" if scope in profiles.scopes else "default"
     if as_json:
         data = choice.to_json_dict()
         if whose is not None:

@@ -166,4 +166,4 @@ def test_scope_shows_that_scopes_profile_or_says_the_default_applies() -> None:
     assert "ε_min = 0.3466" in listed_not.stdout  # the default profile's ½·ln 2
     typo = run("--config", config, "--scope", "Hospital_Patients")
     assert typo.exit_code == 2
-    assert "did you mean 'hospital_patients'" in typo.output
+    assert "'Hospital_Patients' is not listed, 'hospital_patients' is" in typo.output

@@ -173,3 +173,15 @@ def test_a_bad_scope_section_fails_for_every_scope(tmp_path: Path, scopes: str, 
     with pytest.raises(ConfigError) as caught:
         load_privacy_config(config, "another_scope")
     assert caught.value.path == path
+
+
+def test_a_scope_named_like_a_listed_one_but_for_case_is_refused_not_given_the_default() -> None:
+    from conftest import ROOT
+
+    from dprelease.budget import load_privacy_profiles
+
+    profiles = load_privacy_profiles(ROOT / "pipelines" / "privacy.yaml")
+    assert profiles.for_scope("hospital_patients") is profiles.scopes["hospital_patients"]
+    assert profiles.for_scope("case_control_study") is profiles.default  # not listed: default
+    with pytest.raises(ConfigError, match="'Hospital_Patients' is not listed, 'hospital_patients'"):
+        profiles.for_scope("Hospital_Patients")
