@@ -334,7 +334,7 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
     def privacy_budget(
         policy: PrivacyPolicy, ledger: LedgerResource, public: PublicStore
     ) -> dg.MaterializeResult:
-        budgets = {scope: policy.scope_profile(scope) for scope in scopes}
+        budgets = policy.scope_profiles(list(scopes))
         with ledger.open() as book:
             statuses = _scopes(book)
             pending = unpublished(book, releases, public)

@@ -138,10 +138,12 @@ class PrivacyPolicy(dg.ConfigurableResource):
         """The whole file, validated (a bad section of any scope fails every run, uncharged)."""
         return load_privacy_profiles(self.config_path)
 
-    def scope_profile(self, scope: str) -> ScopeProfile:
-        """The scope's profile, explained: the choice and the cap it allows."""
-        choice = choose_budget(self.profiles().for_scope(scope))
-        return ScopeProfile(choice, cap_from_profile(choice))
+    def scope_profiles(self, scopes: list[str]) -> dict[str, ScopeProfile]:
+        """Each scope's profile, explained (the choice and the cap it allows), from one reading
+        of the file."""
+        profiles = self.profiles()
+        chosen = {scope: choose_budget(profiles.for_scope(scope)) for scope in scopes}
+        return {scope: ScopeProfile(c, cap_from_profile(c)) for scope, c in chosen.items()}
 
 
 def _missing(variable: str, what: str) -> ConfigError:
