@@ -221,3 +221,9 @@ class PrivacyLoss:
 
     def __str__(self) -> str:
         return f"{self.measure.symbol} = {self.amount}"
+
+
+def laplace_epsilon(loss: PrivacyLoss) -> Fraction:
+    """The ε that Laplace noise (or another ε-DP mechanism) may spend from `loss`: its own ε in a
+    pure release; in a zCDP one the largest ε with ε²/2 ≤ its ρ (`pure_within_zcdp`)."""
+    return loss.amount if loss.measure is Measure.PURE else pure_within_zcdp(loss.amount)

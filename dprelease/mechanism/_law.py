@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from dprelease.errors import NoiseError, SpecError
-from dprelease.loss import Measure, Mechanism, PrivacyLoss, pure_within_zcdp
+from dprelease.loss import Mechanism, PrivacyLoss, laplace_epsilon
 from dprelease.mechanism.noise import (
     NoiseSource,
     discrete_gaussian,
@@ -217,7 +217,7 @@ def level_noise(
             exact_sigma2, Fraction(squared) / (2 * loss.rho), path, "σ² = Δ2²/(2ρ)", "ρ"
         )
     else:
-        epsilon = loss.epsilon if loss.measure is Measure.PURE else pure_within_zcdp(loss.rho)
+        epsilon = laplace_epsilon(loss)
         if epsilon <= 0:
             raise SpecError(path, "the ρ of this level leaves no ε for Laplace noise; raise ρ")
         scale = _drawable(exact_scale, Fraction(delta) / epsilon, path, "Δ/ε", "ε")

@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
-from dprelease.loss import Measure, PrivacyLoss, pure_within_zcdp
+from dprelease.loss import PrivacyLoss, laplace_epsilon
 from dprelease.mechanism._l1 import unit_rows
 from dprelease.mechanism.quantiles import QuantileGrid, QuantilePlan, plan_quantiles
 from dprelease.spec import QuantileStatistic, ReleaseSpec, exact_decimal
@@ -52,13 +52,6 @@ class QuantileAllocation:
         return self.loss.epsilon
 
 
-def calibrated_epsilon(share: PrivacyLoss) -> Fraction:
-    """The ε the mechanism spends from a share: the share's own in a pure release; in a zCDP
-    one the largest ε (a multiple of 10^-12) with ε²/2 ≤ its ρ, as ε-DP is ε²/2-zCDP (the
-    same conversion as Laplace noise in a zCDP scope)."""
-    return share.amount if share.measure is Measure.PURE else pure_within_zcdp(share.amount)
-
-
 def _rows_moved(spec: ReleaseSpec, neighbours: ProtectedChange) -> tuple[int, str]:
     """Rows one unit's change moves in the histograms (over all cells), and why."""
     rows, why = unit_rows(spec)
@@ -79,7 +72,7 @@ def allocate_quantile(
 ) -> QuantileAllocation:
     """The plan of `stat` at its `share` of the release's loss; SpecError naming `path` for an
     ε too small for the sampler."""
-    epsilon = calibrated_epsilon(share)
+    epsilon = laplace_epsilon(share)  # in a zCDP release, as for Laplace noise there
     grid = QuantileGrid.from_bounds(stat.lower_exact, stat.upper_exact, stat.resolution_exact)
     moved, why = _rows_moved(spec, neighbours)
     try:

@@ -9,7 +9,7 @@ import math
 from fractions import Fraction
 
 from dprelease.change import ProtectedChange
-from dprelease.loss import Measure, Mechanism
+from dprelease.loss import Measure, Mechanism, zcdp_of_pure
 from dprelease.mechanism._l1 import rows_reach
 from dprelease.mechanism._l2 import level_l2
 from dprelease.mechanism._values import row_value
@@ -67,4 +67,4 @@ def need(
         squared = sensitivity_squared_bound(stat, resolved, neighbours)
         return squared * _Z95 * _Z95 / (2 * target * target)
     epsilon = sensitivity_bound(stat, resolved.spec, neighbours) * Fraction(LN_20) / target
-    return epsilon if measure is Measure.PURE else epsilon * epsilon / 2
+    return epsilon if measure is Measure.PURE else zcdp_of_pure(epsilon)

@@ -16,6 +16,7 @@ returns the first that meets every target. The answer is a decimal: the smallest
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Collection, Mapping
 from fractions import Fraction
@@ -415,6 +416,7 @@ def epsilon_for_targets(
     search)."""
     spec = resolved.spec
 
+    @functools.cache  # the search asks some ε twice (a range's ends, refinement passes)
     def meets(epsilon: Fraction) -> bool:
         try:
             planned = allocate(resolved, PrivacyLoss(measure, epsilon), neighbours, mechanism)
