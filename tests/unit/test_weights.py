@@ -370,3 +370,16 @@ def test_margins_added_in_quadrature_cover_laplace_noise_plus_normal_sampling_er
         normal.append(coverage(1.96 * math.sqrt(2 + sd * sd), 1.0, sd))
     assert all(0.95 - 1e-6 <= c <= 0.956 for c in quadrature), quadrature
     assert min(normal) < 0.939 and max(normal) < 0.9501, normal
+
+
+def test_unit_bounds_beyond_two_to_the_53_are_refused_with_their_sensitivity() -> None:
+    """W·U = 3·(2^52 + 1) units is not exact in float64, where the engine clamps a row's units.
+    No release reaches it: a row's bound in units is at most Δ, and a Δ above 2^53 is refused
+    before anything is read or charged."""
+    upper = 2**52 + 1
+    stat = {"name": "total", "kind": "sum", "column": "x", "lower": 0, "upper": upper}
+    loaded = spec(
+        stat | {"granularity": 1}, survey_weight={"column": "w", "upper": 3}, max_rows_per_unit=1
+    )
+    with pytest.raises(SpecError, match=r"release\.statistics\[0\]: sensitivity of .* above 2\^53"):
+        allocation_of(loaded, 64)
