@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, invoke_cli, one_line_error, release_args, write_visits
+from helpers import ROOT, invoke_cli, one_line_error, release_args, write_visits
 from pydantic import ValidationError
 
 import dprelease as dp

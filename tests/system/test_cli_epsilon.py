@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 from typer.testing import CliRunner, Result
 
 from dprelease.cli import app

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from helpers import FIXTURES
 from typer.testing import CliRunner, Result
 
 from dprelease.cli import app

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import ROOT, invoke_cli, one_line_error, release_args, words, write_visits
+from helpers import ROOT, invoke_cli, one_line_error, release_args, words, write_visits
 from typer.testing import Result
 
 from dprelease.ledger import Ledger

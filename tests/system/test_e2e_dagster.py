@@ -27,8 +27,8 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from conftest import ROOT
 from dagster._core.instance.ref import InstanceRef  # not exported; only to read heartbeats
+from helpers import ROOT
 from test_pipelines import write_tables
 
 from dprelease.ledger import Ledger

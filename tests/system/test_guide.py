@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 GUIDE = ROOT / "docs" / "guide.md"
 

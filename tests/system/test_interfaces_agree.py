@@ -18,7 +18,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 import dprelease as dp
 from pipelines.definitions import build_definitions

@@ -9,7 +9,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import invoke_cli, release_args, words, write_visits
+from helpers import invoke_cli, release_args, words, write_visits
 from typer.testing import Result
 
 import dprelease as dp

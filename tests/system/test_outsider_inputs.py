@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import WORKSPACE_SPEC
+from helpers import WORKSPACE_SPEC
 from typer.testing import CliRunner, Result
 
 import dprelease as dp
@@ -162,7 +162,7 @@ def test_a_released_slot_stays_re_servable_after_an_unwritable_out(
 
 def test_publish_checks_its_out_dir_before_reserving(workspace: Path, unwritable: Path) -> None:
     """The library's one-step path (`dprelease.publish.publish`) checks too, for every caller."""
-    from conftest import prepare_release
+    from helpers import prepare_release
 
     from dprelease.errors import ConfigError
     from dprelease.publish import publish

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import BASE_SPEC, exact_table, prepare_release
+from helpers import BASE_SPEC, exact_table, prepare_release
 from polars.testing import assert_frame_equal
 from sparktest import local_session
 from typer.testing import CliRunner

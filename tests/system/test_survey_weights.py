@@ -11,7 +11,7 @@ import dagster as dg
 import pandas as pd
 import polars as pl
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 from typer.testing import CliRunner
 
 import dprelease as dp

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from conftest import ROOT, WORKSPACE_SPEC
+from helpers import ROOT, WORKSPACE_SPEC
 from scipy import stats
 
 import dprelease as dp

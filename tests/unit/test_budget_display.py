@@ -7,7 +7,7 @@ import math
 from fractions import Fraction
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 from matplotlib.figure import Figure
 
 from dprelease.budget import (

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 from dprelease.budget import (
     PrivacyConfig,
@@ -176,7 +176,7 @@ def test_a_bad_scope_section_fails_for_every_scope(tmp_path: Path, scopes: str, 
 
 
 def test_a_scope_named_like_a_listed_one_but_for_case_is_refused_not_given_the_default() -> None:
-    from conftest import ROOT
+    from helpers import ROOT
 
     from dprelease.budget import load_privacy_profiles
 

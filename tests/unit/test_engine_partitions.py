@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import prepare_release
+from helpers import prepare_release
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from conftest import chi2_pvalue_of_pmf, seeded_stream
+from helpers import chi2_pvalue_of_pmf, seeded_stream
 from scipy import stats
 
 from dprelease.errors import NoiseError

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 HEAVY = ("scipy", "sqlalchemy", "matplotlib", "pyspark", "clarabel", "dagster")
 

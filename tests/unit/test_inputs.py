@@ -11,7 +11,7 @@ import pandas as pd
 import polars as pl
 import pytest
 import yaml
-from conftest import exact_table, prepare_release
+from helpers import exact_table, prepare_release
 from typer.testing import CliRunner
 
 from dprelease.cli import app

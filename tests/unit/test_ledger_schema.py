@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from helpers import FIXTURES
 from pgtest import fresh_pg_url
 from sqlalchemy import create_engine, insert, inspect, select, text
 

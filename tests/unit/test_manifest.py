@@ -7,7 +7,7 @@ import json
 
 import polars as pl
 import pytest
-from conftest import FIXTURES, ROOT, make_spec, prepare_release
+from helpers import FIXTURES, ROOT, make_spec, prepare_release
 from pydantic import ValidationError
 
 from dprelease.statement import (

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from conftest import ZERO, allocation_of, prepare_release
+from helpers import ZERO, allocation_of, prepare_release
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import allocation_of, draw_release, make_spec
+from helpers import allocation_of, draw_release, make_spec
 
 from dprelease.errors import SpecError
 from dprelease.mechanism.noise import NoiseSource

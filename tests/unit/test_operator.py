@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from conftest import exact_table, make_spec, prepare_release
+from helpers import exact_table, make_spec, prepare_release
 from typer.testing import CliRunner
 
 from dprelease.cli import app

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import draw_release, make_spec
+from helpers import draw_release, make_spec
 from typer.testing import CliRunner
 
 from dprelease.cli import app

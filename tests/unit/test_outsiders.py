@@ -20,7 +20,7 @@ import pandas as pd
 import polars as pl
 import pytest
 import yaml
-from conftest import (
+from helpers import (
     ROOT,
     allocation_of,
     draw_release,

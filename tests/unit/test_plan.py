@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import ROOT, allocation_of
+from helpers import ROOT, allocation_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner

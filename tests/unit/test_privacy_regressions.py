@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
-from conftest import draw_release as exact
-from conftest import prepare_release
+from helpers import draw_release as exact
+from helpers import prepare_release
 from typer.testing import CliRunner
 
 from dprelease.cli import app

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from conftest import ZERO, draw_release, make_spec, prepare_release
+from helpers import ZERO, draw_release, make_spec, prepare_release
 from scipy import stats
 
 from dprelease.change import ProtectedChange

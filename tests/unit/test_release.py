@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
-from conftest import allocation_of, draw_release, make_spec, prepare_release
-from conftest import exact_table as exact
+from helpers import allocation_of, draw_release, make_spec, prepare_release
+from helpers import exact_table as exact
 
 import dprelease as dp
 from dprelease.change import ProtectedChange

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from conftest import prepare_release
+from helpers import prepare_release
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from conftest import ROOT, allocation_of
+from helpers import ROOT, allocation_of
 
 from dprelease.mechanism import Allocation, Measurement, QuantileAllocation
 from dprelease.mechanism.engines import Engine, EngineJob, ExactAggregates, get_engine, new_salt

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from conftest import BASE_SPEC, make_spec
+from helpers import BASE_SPEC, make_spec
 
 from dprelease.errors import SpecError
 from dprelease.spec import load_spec, parse_spec

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import allocation_of, draw_release, make_spec, prepare_release
+from helpers import allocation_of, draw_release, make_spec, prepare_release
 
 from dprelease.change import ProtectedChange
 from dprelease.errors import SchemaError, SpecError

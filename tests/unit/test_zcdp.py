@@ -7,7 +7,7 @@ import math
 from fractions import Fraction
 
 import pytest
-from conftest import BASE_SPEC, make_spec
+from helpers import BASE_SPEC, make_spec
 
 from dprelease.budget import (
     ConstantProfile,
