@@ -466,14 +466,15 @@ def test_docs_privacy_documents_every_field_of_the_privacy_yaml(tmp_path: Path) 
     assert cap_from_profile(choose_budget(profiles.for_scope("hospital_patients"))) == 4
 
 
-def test_the_readme_says_where_a_new_release_reads_and_what_it_may_spend() -> None:
-    readme = (ROOT / "README.md").read_text()
-    adding = readme.split("**Adding a release**")[1].split("## ")[0]
+def test_the_docs_say_where_a_new_release_reads_and_what_it_may_spend() -> None:
+    dagster = (ROOT / "docs" / "dagster.md").read_text()
+    adding = dagster.split("## Adding a release")[1].split("## ")[0]
     assert "`<confidential dir>/<source>.parquet`" in adding
     assert "parquet dataset directory" in adding and "CSV" in adding
     assert "default profile unless `scopes:` names it" in " ".join(adding.split())
-    assert "[docs/privacy.md](docs/privacy.md)" in adding
-    bad_input = " ".join(readme.split("Bad input exits with code 2")[1].split("## ")[0].split())
+    assert "[privacy.md](privacy.md)" in adding
+    refusals = (ROOT / "docs" / "refusals.md").read_text()
+    bad_input = " ".join(refusals.split("## Bad input")[1].split("## ")[0].split())
     for refusal in ("not a regular file", "`--out` where no file can be written",
                     "outside the spec's directory", "pandas frame", "`２０２４-01`"):  # fmt: skip
         assert refusal in bad_input, refusal
