@@ -222,3 +222,21 @@ def test_the_readme_is_short_and_keeps_its_commands() -> None:
         ["python3", "dev.py", "demo"],
         ["python3", "dev.py", "test"],
     ]
+
+
+def test_the_guide_numbers_each_section_once_and_refers_to_those() -> None:
+    text = GUIDE.read_text()
+    numbers = [int(n) for n in re.findall(r"^## (\d+)\. ", text, flags=re.MULTILINE)]
+    assert numbers == list(range(1, len(numbers) + 1))
+    for cited in re.findall(r"section (\d+)", text):
+        assert 1 <= int(cited) <= len(numbers), f"section {cited}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_no_placeholder_or_malformed_number(page: Path) -> None:
+    """Nothing promised for later ("goes here", an issue in progress), and no number with a
+    thousands separator after its decimal point (a pasted-together figure such as 1.96200,000)."""
+    text = page.read_text()
+    for placeholder in (r"goes here", r"\bTODO\b", r"\(issue \d+\)", r"in parallel \(issue"):
+        assert not re.search(placeholder, text), f"{page_id(page)}: {placeholder}"
+    assert not re.search(r"\d\.\d+,\d{3}\b", text), page_id(page)
