@@ -4,7 +4,9 @@ Reading: privacy configs, release specs and pipeline specs are read by `read_sec
 validated by pydantic; `error_at_path` turns the first validation problem into the project's
 typed error at the bad field's YAML path (`release.statistics[1].upper`), so every file is
 reported alike: the file for a missing or unreadable one, line and column for a syntax error,
-the path for a bad value.
+line and key for a key given twice, the path for a bad value. A file says one thing once:
+PyYAML keeps the last of two equal keys silently, so a scope listed twice would get the cap of
+whichever came last; `read_yaml`'s loader refuses it.
 
 Models a user builds in Python (a spec, a manifest read back) derive from `ReadableErrors`: their
 problems raise pydantic's `ValidationError` as usual, printed without pydantic's documentation
@@ -112,6 +114,43 @@ def irregular(path: Path) -> str | None:
     return next((kind for test, kind in kinds if test(mode)), "not a file")
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping gives one key twice (lines are 1-based)."""
+
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        self.key, self.line, self.first = key, line, first
+        super().__init__(f"line {line}: key {key!r} given twice (first at line {first})")
+
+
+class _OneKeyOnce(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that gives a key twice (DuplicateKey).
+
+    Keys are compared as loaded, so `a` and `'a'`, or `yes` and `true` (both True in YAML 1.1),
+    are the same key. A merge (`<<: *anchor`) is not a repetition: the keys it brings in are
+    overridden by the mapping's own, as YAML defines."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise DuplicateKey(key, line, seen[key])
+                seen[key] = line
+            except TypeError:  # an unhashable key: the base loader refuses it with its mark
+                continue
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(text: str) -> Any:
+    """The YAML document in `text`, every mapping's keys given once (else DuplicateKey); raises
+    yaml.YAMLError for text that is not YAML."""
+    return yaml.load(text, Loader=_OneKeyOnce)  # a SafeLoader: builds plain data only
+
+
 def read_sections(
     path: Path, sections: Sequence[str], error: type[ConfigError], what: str
 ) -> dict[str, Any]:
@@ -128,7 +167,9 @@ def read_sections(
     except (IsADirectoryError, UnicodeDecodeError) as exc:
         raise error("", f"cannot read {what} {str(path)!r}: {exc}") from None
     try:
-        document = yaml.safe_load(text)
+        document = read_yaml(text)
+    except DuplicateKey as exc:
+        raise error("", f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -228,6 +228,15 @@ def load_privacy_profiles(path: str | Path) -> PrivacyProfiles:
     listed = document.get("scopes") or {}
     if not isinstance(listed, Mapping):
         raise ConfigError("scopes", f"expected a mapping of scope name to section in {file}")
+    folded: dict[str, str] = {}
+    for name in map(str, listed):
+        other = folded.setdefault(name.casefold(), name)
+        if other != name:  # the ledger keeps such names apart: one budget, one spelling
+            raise ConfigError(
+                "scopes",
+                f"{other!r} and {name!r} differ only in letter case in {file}; a scope is one "
+                "budget: list it once, under one spelling",
+            )
     scopes = {
         str(name): PrivacyConfig.from_mapping(section, path_prefix=f"scopes.{name}")
         for name, section in listed.items()
