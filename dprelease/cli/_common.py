@@ -21,7 +21,12 @@ if TYPE_CHECKING:
     from dprelease.ledger import Ledger
 
 #: How `decide_budget`'s errors name the command line's options.
-CLI_WORDS_FOR_BUDGET = {"epsilon": "--epsilon", "cap": "--cap", "privacy": "--config"}
+CLI_WORDS_FOR_BUDGET = {
+    "epsilon": "--epsilon",
+    "cap": "--cap",
+    "privacy": "--config",
+    "scope": "--scope",
+}
 
 #: Options `plan` and `release` share.
 SpecOption = Annotated[

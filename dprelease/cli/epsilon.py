@@ -85,6 +85,11 @@ def epsilon(
     """ε_min from the odds risk profile, the adversaries it protects against, group privacy."""
     from dprelease.budget import choose_budget, load_privacy_profiles, write_plots
 
+    if scope is not None:
+        from dprelease.ledger import scope_name_problem
+
+        if (problem := scope_name_problem(scope)) is not None:
+            raise ConfigError("--scope", problem)
     profiles = load_privacy_profiles(config)
     choice = choose_budget(profiles.for_scope(scope))
     plot_directory = _plot_directory(plot) if plot is not None else None

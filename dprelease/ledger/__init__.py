@@ -26,7 +26,7 @@ from dprelease.ledger.database import (
     OpenMode,
     resolve_ledger_url,
 )
-from dprelease.ledger.identity import make_release_id
+from dprelease.ledger.identity import make_release_id, scope_name_problem
 from dprelease.ledger.migrations import LATEST, MIGRATIONS, check_supported, installed_version
 from dprelease.ledger.migrations import migrate as _migrate
 from dprelease.ledger.records import (
@@ -63,6 +63,7 @@ __all__ = [
     "exact_epsilon",
     "make_release_id",
     "resolve_ledger_url",
+    "scope_name_problem",
 ]
 
 

@@ -7,7 +7,6 @@ history with the old and new values and the reason.
 
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 from typing import Any, get_args
 
@@ -16,6 +15,7 @@ from sqlalchemy import Connection, Row, insert, select, update
 from dprelease.errors import CompositionMismatch, LedgerError, MeasureMismatch
 from dprelease.ledger.database import Database, now
 from dprelease.ledger.events import record_event
+from dprelease.ledger.identity import scope_name_problem
 from dprelease.ledger.records import Composition
 from dprelease.ledger.schema import scopes
 from dprelease.ledger.spending import fmt
@@ -43,12 +43,6 @@ def require_composition(row: Row[Any], composition: str) -> None:
             f"says {composition!r}; a scope's composition never changes: release into a "
             f"{composition!r} scope (another scope name), or fix the spec's period.composition"
         )
-
-
-#: A scope's name: ASCII letters, digits, '_', '.', '-', starting with a letter or digit. A scope
-#: is a budget: a second spelling of the same name (other case, spaces, Unicode look-alikes)
-#: would be a second, full budget for the same people.
-_SCOPE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}", re.ASCII)
 
 
 def require_measure(row: Row[Any], measure: Measure, delta: float | None = None) -> None:
@@ -83,11 +77,8 @@ def ensure_scope(
     match. A new scope's name must be canonical (`_SCOPE_NAME`) and differ from every existing
     scope's other than in letter case.
     """
-    if not isinstance(name, str) or _SCOPE_NAME.fullmatch(name) is None:
-        raise LedgerError(
-            f"scope name {name!r}: use ASCII letters, digits, '_', '.' and '-' (starting with a "
-            "letter or digit, at most 200), so that one budget has one spelling"
-        )
+    if (problem := scope_name_problem(name)) is not None:
+        raise LedgerError(problem)
     if (measure is Measure.ZCDP) != (delta is not None):
         raise LedgerError(f"scope {name!r}: a zcdp scope needs its δ, a pure one has none")
     if composition not in get_args(Composition):

@@ -36,7 +36,7 @@ from dprelease.budget import (
 )
 from dprelease.change import ProtectedChange, choose_change
 from dprelease.errors import ConfigError, MeasureMismatch, SpecError, UnknownScope
-from dprelease.ledger import Composition, Ledger, ScopeStatus
+from dprelease.ledger import Composition, Ledger, ScopeStatus, scope_name_problem
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import MeasureComparison, ReleasePlan, StatisticComparison, plan
@@ -50,6 +50,7 @@ class Options:
     epsilon: str = "epsilon="
     cap: str = "cap="
     privacy: str = "privacy="
+    scope: str = "scope="
 
     def path(self, name: str) -> str:
         """The error's field: the option's name without a keyword's `=`."""
@@ -116,6 +117,8 @@ def decide_budget(
     nothing but the ledger's scope.
     """
     spec = resolved.spec
+    if scope is not None and (problem := scope_name_problem(scope)) is not None:
+        raise ConfigError(options.path(options.scope), problem)
     name = scope or (resolved.publish.scope if resolved.publish else None) or spec.name
     if epsilon is not None and rho is not None:
         raise ConfigError(options.path(options.epsilon), f"give {options.epsilon} or rho, not both")
