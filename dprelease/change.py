@@ -10,6 +10,7 @@ plus an addition under `add_remove`: a group of two neighbours).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -40,3 +41,32 @@ def choose_change(
             "make them agree"
         )
     return declared or configured or ProtectedChange.ADD_REMOVE
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """Whose data one neighbouring change adds, removes or substitutes: each row on its own
+    (`column` None: a spec without `privacy_unit`), or all the rows that share one value of
+    `column` (a person, a household). Δ is calibrated to it, so ε bounds what a release reveals
+    about one unit; a scope's spending adds up for one kind of unit only."""
+
+    column: str | None = None
+
+    def __str__(self) -> str:
+        return "each row" if self.column is None else f"column {self.column!r}"
+
+    @property
+    def key(self) -> str:
+        """The unit as the ledger keeps it: ``row``, or ``column:<name>`` (any name, unmistaken
+        for a row-level unit)."""
+        return "row" if self.column is None else f"column:{self.column}"
+
+    @classmethod
+    def from_key(cls, key: str) -> PrivacyUnit:
+        """The unit a ledger `key` stands for (ValueError for anything else)."""
+        if key == "row":
+            return cls(None)
+        kind, colon, column = key.partition(":")
+        if kind != "column" or not colon:
+            raise ValueError(f"not a privacy unit: {key!r}")
+        return cls(column)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dprelease.loss import decimal_text, typed_text
+from dprelease.loss import Measure, amount_text, typed_text
 
 #: What an `except BaseException` that stands for "whatever a library raises" lets through. Such
 #: handlers are needed because a panic in a Rust extension (polars, Clarabel) is raised as a
@@ -83,7 +83,8 @@ class BudgetExhausted(DPReleaseError):
     composition each period has its own full cap. What to do depends on who asked, so the
     message ends with `action`: by default the Python API's; the CLI and the pipeline put theirs
     with `with_action` (there the operator chooses no ε, for instance). The amounts are exact
-    rationals, as the ledger keeps them; for a parallel scope they are those of `period`.
+    rationals, as the ledger keeps them, in the scope's `measure` (ε, or ρ for zCDP), each
+    spelled once (`amount_text`); for a parallel scope they are those of `period`.
     """
 
     def __init__(
@@ -96,8 +97,10 @@ class BudgetExhausted(DPReleaseError):
         composition: str = "sequential",  # a ledger Composition
         period: str | None = None,
         action: str | None = None,
+        measure: Measure = Measure.PURE,
     ) -> None:
         self.scope = scope
+        self.measure = measure
         self.spent = spent
         self.cap = cap
         self.requested = requested
@@ -107,12 +110,18 @@ class BudgetExhausted(DPReleaseError):
         self.action = action or self._python_action()
         super().__init__(f"{self.facts()} {self.composition_text()} {self.action}")
 
+    @property
+    def option(self) -> str:
+        """The keyword a smaller release is asked with: epsilon, or rho in a zCDP scope."""
+        return "epsilon" if self.measure is Measure.PURE else "rho"
+
     def facts(self) -> str:
         where = f"scope {self.scope!r}" + (f", period {self.period}" if self.period else "")
+        symbol = self.measure.symbol
         return (
-            f"privacy budget exhausted for {where}: spent {decimal_text(self.spent)} of cap "
-            f"{decimal_text(self.cap)}, requested {decimal_text(self.requested)}, remaining "
-            f"{decimal_text(self.remaining)}; nothing was charged."
+            f"privacy budget exhausted for {where}: spent {symbol} = {amount_text(self.spent)} "
+            f"of cap {amount_text(self.cap)}, requested {amount_text(self.requested)}, "
+            f"remaining {amount_text(self.remaining)}; nothing was charged."
         )
 
     def composition_text(self) -> str:
@@ -120,7 +129,7 @@ class BudgetExhausted(DPReleaseError):
         if self.composition == "parallel":
             return (
                 "The scope composes periods in parallel: every other period has its own full "
-                f"cap of {decimal_text(self.cap)}."
+                f"cap of {self.measure.symbol} = {amount_text(self.cap)}."
             )
         return (
             "The scope composes sequentially: what it has spent never comes back, and a new "
@@ -129,7 +138,7 @@ class BudgetExhausted(DPReleaseError):
 
     def _python_action(self) -> str:
         smaller = (
-            f"release with epsilon at most {typed_text(self.remaining)}, or "
+            f"release with {self.option} at most {typed_text(self.remaining)}, or "
             if self.remaining
             else ""
         )
@@ -145,6 +154,7 @@ class BudgetExhausted(DPReleaseError):
             composition=self.composition,
             period=self.period,
             action=action,
+            measure=self.measure,
         )
 
 
@@ -174,6 +184,16 @@ class CompositionMismatch(LedgerError):
 
 class MeasureMismatch(LedgerError):
     """The release spends another measure (ε or ρ), or reads zCDP at another δ, than its scope."""
+
+
+class NeighboursMismatch(LedgerError):
+    """The release is calibrated for other neighbours (add/remove or substitute) than its scope's
+    cap was chosen for: the same ε would mean another odds factor."""
+
+
+class PrivacyUnitMismatch(LedgerError):
+    """The release protects another privacy unit (each row, or the rows of another column) than
+    its scope: the scope's spending would bound what is revealed about no one in particular."""
 
 
 class SpecChanged(LedgerError):

@@ -116,6 +116,25 @@ def _about(exact: Fraction) -> str:
     return text
 
 
+def epsilon_of_zcdp(rho: Fraction | float, delta: float) -> float:
+    """The ε of (ε, δ)-DP that ρ-zCDP implies: ρ + 2√(ρ·log(1/δ)) (Bun & Steinke 2016,
+    Prop. 1.3). Rounded as a double: for stating, never for accounting."""
+    value = float(rho)
+    return value + 2.0 * math.sqrt(value * math.log(1.0 / delta))
+
+
+def loss_text(measure: Measure, amount: Fraction | int, delta: float | None = None) -> str:
+    """An amount of privacy loss for people, named by its measure: ``ε = 0.25``, ``ρ = 1/120 ≈
+    0.00833``; with `delta`, a ρ also says the (ε, δ)-DP it implies, ``ρ = 0.123, i.e. (3.33,
+    1e-09)-DP``. The one spelling of an amount (`amount_text`) in every message, table and
+    metadata value, so that a ρ is never read as an ε: 0.123 as ε is a factor e^0.123 on the
+    odds, as ρ at δ = 10⁻⁹ a factor up to e^3.33."""
+    text = f"{measure.symbol} = {amount_text(amount)}"
+    if measure is Measure.ZCDP and delta is not None:
+        text += f", i.e. ({epsilon_of_zcdp(Fraction(amount), delta):.3g}, {delta:g})-DP"
+    return text
+
+
 def split_by_weights(total: Fraction, weights: Sequence[Fraction]) -> list[Fraction]:
     """`total` in shares proportional to `weights`, exactly: the shares sum to `total` with no
     drift, so sequential composition of the parts never spends more than the whole."""

@@ -3,7 +3,8 @@
 Each worker reports through its exit code so the parent needs no shared state:
 0 released, 3 refused with BudgetExhausted, 4 lost a ReleaseConflict (published the stored one),
 5 found the slot already released (the stored copy, no charge), 6 refused with
-ReservationMismatch (another ε holds the open reservation).
+ReservationMismatch (another ε holds the open reservation), 7 refused with NeighboursMismatch
+(the scope was made by a release under the other neighbours).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import signal
 import sys
 from typing import Any
 
-from dprelease.errors import BudgetExhausted, ReservationMismatch
-from dprelease.ledger import Ledger, ReleaseConflict
+from dprelease.change import PrivacyUnit, ProtectedChange
+from dprelease.errors import BudgetExhausted, NeighboursMismatch, ReservationMismatch
+from dprelease.ledger import Ledger, ReleaseConflict, ScopeTerms
 from dprelease.loss import Measure
 
-RELEASED, EXHAUSTED, CONFLICT, STORED, MISMATCH = 0, 3, 4, 5, 6
+RELEASED, EXHAUSTED, CONFLICT, STORED, MISMATCH, OTHER_TERMS = 0, 3, 4, 5, 6, 7
 SPEC_HASH = "h" * 64
 
 
@@ -42,7 +44,7 @@ def release_once(
             epsilon,
             spec_hash=SPEC_HASH,
             run_id=f"pid{os.getpid()}",
-            measure=measure,
+            terms=ScopeTerms(measure=measure, delta=None if measure is Measure.PURE else 1e-9),
         )
         if reservation.status == "committed":
             sys.exit(STORED)
@@ -66,3 +68,19 @@ def reserve_then_die(url: str, scope: str, release_id: str, period: str, epsilon
     """Reserve, then SIGKILL ourselves: a crash between reserve and commit."""
     Ledger(url).reserve(release_id, scope, period, epsilon, spec_hash=SPEC_HASH, run_id="doomed")
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def open_scope_by_release(
+    url: str, scope: str, release_id: str, neighbours: str, cap: str, barrier: Any
+) -> None:
+    """Race to make a new scope with this release's first charge, under `neighbours`."""
+    ledger = Ledger(url)
+    terms = ScopeTerms(neighbours=ProtectedChange(neighbours), unit=PrivacyUnit("pid"))
+    barrier.wait()
+    try:
+        ledger.reserve(
+            release_id, scope, None, "1/100", spec_hash=SPEC_HASH, terms=terms, new_scope_cap=cap
+        )
+    except NeighboursMismatch:
+        sys.exit(OTHER_TERMS)
+    sys.exit(RELEASED)

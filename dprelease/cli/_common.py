@@ -55,14 +55,15 @@ def warn(message: str) -> None:
     print(f"warning: {message}".replace("\n", " "), file=sys.stderr)
 
 
-def parse_epsilon(text: str, option: str) -> Fraction:
-    """An ε from the command line, exactly: ``0.1`` is 1/10, ``1/3`` is 1/3; ConfigError if not
-    a finite number > 0 (typer's own float parsing would round and print a multi-line box)."""
+def parse_epsilon(text: str, option: str, what: str = "ε") -> Fraction:
+    """An amount from the command line, exactly: ``0.1`` is 1/10, ``1/3`` is 1/3; ConfigError
+    naming `what` it is (ε, ρ, or a cap in the scope's own unit) if not a finite number > 0
+    (typer's own float parsing would round and print a multi-line box)."""
     try:
         return exact_positive(text.strip())
     except ValueError as exc:
         raise ConfigError(
-            option, f"ε {exc} (a decimal such as 0.25, or a fraction such as 1/3)"
+            option, f"{what} {exc} (a decimal such as 0.25, or a fraction such as 1/3)"
         ) from None
 
 
@@ -73,7 +74,9 @@ def in_cli_words(exc: DPReleaseError) -> str:
         return str(exc)
     set_cap = f"`dprelease ledger set-cap {shlex.quote(exc.scope)} CAP --reason TEXT`"
     smaller = (
-        f"release with --epsilon {typed_text(exc.remaining)} or less, or " if exc.remaining else ""
+        f"release with --{exc.option} {typed_text(exc.remaining)} or less, or "
+        if exc.remaining
+        else ""
     )
     return str(exc.with_action(f"To go on, {smaller}raise the scope's cap on purpose: {set_cap}."))
 

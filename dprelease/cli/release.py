@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,23 +20,18 @@ from dprelease.cli._common import (
     parse_epsilon,
 )
 from dprelease.errors import ConfigError, LedgerNotFound
+from dprelease.loss import amount_text, loss_text, typed_text
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from dprelease.ledger import Ledger
+    from dprelease.ledger import Ledger, ScopeStatus
     from dprelease.publish import Recorded
 
 PREVIEW_ROWS = 12
 #: Margin columns (`_ci95`: releases stored before they were renamed, and `_moe95`) and a mean's
 #: flag columns (undefined, uninformative): left to the files.
 HIDDEN_SUFFIXES = ("_ci95", "_moe95", "_undefined", "_uninformative")
-
-
-def _eps(value: Fraction) -> str:
-    """ε for people: the decimal, plus the exact fraction when the decimal is not exact."""
-    text = f"{float(value):g}"
-    return text if Fraction(text) == value else f"{text} ({value})"
 
 
 def _cell(value: object) -> str:
@@ -73,16 +67,32 @@ def _preview(table: pl.DataFrame) -> tuple[Table, str]:
     return rendered, shown.caption
 
 
-def _report(result: Recorded, ledger: Ledger, scope: str) -> None:
-    status = ledger.status(scope)[0]
+def scope_text(status: ScopeStatus) -> str:
+    """A scope's cap and the terms it keeps for life, in words: `lifetime cap ρ = 0.123, i.e.
+    (3.33, 1e-09)-DP (sequential, add_remove neighbours, privacy unit column 'pid')`."""
+    terms: list[str] = [status.composition]
+    if status.neighbours is not None:
+        terms.append(f"{status.neighbours.value} neighbours")
+    if status.privacy_unit is not None:
+        terms.append(f"privacy unit {status.privacy_unit}")
+    if status.period_column is not None:
+        terms.append(f"months of column {status.period_column!r}")
+    cap = loss_text(status.measure, status.cap, status.delta)
+    return f"lifetime cap {cap} ({', '.join(terms)})"
+
+
+def _report(result: Recorded, status: ScopeStatus) -> None:
     console = Console(highlight=False)
     table, caption = _preview(result.table)
     console.print(table)
     console.print(caption + "; every row and the 95% margins of error are in release.csv")
     console.print(f"{result.release_id}: {result.describe()}")
+    symbol = status.unit
+    this = loss_text(status.measure, result.stored.epsilon, status.delta)
     console.print(
-        f"ε = {_eps(result.stored.epsilon)}; scope {scope!r} has {_eps(status.remaining)} "
-        f"of its cap {_eps(status.cap)} left"
+        f"this release: {this}; scope {status.name!r} has {symbol} = "
+        f"{amount_text(status.remaining)} of its cap {symbol} = {amount_text(status.cap)} left",
+        soft_wrap=True,
     )
     folder = next(iter(result.files.values())).parent
     console.print(f"files in {folder}: {', '.join(result.files)}", soft_wrap=True)
@@ -160,8 +170,8 @@ def release(
         raise ConfigError("--out", problem)
     resolved = load_spec(spec)
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
-    chosen_rho = None if rho is None else parse_epsilon(rho, "--rho")
-    stated_cap = None if cap is None else parse_epsilon(cap, "--cap")
+    chosen_rho = None if rho is None else parse_epsilon(rho, "--rho", "ρ")
+    stated_cap = None if cap is None else parse_epsilon(cap, "--cap", "the cap")
     privacy = None if config is None else load_privacy_profiles(config)
     try:
         existing: Ledger | None = Ledger(ledger_url, mode="existing")
@@ -188,15 +198,11 @@ def release(
     book = existing or Ledger(ledger_url, mode="create")
     if book.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
         err.print(f"created a new, empty ledger at {book.display_url}")
-    if budget.new_scope:
+    if budget.stated_cap_ignored is not None and budget.cap is not None:
+        measure = budget.required_loss().measure
         err.print(
-            f"new budget scope {budget.scope!r}: lifetime cap ε = {float(budget.cap or 0):g} "
-            f"({budget.composition})"
-        )
-    elif budget.stated_cap_ignored is not None:
-        err.print(
-            f"budget scope {budget.scope!r} keeps its cap ε = {float(budget.cap or 0):g} from "
-            f"the ledger (not --cap {float(budget.stated_cap_ignored):g}); `dprelease ledger "
+            f"budget scope {budget.scope!r} keeps its cap {loss_text(measure, budget.cap)} from "
+            f"the ledger (not --cap {typed_text(budget.stated_cap_ignored)}); `dprelease ledger "
             "set-cap` changes it"
         )
     with (
@@ -218,7 +224,10 @@ def release(
             force_new=force_new,
             on_stage=lambda stage: progress.update(task, description=stage),
         )
+        status = book.status(budget.scope)[0]
+        if budget.new_scope and result.charged:  # made with this charge, and only now
+            err.print(f"new budget scope {budget.scope!r}: {scope_text(status)}")
         if as_json:
             typer.echo(json.dumps(result.stored.manifest, sort_keys=True))
         else:
-            _report(result, book, budget.scope)
+            _report(result, status)

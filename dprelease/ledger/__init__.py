@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dprelease.errors import LedgerError, LedgerNotFound
 from dprelease.ledger import protocol, reports, scopes
@@ -38,11 +38,15 @@ from dprelease.ledger.records import (
     Reservation,
     ReservationStatus,
     ScopeStatus,
+    ScopeTerms,
     StoredRelease,
     Voided,
 )
-from dprelease.ledger.scopes import exact_epsilon
+from dprelease.ledger.scopes import exact_epsilon, terms_conflict
 from dprelease.loss import Amount, Measure
+
+if TYPE_CHECKING:
+    from dprelease.change import PrivacyUnit, ProtectedChange
 
 __all__ = [
     "DEFAULT_LEDGER_PATH",
@@ -58,12 +62,14 @@ __all__ = [
     "Reservation",
     "ReservationStatus",
     "ScopeStatus",
+    "ScopeTerms",
     "StoredRelease",
     "Voided",
     "exact_epsilon",
     "make_release_id",
     "resolve_ledger_url",
     "scope_name_problem",
+    "terms_conflict",
 ]
 
 
@@ -133,16 +139,22 @@ class Ledger:
         *,
         measure: Measure = Measure.PURE,
         delta: float | None = None,
+        neighbours: ProtectedChange | None = None,
+        unit: PrivacyUnit | None = None,
+        period_column: str | None = None,
     ) -> ScopeStatus:
         """The scope's status, creating it with `cap` (ε for a pure scope, ρ for a zcdp one,
-        read at `delta`) if it does not exist.
+        read at `delta`) and these terms (`ScopeTerms`) if it does not exist. A release creates
+        its scope itself, with its first charge (`reserve`'s `new_scope_cap`).
 
         An existing scope keeps the cap the ledger has (the one source of truth: change it with
-        `set_cap`); its composition must equal `composition` (else CompositionMismatch), its
-        measure and δ this ones (else MeasureMismatch).
+        `set_cap`); the terms given must be its own (else CompositionMismatch, MeasureMismatch,
+        NeighboursMismatch or PrivacyUnitMismatch); a term left None is not checked, and a scope
+        made without it keeps it open until a charge states it.
         """
+        terms = ScopeTerms(composition, measure, delta, neighbours, unit, period_column)
         with self._db.tx() as conn:
-            scopes.ensure_scope(self._db, conn, name, cap, composition, measure, delta)
+            scopes.ensure_scope(self._db, conn, name, cap, terms)
             return reports.status(conn, self.display_url, name)[0]
 
     def set_cap(self, name: str, cap: Amount, *, reason: str | None = None) -> ScopeStatus:
@@ -161,17 +173,22 @@ class Ledger:
         epsilon: Amount,
         *,
         spec_hash: str,
-        composition: Composition = "sequential",
-        measure: Measure = Measure.PURE,
+        terms: ScopeTerms | None = None,
         run_id: str | None = None,
         force_new: bool = False,
         max_cap: Fraction | None = None,
+        new_scope_cap: Amount | None = None,
     ) -> Reservation:
-        """Charge `epsilon` for this slot, resume its open reservation, or return it as stored.
+        """Charge `epsilon` (in the scope's measure) for this slot, resume its open reservation,
+        or return it as stored.
 
-        See `Reservation` for the three outcomes. Raises CompositionMismatch, SpecChanged,
-        ReservationMismatch, CapAboveProfile (ledger cap above `max_cap`, the profile's ε) or
-        BudgetExhausted; each leaves the ledger unchanged.
+        See `Reservation` for the three outcomes. `terms` are the release's (`ScopeTerms`): they
+        must be the scope's. A scope that does not exist is made with `new_scope_cap` and
+        `terms` together with its first charge, after every check (UnknownScope without a cap).
+        No `terms`: the defaults (sequential, pure), stating no neighbours nor unit.
+        Raises CompositionMismatch, MeasureMismatch, NeighboursMismatch, PrivacyUnitMismatch,
+        SpecChanged, ReservationMismatch, CapAboveProfile (ledger cap above `max_cap`, the
+        profile's) or BudgetExhausted; each leaves the ledger unchanged.
         """
         with self._db.tx() as conn:
             return protocol.reserve(
@@ -182,11 +199,11 @@ class Ledger:
                 period,
                 epsilon,
                 spec_hash=spec_hash,
-                composition=composition,
-                measure=measure,
+                terms=terms or ScopeTerms(),
                 run_id=run_id,
                 force_new=force_new,
                 max_cap=max_cap,
+                new_scope_cap=new_scope_cap,
             )
 
     def commit(

@@ -1,18 +1,20 @@
 """Schema migrations: version n of a ledger is MIGRATIONS[:n] applied in order, each once.
 
 Every migration carries its own frozen DDL (table snapshots and ALTER statements written for that
-version), never the live definitions in `schema`: a brand-new ledger and one upgraded from any
-older version must end with the same tables. Never edit a released migration; append one.
+version) and its own reading of old rows, never the live definitions in `schema` or live code: a
+brand-new ledger and one upgraded from any older version must end with the same tables. Never
+edit a released migration; append one.
 
 Why not Alembic: a ledger upgrades itself when a release opens it, inside the same transaction
 and lock that serialise concurrent first opens (advisory lock on PostgreSQL, BEGIN IMMEDIATE on
 SQLite), and its version lives in `dprelease_schema_version`, which existing ledgers already
-have. Two short migrations do not justify a second version table, an env.py and a script
+have. A few short migrations do not justify a second version table, an env.py and a script
 directory to ship with the package.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -41,6 +43,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeEngine
 
+from dprelease import operator
 from dprelease.errors import LedgerError
 from dprelease.ledger.database import now
 from dprelease.ledger.events import actor
@@ -189,10 +192,133 @@ def _v3_scope_measure(conn: Connection) -> None:
     conn.execute(update(scopes).values(measure="pure"))
 
 
+#: What every manifest format so far says of a release whose privacy unit is each row.
+_V4_ROW_UNIT = "each row is a privacy unit"
+_V4_NEIGHBOURS = ("add_remove", "substitute")
+
+
+def _v4_said(manifest_json: str) -> tuple[str | None, str | None]:
+    """The neighbours and the privacy unit (as kept: ``row`` or ``column:<name>``) a stored
+    manifest states; None for what it does not say."""
+    try:
+        manifest = json.loads(manifest_json)
+    except ValueError:
+        return None, None
+    if not isinstance(manifest, dict):
+        return None, None
+    neighbours = manifest.get("neighbours")
+    unit = manifest.get("privacy_unit")
+    bounds = manifest.get("contribution_bounds")
+    how = bounds.get("how") if isinstance(bounds, dict) else None
+    if unit == _V4_ROW_UNIT or how == _V4_ROW_UNIT:
+        kept_unit: str | None = "row"
+    else:
+        kept_unit = f"column:{unit}" if isinstance(unit, str) and unit else None
+    return (neighbours if neighbours in _V4_NEIGHBOURS else None), kept_unit
+
+
+def _v4_unit_words(key: str) -> str:
+    return "each row" if key == "row" else f"column {key.partition(':')[2]!r}"
+
+
+def _v4_scope_terms(conn: Connection) -> None:
+    """The rest of what a scope's guarantee rests on, kept for life like its measure: the
+    neighbours its cap is read under, its privacy unit, and for parallel periods the date column
+    whose months are its periods (NULL: not fixed yet; the next charge that states it fixes it).
+
+    Read from the manifests of the scope's stored releases, oldest first. A scope that has spent
+    nothing keeps nothing yet: its next release fixes all three. A scope that has spent but whose
+    releases do not say one neighbour definition (none stored, an early format, or both kinds)
+    keeps `substitute`: under it the cap bounds a value change's odds factor by e^cap, never more
+    than the profile allowed under either definition (a cap chosen under add/remove, ln B / 2,
+    gives √B; read as add/remove a cap chosen as ln B would give B²). The privacy unit is its
+    releases' (the first's if they differ), else not fixed yet: the cap does not depend on it.
+    The period column is in no manifest: fixed by the next release of a parallel scope. Each
+    scope gets a "migrated" event saying what it keeps and why; a choice the records did not
+    make is also told to the operator.
+    """
+    _add_column(conn, "dprelease_scopes", "neighbours", String(16))
+    _add_column(conn, "dprelease_scopes", "privacy_unit", Text())
+    _add_column(conn, "dprelease_scopes", "period_column", Text())
+    scopes = table(
+        "dprelease_scopes",
+        column("name"),
+        column("composition"),
+        column("neighbours"),
+        column("privacy_unit"),
+    )
+    charges = table("dprelease_charges", column("charge_id"), column("scope"), column("status"))
+    releases = table("dprelease_releases", column("charge_id"), column("manifest"))
+    events = table(
+        "dprelease_events",
+        column("at", DateTime(timezone=True)),
+        column("kind"),
+        column("scope"),
+        column("actor"),
+        column("detail"),
+    )
+    for name, composition in conn.execute(
+        select(scopes.c.name, scopes.c.composition).order_by(scopes.c.name)
+    ).all():
+        spent = conn.execute(
+            select(func.count())
+            .select_from(charges)
+            .where(charges.c.scope == name, charges.c.status.in_(("reserved", "committed")))
+        ).scalar_one()
+        if not spent:
+            continue  # nothing spent, nothing to keep yet: its next release fixes its terms
+        manifests = conn.execute(
+            select(releases.c.manifest)
+            .join(charges, charges.c.charge_id == releases.c.charge_id)
+            .where(charges.c.scope == name)
+            .order_by(charges.c.charge_id)
+        ).scalars()
+        said = [_v4_said(m) for m in manifests]
+        told = Counter(n for n, _ in said if n is not None)
+        units = list(dict.fromkeys(u for _, u in said if u is not None))
+        if len(told) == 1:
+            neighbours = next(iter(told))
+            why = f"{neighbours} neighbours (its {sum(told.values())} stored release(s) say so)"
+        else:
+            neighbours = "substitute"
+            found = (
+                "were made under " + " and ".join(f"{k} ({n})" for k, n in sorted(told.items()))
+                if told
+                else "do not say which"
+            )
+            why = (
+                f"substitute neighbours (its stored releases {found}; under substitute its cap "
+                "bounds a value change's odds factor by e^cap whatever they were)"
+            )
+        unit = units[0] if units else None
+        what = [why]
+        if unit is None:
+            what.append("privacy unit: not fixed yet (its next release fixes it)")
+        else:
+            others = f"; its releases also used {', '.join(map(_v4_unit_words, units[1:]))}"
+            what.append(f"privacy unit {_v4_unit_words(unit)}" + (others if units[1:] else ""))
+        if composition == "parallel":
+            what.append("the column of its months: fixed by its next release")
+        conn.execute(
+            update(scopes)
+            .where(scopes.c.name == name)
+            .values(neighbours=neighbours, privacy_unit=unit)
+        )
+        detail = "schema 4: keeps for life " + "; ".join(what)
+        conn.execute(
+            insert(events).values(
+                at=now(), kind="migrated", scope=name, actor=actor(), detail=detail
+            )
+        )
+        if len(told) != 1 or len(units) > 1:
+            operator.warn(f"ledger upgrade, scope {name!r}: {detail}; review its guarantee")
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_tables,
     _v2_release_identity,
     _v3_scope_measure,
+    _v4_scope_terms,
 ]
 LATEST = len(MIGRATIONS)
 

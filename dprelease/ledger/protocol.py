@@ -31,20 +31,21 @@ from dprelease.errors import (
 )
 from dprelease.ledger.database import Database, aware, now
 from dprelease.ledger.events import record_event
+from dprelease.ledger.identity import scope_name_problem
 from dprelease.ledger.records import (
-    Composition,
     EventKind,
     ReleaseConflict,
     Reservation,
     ReservationStatus,
+    ScopeTerms,
     StoredRelease,
     Voided,
 )
 from dprelease.ledger.reports import load_stored
-from dprelease.ledger.schema import charges, releases
-from dprelease.ledger.scopes import exact_epsilon, require_composition, require_measure
-from dprelease.ledger.spending import fmt, spending
-from dprelease.loss import Amount, Measure
+from dprelease.ledger.schema import charges, releases, scopes
+from dprelease.ledger.scopes import create_scope, exact_epsilon, keep_terms
+from dprelease.ledger.spending import spending
+from dprelease.loss import Amount, Measure, amount_text, typed_text
 
 
 def _short(spec_hash: str | None) -> str:
@@ -65,6 +66,7 @@ class _Run:
     epsilon: Fraction
     spec_hash: str
     run_id: str | None
+    symbol: str = "ε"  # of the scope's amounts: ε, or ρ
 
     def reservation(self, row: Row[Any], status: ReservationStatus) -> Reservation:
         """This run's view of an existing charge (`row`)."""
@@ -140,27 +142,41 @@ def reserve(
     epsilon: Amount,
     *,
     spec_hash: str,
-    composition: Composition,
-    measure: Measure = Measure.PURE,
+    terms: ScopeTerms,
     run_id: str | None,
     force_new: bool,
     max_cap: Fraction | None,
+    new_scope_cap: Amount | None = None,
 ) -> Reservation:
     """Decide what a run of this slot does; charge only for a new release (see `Reservation`).
 
-    In order: the spec must compose periods as the scope does (CompositionMismatch). A released
-    slot returns the stored copy (SpecChanged if the spec hash differs), unless `force_new`.
-    An open reservation is resumed if it is for the same spec hash and ε, else refused
-    (ReservationMismatch: void it). Otherwise a new charge, refused with CapAboveProfile when
-    the ledger's cap exceeds `max_cap` and with BudgetExhausted when it does not fit.
+    In order: the release's terms must be the scope's (CompositionMismatch, MeasureMismatch,
+    NeighboursMismatch, PrivacyUnitMismatch). A released slot returns the stored copy
+    (SpecChanged if the spec hash differs), unless `force_new`. An open reservation is resumed if
+    it is for the same spec hash and ε, else refused (ReservationMismatch: void it). Otherwise a
+    new charge, refused with CapAboveProfile when the ledger's cap exceeds `max_cap` and with
+    BudgetExhausted when it does not fit.
+
+    A scope that does not exist is made with `new_scope_cap` and `terms` (UnknownScope without
+    one) in this transaction, after every check has passed and just before its first charge:
+    a refused first release leaves no scope behind.
     """
     if not spec_hash:
         raise LedgerError(f"release {release_id!r}: a reservation needs the spec hash")
-    run = _Run(release_id, scope, period, exact_epsilon(epsilon), spec_hash, run_id)
-    scope_row = db.locked_scope(conn, scope)
-    require_composition(scope_row, composition)
-    require_measure(scope_row, measure)
-    if scope_row.composition == "parallel" and period is None:
+    run = _Run(
+        release_id, scope, period, exact_epsilon(epsilon), spec_hash, run_id, terms.measure.symbol
+    )
+    scope_row = _scope_row(db, conn, scope, creating=new_scope_cap is not None)
+    if scope_row is None:
+        if (problem := scope_name_problem(scope)) is not None:
+            raise LedgerError(problem)
+        assert new_scope_cap is not None  # without one, `_scope_row` raised UnknownScope
+        cap = exact_epsilon(new_scope_cap, f"cap of scope {scope!r}")
+        composition = terms.composition
+    else:
+        kept = keep_terms(conn, scope_row, terms)
+        cap, composition = Fraction(scope_row.cap), kept.composition
+    if composition == "parallel" and period is None:
         raise LedgerError(
             f"scope {scope!r} composes periods in parallel: pass the period (partition key) "
             "the release belongs to"
@@ -183,7 +199,26 @@ def reserve(
         return _reuse(conn, run, committed)
     if open_charge is not None:
         return _resume(conn, run, open_charge)
-    return _charge(conn, run, scope_row, max_cap, rerelease=committed is not None)
+    spent = spending(conn, {scope: composition})[scope].spent(period) if scope_row else Fraction(0)
+    _check_fits(run, cap, composition, spent, max_cap, terms.measure)
+    if scope_row is None:  # every check passed: the scope is made with its first charge
+        create_scope(db, conn, scope, cap, terms)
+    return _charge(conn, run, cap, composition, spent, rerelease=committed is not None)
+
+
+def _scope_row(db: Database, conn: Connection, scope: str, *, creating: bool) -> Row[Any] | None:
+    """The scope's row, locked until the transaction ends. Missing: UnknownScope, or when
+    `creating` None after taking the creators' lock (a scope has no row to lock yet), so that
+    concurrent first releases of one new scope queue and the later ones find it made."""
+    if not creating:
+        return db.locked_scope(conn, scope)
+    row = conn.execute(select(scopes).where(scopes.c.name == scope).with_for_update()).one_or_none()
+    if row is not None:
+        return row
+    db.serialise_creators(conn)
+    return conn.execute(
+        select(scopes).where(scopes.c.name == scope).with_for_update()
+    ).one_or_none()
 
 
 def _reuse(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
@@ -196,7 +231,7 @@ def _reuse(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
             "anew with --force-new (force_new=True; charged again)"
         )
     same = Fraction(row.epsilon) == run.epsilon
-    asked = "" if same else f" (this run asked for ε {fmt(run.epsilon)})"
+    asked = "" if same else f" (this run asked for {run.symbol} = {amount_text(run.epsilon)})"
     run.event(conn, "reused", row, f"served the stored release; no charge{asked}")
     return run.reservation(row, "committed")
 
@@ -211,8 +246,9 @@ def _resume(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
     if row.spec_hash != run.spec_hash or Fraction(row.epsilon) != run.epsilon:
         raise ReservationMismatch(
             f"release {run.release_id!r} has an open reservation (charge {row.charge_id}, run "
-            f"{row.run_id}, reserved {_day(row.reserved_at)}) for ε {fmt(Fraction(row.epsilon))} "
-            f"and spec {_short(row.spec_hash)}; this run asks for ε {fmt(run.epsilon)} and spec "
+            f"{row.run_id}, reserved {_day(row.reserved_at)}) for {run.symbol} = "
+            f"{amount_text(Fraction(row.epsilon))} and spec {_short(row.spec_hash)}; this run "
+            f"asks for {run.symbol} = {amount_text(run.epsilon)} and spec "
             f"{_short(run.spec_hash)}. An open reservation has published nothing: if its run is "
             f"dead, end it with `dprelease ledger void {run.release_id} --reason TEXT`, then "
             "run again"
@@ -227,36 +263,56 @@ def _resume(conn: Connection, run: _Run, row: Row[Any]) -> Reservation:
     return run.reservation(row, "resumed")
 
 
-def _charge(
-    conn: Connection, run: _Run, scope_row: Row[Any], max_cap: Fraction | None, *, rerelease: bool
-) -> Reservation:
-    """A new charge, if the cap allows it (the scope row is locked, so the check holds)."""
-    scope, period, eps = run.scope, run.period, run.epsilon
-    cap = Fraction(scope_row.cap)
+def _check_fits(
+    run: _Run,
+    cap: Fraction,
+    composition: str,
+    spent: Fraction,
+    max_cap: Fraction | None,
+    measure: Measure,
+) -> None:
+    """Refuse a new charge the scope cannot take: its cap above what the profile allows
+    (CapAboveProfile), or more than it has left (BudgetExhausted); the scope row is locked (or,
+    for a new scope, the creators' lock held), so the check holds until the charge is made."""
+    symbol = measure.symbol
     if max_cap is not None and cap > max_cap:
         raise CapAboveProfile(
-            f"budget scope {scope!r} has cap {fmt(cap)} ({cap}) in the ledger, more than the "
-            f"privacy profile allows ({fmt(max_cap)}); nothing was spent. Lower it with "
-            f"`dprelease ledger set-cap {scope} {max_cap} --reason TEXT`, or change the profile"
+            f"budget scope {run.scope!r} has cap {symbol} = {amount_text(cap)} in the ledger, "
+            f"more than the privacy profile allows ({symbol} = {amount_text(max_cap)}); nothing "
+            f"was spent. Lower it with `dprelease ledger set-cap {run.scope} {typed_text(max_cap)} "
+            "--reason TEXT`, or change the profile"
         )
-    spent = spending(conn, {scope: scope_row.composition})[scope].spent(period)
-    parallel = scope_row.composition == "parallel"
-    if spent + eps > cap:  # the transaction rolls back: nothing written
+    parallel = composition == "parallel"
+    if spent + run.epsilon > cap:  # the transaction rolls back: nothing written
         raise BudgetExhausted(
-            scope,
+            run.scope,
             spent,
             cap,
-            eps,
-            composition=scope_row.composition,
-            period=period if parallel else None,
+            run.epsilon,
+            composition=composition,
+            period=run.period if parallel else None,
+            measure=measure,
         )
+
+
+def _charge(
+    conn: Connection,
+    run: _Run,
+    cap: Fraction,
+    composition: str,
+    spent: Fraction,
+    *,
+    rerelease: bool,
+) -> Reservation:
+    """A new charge, once `_check_fits` has passed."""
+    parallel = composition == "parallel"
     row = conn.execute(
         insert(charges)
         .values(
             release_id=run.release_id,
-            scope=scope,
-            period=period,
-            epsilon=str(eps),
+            scope=run.scope,
+            period=run.period,
+            epsilon=str(run.epsilon),
             kind="re-release" if rerelease else "release",
             status="reserved",
             run_id=run.run_id,
@@ -269,8 +325,8 @@ def _charge(
         conn,
         "re-reserved" if rerelease else "reserved",
         row,
-        f"spent {fmt(spent + eps)} of cap {fmt(cap)}"
-        + (f" in period {period}" if parallel else ""),
+        f"spent {amount_text(spent + run.epsilon)} of cap {amount_text(cap)}"
+        + (f" in period {run.period}" if parallel else ""),
     )
     return run.reservation(row, "reserved")
 

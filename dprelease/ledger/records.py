@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Literal
 
+from dprelease.change import PrivacyUnit, ProtectedChange
 from dprelease.errors import LedgerError
-from dprelease.loss import Measure
+from dprelease.loss import Measure, epsilon_of_zcdp
 
 Composition = Literal["sequential", "parallel"]
 #: A charge's life: "reserved" -> "committed", or "reserved" -> "voided" (never both).
@@ -26,7 +26,34 @@ EventKind = Literal[
     "reused",  # a re-run served from the store: no charge
     "voided",  # an open reservation ended by an operator: its budget is free again
     "migrated",  # a schema upgrade rewrote this scope's records (detail says how)
+    "terms_fixed",  # a charge fixed a term the scope kept none of yet (detail says which)
 ]
+
+
+@dataclass(frozen=True)
+class ScopeTerms:
+    """What a scope's guarantee rests on, fixed when the scope is made and kept for life.
+
+    * `composition`: sequential (every charge adds up) or parallel (each period has the full cap,
+      sound only because a period's people are disjoint from another's);
+    * `measure` and `delta`: the unit of its amounts (ε, or ρ read at δ);
+    * `neighbours`: the protected change its cap was chosen for; the same ε is another odds
+      factor under the other (e^{2ε} or e^{ε} for a change of one value);
+    * `unit`: who one neighbouring change is about (each row, or the rows of one column value);
+    * `period_column`: for parallel composition, the date column whose months partition the
+      people (months cut by another column are another partition: a person could be in the
+      January of one and the February of the other, each with the full cap).
+
+    A release states them all. A term left None is not stated: not checked, and a scope made
+    without it (by `Ledger.ensure_scope`, or an earlier ledger whose records do not say) keeps
+    it open until a charge states it, which fixes it (a "terms_fixed" event)."""
+
+    composition: Composition = "sequential"
+    measure: Measure = Measure.PURE
+    delta: float | None = None
+    neighbours: ProtectedChange | None = None
+    unit: PrivacyUnit | None = None
+    period_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,19 +143,33 @@ class ScopeStatus:
     periods: dict[str | None, Fraction] = field(default_factory=dict)  # spent per period
     releases: int = 0  # committed charges
     open_reservations: int = 0  # reserved, never committed nor voided (counted as spent)
+    neighbours: ProtectedChange | None = None  # None: not fixed yet (see ScopeTerms)
+    privacy_unit: PrivacyUnit | None = None  # None: not fixed yet
+    period_column: str | None = None  # parallel: the column whose months are its periods
 
     @property
     def unit(self) -> str:
         """The symbol of the amounts: ε or ρ."""
         return self.measure.symbol
 
+    @property
+    def terms(self) -> ScopeTerms:
+        """What the scope's guarantee rests on, as the ledger keeps it."""
+        return ScopeTerms(
+            self.composition,
+            self.measure,
+            self.delta,
+            self.neighbours,
+            self.privacy_unit,
+            self.period_column,
+        )
+
     def epsilon_delta(self) -> float | None:
         """zcdp: the ε of (ε, δ)-DP that the spent ρ implies, ρ + 2√(ρ·log(1/δ)) (Bun &
         Steinke 2016); None for a pure scope."""
         if self.measure is not Measure.ZCDP or self.delta is None:
             return None
-        rho = float(self.spent)
-        return rho + 2.0 * math.sqrt(rho * math.log(1.0 / self.delta))
+        return epsilon_of_zcdp(self.spent, self.delta)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,6 +179,11 @@ class ScopeStatus:
             "unit": self.unit,
             "delta": self.delta,
             "epsilon_delta_spent": self.epsilon_delta(),
+            "neighbours": None if self.neighbours is None else self.neighbours.value,
+            "privacy_unit": None
+            if self.privacy_unit is None
+            else {"column": self.privacy_unit.column},
+            "period_column": self.period_column,
             "cap": float(self.cap),
             "spent": float(self.spent),
             "remaining": float(self.remaining),

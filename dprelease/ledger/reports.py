@@ -17,8 +17,8 @@ from dprelease.errors import UnknownScope
 from dprelease.ledger.database import aware, now
 from dprelease.ledger.records import LedgerEvent, ScopeStatus, StoredRelease
 from dprelease.ledger.schema import charges, events, releases, scopes
+from dprelease.ledger.scopes import terms_of
 from dprelease.ledger.spending import spending
-from dprelease.loss import Measure
 
 EXPORT_FORMAT = "dprelease-ledger-export/2"  # 2: spec hashes, voided charges, slot release ids
 
@@ -66,19 +66,22 @@ def status(conn: Connection, display_url: str, scope: str | None = None) -> list
     counts = {(name, state): n for name, state, n in conn.execute(counts_query)}
     result = []
     for row in rows:
-        cap, used = Fraction(row.cap), spent[row.name].spent()
+        cap, used, terms = Fraction(row.cap), spent[row.name].spent(), terms_of(row)
         result.append(
             ScopeStatus(
                 name=row.name,
                 cap=cap,
                 spent=used,
                 remaining=max(cap - used, Fraction(0)),
-                composition=row.composition,
-                measure=Measure(row.measure or Measure.PURE),
-                delta=None if row.delta is None else float(row.delta),
+                composition=terms.composition,
+                measure=terms.measure,
+                delta=terms.delta,
                 periods=spent[row.name].by_period,
                 releases=counts.get((row.name, "committed"), 0),
                 open_reservations=counts.get((row.name, "reserved"), 0),
+                neighbours=terms.neighbours,
+                privacy_unit=terms.unit,
+                period_column=terms.period_column,
             )
         )
     return result

@@ -44,6 +44,10 @@ scopes = Table(
     # migration 3
     Column("measure", String(8)),  # loss.Measure: "pure" (ε) or "zcdp" (ρ)
     Column("delta", Text),  # zcdp: the δ the odds statement is read at (repr of a float)
+    # migration 4: the rest of what the guarantee rests on (records.ScopeTerms); NULL: not yet
+    Column("neighbours", String(16)),  # change.ProtectedChange: "add_remove" | "substitute"
+    Column("privacy_unit", Text),  # change.PrivacyUnit.key: "row" | "column:<name>"
+    Column("period_column", Text),  # parallel: the date column whose months are the periods
 )
 
 charges = Table(

@@ -15,14 +15,8 @@ from sqlalchemy import Connection, func, select
 
 from dprelease.ledger.records import Composition
 from dprelease.ledger.schema import charges
-from dprelease.loss import decimal_text
 
 COUNTED_STATUSES = ("reserved", "committed")
-
-
-def fmt(value: Fraction) -> str:
-    """ε for messages: six significant digits (exact values are in --json and the export)."""
-    return decimal_text(value)
 
 
 @dataclass(frozen=True)

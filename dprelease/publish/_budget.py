@@ -9,6 +9,10 @@ The rules, in order:
 - the scope is the one named, else the spec file's `publish.scope`, else the spec's name;
 - its privacy profile (the scope's `scopes:` entry, else `privacy:`) gives the most a cap may be;
 - the protected change is the spec's, else the profile's, else add/remove (they must agree);
+- an existing scope keeps the terms of its guarantee for life (`ScopeTerms`: composition,
+  measure and δ, neighbours, privacy unit, a parallel scope's period column): a release that
+  states others is refused here, before anything is read or charged, and again by the ledger
+  in the transaction that would charge it;
 - the cap in force is the ledger's for an existing scope (the ledger is the one source of truth:
   `dprelease ledger set-cap` changes it), else the cap a new scope gets — the stated cap, else
   the profile's; a new scope needs one of the two, and may be refused outright (production);
@@ -34,9 +38,22 @@ from dprelease.budget import (
     cap_from_profile,
     choose_budget,
 )
-from dprelease.change import ProtectedChange, choose_change
-from dprelease.errors import ConfigError, MeasureMismatch, SpecError, UnknownScope
-from dprelease.ledger import Composition, Ledger, ScopeStatus, scope_name_problem
+from dprelease.change import PrivacyUnit, ProtectedChange, choose_change
+from dprelease.errors import (
+    BudgetExhausted,
+    ConfigError,
+    MeasureMismatch,
+    SpecError,
+    UnknownScope,
+)
+from dprelease.ledger import (
+    Composition,
+    Ledger,
+    ScopeStatus,
+    ScopeTerms,
+    scope_name_problem,
+    terms_conflict,
+)
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import MeasureComparison, ReleasePlan, StatisticComparison, plan
@@ -73,9 +90,19 @@ class Budget:
     new_scope: bool  # the ledger has no such scope yet: recording creates it with `cap`
     mechanism: Mechanism = Mechanism.LAPLACE  # the noise the release adds
     delta: float | None = None  # zcdp: the δ the scope's odds statement is read at
+    unit: PrivacyUnit = PrivacyUnit()  # whom the release protects: the spec's privacy unit
+    period_column: str | None = None  # parallel periods: the column whose months they are
     stated_cap_ignored: Fraction | None = None  # a stated cap the existing scope does not have
     choice: BudgetChoice | None = None  # the profile's choice, to explain it
     profile: PrivacyConfig | None = None  # the scope's privacy profile, if one was given
+
+    @property
+    def terms(self) -> ScopeTerms:
+        """What this release's guarantee rests on, which its scope must keep (`ScopeTerms`)."""
+        measure = self.required_loss().measure
+        return ScopeTerms(
+            self.composition, measure, self.delta, self.change, self.unit, self.period_column
+        )
 
     def required_loss(self) -> PrivacyLoss:
         """The release's loss; ConfigError when nothing stated one (`decide_budget` with
@@ -89,6 +116,13 @@ def composition_of(resolved: ResolvedSpec) -> Composition:
     """How the spec's periods compose (sequential when it has none): its scope must agree."""
     period = resolved.spec.period
     return "sequential" if period is None else period.composition
+
+
+def period_column_of(resolved: ResolvedSpec) -> str | None:
+    """The column whose months are a parallel spec's periods (None for any other spec): a
+    parallel scope is sound for one partition of its people only."""
+    period = resolved.spec.period
+    return period.column if period is not None and period.composition == "parallel" else None
 
 
 def decide_budget(
@@ -133,6 +167,20 @@ def decide_budget(
         raise SpecError("release.neighbours", str(exc)) from None
     existing = _scope_status(ledger, name, may_open_scope)
     measure, delta = _measure(existing, choice, spec.mechanism, epsilon, rho, options)
+    unit = PrivacyUnit(spec.privacy_unit)
+    terms = ScopeTerms(
+        composition_of(resolved), measure, delta, change, unit, period_column_of(resolved)
+    )
+    defaulted = spec.neighbours is None and choice is None  # add/remove: nothing stated it
+    if existing is not None and (
+        conflict := terms_conflict(
+            name,
+            existing.terms,
+            terms,
+            default_neighbours=options.path(options.privacy) if defaulted else None,
+        )
+    ):
+        raise conflict
     if cap is not None and profile_cap is not None and cap > profile_cap:
         raise ConfigError(
             options.path(options.cap),
@@ -163,16 +211,21 @@ def decide_budget(
             options.path(options.epsilon),
             f"give {options.epsilon} or {options.privacy} (its profile sets a cap)",
         )
+    if require_loss and new_scope and amount is not None and in_force and amount > in_force:
+        # the ledger refuses it too; refused here, no ledger is made for a release that cannot be
+        raise BudgetExhausted(name, Fraction(0), in_force, amount, measure=measure)
     return Budget(
         loss=None if amount is None else PrivacyLoss(measure, amount),
         change=change,
         scope=name,
-        composition=composition_of(resolved),
+        composition=terms.composition,
         cap=in_force,
         profile_cap=profile_cap,
         new_scope=new_scope,
         mechanism=_mechanism(spec.mechanism, measure),
         delta=delta,
+        unit=unit,
+        period_column=terms.period_column,
         stated_cap_ignored=cap
         if existing is not None and cap not in (None, existing.cap)
         else None,

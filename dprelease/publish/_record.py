@@ -134,7 +134,8 @@ def record_release(
     """Reserve ε, draw the release and store it in the ledger; writes no file.
 
     `prepared` has already validated spec, budget and schema, so bad input never reaches the
-    ledger; its budget names the scope (created with its cap if the budget says it is new). The
+    ledger; its budget names the scope (made with its cap and terms together with the first
+    charge if the budget says it is new: a refused release leaves no scope behind). The
     slot is `make_release_id(asset, period)`, the asset being the spec's name unless given. A
     released slot is returned as stored
     (nothing charged or drawn); its input is read once to tell the operator whether it changed
@@ -149,27 +150,18 @@ def record_release(
     period = None if prepared.period is None else str(prepared.period)
     release_id = make_release_id(asset or prepared.resolved.spec.name, period)
     on_stage("reserving budget")
-    if budget.new_scope:
-        assert budget.cap is not None  # `decide_budget` refuses a new scope without a cap
-        ledger.ensure_scope(
-            budget.scope,
-            budget.cap,
-            budget.composition,
-            measure=budget.required_loss().measure,
-            delta=budget.delta,
-        )
     loss = budget.required_loss()
-    reservation = ledger.reserve(
+    reservation = ledger.reserve(  # a new scope is made with its first charge, if it gets one
         release_id,
         budget.scope,
         period,
         loss.amount,
         spec_hash=prepared.resolved.hash,
-        composition=budget.composition,
-        measure=loss.measure,
+        terms=budget.terms,
         run_id=run_id,
         force_new=force_new,
         max_cap=budget.profile_cap,
+        new_scope_cap=budget.cap if budget.new_scope else None,
     )
     input_changed = None
     if reservation.status == "committed":

@@ -95,7 +95,7 @@ def test_with_a_ledger_it_takes_the_clis_path(tmp_path: Path) -> None:
     with dp.Ledger(url, mode="read") as ledger:
         events = [e.kind for e in ledger.history("survey")]
         stored = ledger.stored_release("survey/-")
-    assert events == ["scope_created", "reserved", "committed", "reused"]
+    assert events == ["scope_created", "terms_fixed", "reserved", "committed", "reused"]
     assert (
         stored is not None
         and json.loads(json.dumps(stored.manifest)) == first.manifest.to_json_dict()

@@ -14,7 +14,7 @@ from helpers import FIXTURES
 from typer.testing import CliRunner, Result
 
 from dprelease.cli import app
-from dprelease.ledger import Ledger
+from dprelease.ledger import Ledger, ScopeTerms
 
 V1_FIXTURE = FIXTURES / "ledger_v1.sqlite"
 LONG_ID = "hospital_visits_by_region_and_clinic_release/2024-02"
@@ -33,7 +33,12 @@ def url(tmp_path: Path) -> str:
     ledger.commit(done, b"PAR1 table", {"epsilon_total": 0.25})
     ledger.reserve(LONG_ID, "visits", "2024-02", 0.125, spec_hash="h", run_id="run-8")
     ledger.reserve(
-        "cases_release/2024-01", "cases", "2024-01", 0.75, spec_hash="h", composition="parallel"
+        "cases_release/2024-01",
+        "cases",
+        "2024-01",
+        0.75,
+        spec_hash="h",
+        terms=ScopeTerms("parallel"),
     )
     return url
 
@@ -172,7 +177,7 @@ def test_upgrade_migrates_an_old_ledger_then_reading_works(tmp_path: Path) -> No
     refused = run("status", "--ledger", str(old))
     assert refused.exit_code == 2 and "dprelease ledger upgrade" in refused.stderr
     result = run("upgrade", "--ledger", str(old))
-    assert result.exit_code == 0 and "schema version 1 -> 3" in result.stdout
+    assert result.exit_code == 0 and "schema version 1 -> 4" in result.stdout
     assert "up to date" in run("upgrade", "--ledger", str(old)).stdout
     status = run("status", "--ledger", str(old), "--json")
     assert [s["name"] for s in json.loads(status.stdout)] == ["cases", "visits"]

@@ -70,9 +70,15 @@ def test_release_prints_the_table_where_files_went_and_what_the_ledger_did(ws: P
     assert "cost_moe95" not in out  # margins are left to the files
     assert "3 rows; every row and the 95% margins of error are in release.csv" in out
     assert "visits/2024-02: released and charged" in out
-    assert "ε = 0.25; scope 'visits' has 0.75 of its cap 1 left" in out
+    assert "this release: ε = 0.25; scope 'visits' has ε = 0.75 of its cap ε = 1 left" in out
     assert f"files in {ws / 'pub/2024-02'}: release.parquet, release.csv, manifest.json" in out
-    assert "new budget scope 'visits': lifetime cap ε = 1" in first.stderr
+    assert (
+        words(first.stderr).count(
+            "new budget scope 'visits': lifetime cap ε = 1 (sequential, add_remove neighbours, "
+            "privacy unit column 'pid')"
+        )
+        == 1
+    )
     assert "created a new, empty ledger" in first.stderr
     assert all(len(line) <= 80 for line in first.stdout.splitlines() if str(ws) not in line)
 
@@ -82,7 +88,7 @@ def test_release_prints_the_table_where_files_went_and_what_the_ledger_did(ws: P
     assert "visits/2024-02: already released on " in out
     assert "stored copy returned, nothing charged" in out
     assert "stored with ε = 0.25; this run asked for ε = 0.5" in out
-    assert "0.75 of its cap 1 left" in out
+    assert "ε = 0.75 of its cap ε = 1 left" in out
 
 
 def test_long_tables_are_shortened_in_the_terminal_only(ws: Path) -> None:
@@ -171,7 +177,7 @@ def test_release_with_a_privacy_config(ws: Path) -> None:
 
     ledger.set_cap("visits", 1, reason="above what the profile allows")
     refused = cli(ws, "--config", str(PRIVACY), "--epsilon", "0.1", period="2024-03")
-    one_line_error(refused, "more than the privacy profile allows", "set-cap visits 3/10")
+    one_line_error(refused, "more than the privacy profile allows", "set-cap visits 0.3 ")
     rerun = cli(ws, "--config", str(PRIVACY))  # a released period never fails
     assert rerun.exit_code == 0 and "already released on" in words(rerun.stdout)
     too_big = cli(ws, "--config", str(PRIVACY), "--cap", "0.5", period="2024-03")

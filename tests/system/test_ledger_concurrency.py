@@ -107,6 +107,34 @@ def test_racers_on_one_slot_with_different_eps_charge_once(ledger_url: str) -> N
     assert ledger.status("s")[0].spent == stored.epsilon
 
 
+def test_racers_opening_one_new_scope_make_it_once_with_the_winners_terms(
+    ledger_url: str,
+) -> None:
+    """Eight first releases of one new scope, half under each neighbour definition and each
+    with its own cap: the scope is made once, by the first to charge, with that one's cap and
+    neighbours; the others under the same neighbours are charged in it, the rest refused."""
+    Ledger(ledger_url).close()  # the schema exists: the race is for the scope
+    barrier = CTX.Barrier(8)
+    racers = [("add_remove", "substitute")[i % 2] for i in range(8)]
+    args = [
+        (ledger_url, "s", f"r{i}/-", neighbours, f"{i + 1}/10", barrier)
+        for i, neighbours in enumerate(racers)
+    ]
+    codes = _run_all(workers.open_scope_by_release, args)
+
+    ledger = Ledger(ledger_url)
+    [status] = ledger.status()
+    winner = status.neighbours
+    assert winner is not None
+    assert [e.kind for e in ledger.history()].count("scope_created") == 1
+    for neighbours, code in zip(racers, codes, strict=True):
+        expected = workers.RELEASED if neighbours == winner.value else workers.OTHER_TERMS
+        assert code == expected
+    first = next(e.release_id for e in ledger.history() if e.kind == "reserved")
+    assert first is not None and status.spent == Fraction(4, 100)
+    assert status.cap == Fraction(int(first[1 : first.index("/")]) + 1, 10)  # the winner's cap
+
+
 def test_concurrent_first_open_migrates_once(ledger_url: str) -> None:
     barrier = CTX.Barrier(4)
     codes = _run_all(workers.open_and_ensure, [(ledger_url, "s", barrier)] * 4)

@@ -14,7 +14,7 @@ from typer.testing import Result
 
 import dprelease as dp
 from dprelease.errors import BudgetExhausted
-from dprelease.ledger import Ledger, make_release_id
+from dprelease.ledger import Ledger, ScopeTerms, make_release_id
 from dprelease.spec import load_spec
 
 SPEC = """\
@@ -53,11 +53,12 @@ def refused(
     composition: str = "sequential", spent: Fraction = Fraction(3, 4), period: str | None = None
 ) -> BudgetExhausted:
     ledger = Ledger("sqlite://")
+    terms = ScopeTerms(composition)  # type: ignore[arg-type]
     ledger.ensure_scope("visits", 1, composition)  # type: ignore[arg-type]
     if spent:
-        ledger.reserve("first/1", "visits", period, spent, spec_hash="h", composition=composition)  # type: ignore[arg-type]
+        ledger.reserve("first/1", "visits", period, spent, spec_hash="h", terms=terms)
     with pytest.raises(BudgetExhausted) as info:
-        ledger.reserve("next/2", "visits", period, 1, spec_hash="h", composition=composition)  # type: ignore[arg-type]
+        ledger.reserve("next/2", "visits", period, 1, spec_hash="h", terms=terms)
     return info.value
 
 
@@ -76,8 +77,8 @@ def test_a_sequential_refusal_says_no_new_period_brings_budget_back() -> None:
     assert (exc.composition, exc.period) == ("sequential", None)
     text = str(exc)
     assert text.startswith(
-        "privacy budget exhausted for scope 'visits': spent 0.75 of cap 1, requested 1, remaining "
-        "0.25; nothing was charged."
+        "privacy budget exhausted for scope 'visits': spent ε = 0.75 of cap 1, requested 1, "
+        "remaining 0.25; nothing was charged."
     )
     assert "what it has spent never comes back, and a new period draws on the same cap" in text
     assert "wait for a new" not in text
@@ -91,8 +92,8 @@ def test_a_parallel_refusal_says_the_next_period_has_its_own_full_cap() -> None:
     exc = refused("parallel", Fraction(2, 3), period="2024-01")
     assert (exc.composition, exc.period, exc.remaining) == ("parallel", "2024-01", Fraction(1, 3))
     text = str(exc)
-    assert "exhausted for scope 'visits', period 2024-01: spent 0.666667 of cap 1" in text
-    assert "composes periods in parallel: every other period has its own full cap of 1." in text
+    assert "exhausted for scope 'visits', period 2024-01: spent ε = 2/3 ≈ 0.667 of cap 1," in text
+    assert "composes periods in parallel: every other period has its own full cap of ε = 1." in text
     assert "release with epsilon at most 1/3," in text  # exact: 0.333333 would be refused too
 
 
@@ -110,7 +111,7 @@ def test_the_cli_offers_a_smaller_epsilon_or_set_cap(ws: Path) -> None:
     result = release(ws, "2024-02", "--epsilon", "1/2")
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     text = words(result.stderr)
-    assert "remaining 0.333333; nothing was charged" in text
+    assert "remaining 1/3 ≈ 0.333; nothing was charged" in text
     assert "a new period draws on the same cap" in text
     assert text.endswith(
         "To go on, release with --epsilon 1/3 or less, or raise the scope's cap on purpose: "
@@ -129,7 +130,7 @@ def test_the_cli_on_a_parallel_scope_points_at_other_periods(ws: Path) -> None:
     assert release(ws, "2024-01", *args, composition="parallel").exit_code == 0
     text = words(release(ws, "2024-01", *args, "--force-new", composition="parallel").stderr)
     assert "for scope 'visits', period 2024-01" in text
-    assert "every other period has its own full cap of 1" in text
+    assert "every other period has its own full cap of ε = 1" in text
     assert release(ws, "2024-02", *args, composition="parallel").exit_code == 0
 
 
@@ -151,7 +152,9 @@ def test_the_pipeline_offers_a_smaller_publish_share_or_set_cap() -> None:
 
     exc = BudgetExhausted("hospital_patients", Fraction(11, 3), Fraction(4), Fraction(1, 3))
     text = refusal(exc)
-    assert text.startswith("privacy budget exhausted for scope 'hospital_patients': spent 3.66667")
+    assert text.startswith(
+        "privacy budget exhausted for scope 'hospital_patients': spent ε = 11/3 ≈ 3.67 of cap 4"
+    )
     assert "a new period draws on the same cap" in text
     assert text.endswith(
         "To go on, lower the spec's publish.share to at most 1/12, or raise the scope's cap on "

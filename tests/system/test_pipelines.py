@@ -460,9 +460,9 @@ def test_a_stricter_profile_refuses_new_months_until_set_cap(root: Path) -> None
     refused = materialize(defs, instance, [MONTHLY], "2024-02")
     assert not refused.success
     assert failure(refused) == (
-        "visits_by_clinic 2024-02: budget scope 'hospital_patients' has cap 4 (4) in the ledger, "
-        "more than the privacy profile allows (2.95); nothing was spent. Lower it with "
-        "`dprelease ledger set-cap hospital_patients 59/20 --reason TEXT`, or change the profile"
+        "visits_by_clinic 2024-02: budget scope 'hospital_patients' has cap ε = 4 in the ledger, "
+        "more than the privacy profile allows (ε = 2.95); nothing was spent. Lower it with "
+        "`dprelease ledger set-cap hospital_patients 2.95 --reason TEXT`, or change the profile"
     )
     assert materialize(defs, instance, [MONTHLY], "2024-01").success
     budget = materialize(defs, instance, ["privacy_budget"])
@@ -498,7 +498,7 @@ def test_set_cap_lower_then_rerun_released_months_charges_nothing(root: Path) ->
     assert spent(root, SCOPE) == (2 * VISITS_CAP / 12 + Fraction(1, 4), 3)
     budget = materialize(defs, instance, ["privacy_budget"])
     history = budget.asset_materializations_for_node("privacy_budget")[0].metadata["cap_changes"]
-    assert "cap 4 (4) -> 3 (3); reason: board decision" in history.value
+    assert "cap ε = 4 -> 3; reason: board decision" in history.value
 
 
 def test_a_cap_lowered_below_what_was_spent_refuses_new_months_not_released_ones(
@@ -516,7 +516,7 @@ def test_a_cap_lowered_below_what_was_spent_refuses_new_months_not_released_ones
     assert not refused.success
     assert failure(refused).startswith(
         "visits_by_clinic 2024-03: privacy budget exhausted for scope 'hospital_patients': "
-        "spent 0.666667 of cap 0.5, requested 0.0416667"
+        "spent ε = 2/3 ≈ 0.667 of cap 0.5, requested 1/24 ≈ 0.0417"
     )
     assert spent(root, SCOPE) == (2 * VISITS_CAP / 12, 2)
 

@@ -115,7 +115,8 @@ def test_a_refusal_is_one_message_with_its_facts_and_no_stack(root: Path) -> Non
     assert not refused.success
     message = (
         "visits_by_clinic 2024-02: privacy budget exhausted for scope 'hospital_patients': "
-        "spent 0.333333 of cap 0.25, requested 0.0208333, remaining 0; nothing was charged. The "
+        "spent ε = 1/3 ≈ 0.333 of cap 0.25, requested 1/48 ≈ 0.0208, remaining 0; nothing was "
+        "charged. The "
         "scope composes sequentially: what it has spent never comes back, and a new period "
         "draws on the same cap. To go on, raise the scope's cap on purpose: `dprelease ledger "
         "set-cap hospital_patients CAP --reason TEXT`."

@@ -26,6 +26,7 @@ from dprelease.ledger import (
     Ledger,
     ReleaseConflict,
     Reservation,
+    ScopeTerms,
     exact_epsilon,
     make_release_id,
 )
@@ -79,7 +80,7 @@ def test_exhaustion_refuses_release_k_plus_1_and_writes_nothing(ledger: Ledger) 
         pytest.approx(0.1),
         pytest.approx(0.0),
     )
-    for words in ("spent 0.3", "cap 0.3", "requested 0.1", "remaining 0"):
+    for words in ("spent ε = 0.3", "cap 0.3", "requested 0.1", "remaining 0"):
         assert words in str(exc)
     assert _state(ledger) == before
     assert _spent(ledger, "visits") == Fraction(3, 10)
@@ -126,7 +127,7 @@ def test_rerun_of_a_released_slot_never_fails_or_charges_after_cap_and_eps_chang
         assert again.epsilon_differs
     assert _spent(ledger) == 1
     reused = [e for e in ledger.history("s") if e.kind == "reused"]
-    assert "this run asked for ε 0.25" in (reused[-1].detail or "")
+    assert "this run asked for ε = 0.25" in (reused[-1].detail or "")
 
 
 def test_changed_spec_for_a_released_slot_is_refused_unless_force_new(ledger: Ledger) -> None:
@@ -174,7 +175,7 @@ def test_open_reservation_is_resumed_without_second_charge(ledger: Ledger) -> No
 
 
 @pytest.mark.parametrize(
-    ("change", "words"), [({"epsilon": 0.25}, "ε 0.25"), ({"spec_hash": "other"}, "spec other")]
+    ("change", "words"), [({"epsilon": 0.25}, "ε = 0.25"), ({"spec_hash": "other"}, "spec other")]
 )
 def test_open_reservation_for_another_spec_or_eps_is_refused_until_voided(
     ledger: Ledger, change: dict[str, Any], words: str
@@ -311,15 +312,15 @@ def test_parallel_scope_gives_each_period_the_full_cap(ledger: Ledger) -> None:
     ledger.ensure_scope("par", 0.5, "parallel")
     ledger.ensure_scope("seq", 0.5, "sequential")
     for period in ("2024-01", "2024-02"):
-        _release(ledger, f"p/{period}", "par", period, 0.5, composition="parallel")
+        _release(ledger, f"p/{period}", "par", period, 0.5, terms=ScopeTerms("parallel"))
     _release(ledger, "s/2024-01", "seq", "2024-01", 0.5)
 
     with pytest.raises(BudgetExhausted, match="period 2024-01"):
-        _reserve(ledger, "p2/2024-01", "par", "2024-01", 0.1, composition="parallel")
+        _reserve(ledger, "p2/2024-01", "par", "2024-01", 0.1, terms=ScopeTerms("parallel"))
     with pytest.raises(BudgetExhausted):
         _reserve(ledger, "s/2024-02", "seq", "2024-02", 0.1)
     with pytest.raises(LedgerError, match="pass the period"):
-        _reserve(ledger, "p/-", "par", None, 0.1, composition="parallel")
+        _reserve(ledger, "p/-", "par", None, 0.1, terms=ScopeTerms("parallel"))
     par = ledger.status("par")[0]
     assert par.periods == {"2024-01": Fraction(1, 2), "2024-02": Fraction(1, 2)}
     assert (par.spent, par.remaining) == (Fraction(1, 2), 0)
@@ -331,9 +332,9 @@ def test_spec_composition_must_equal_the_scopes(ledger: Ledger) -> None:
     ledger.ensure_scope("seq", 1, "sequential")
     before = _state(ledger)
     with pytest.raises(CompositionMismatch, match="'parallel' but the spec says 'sequential'"):
-        _reserve(ledger, "x/2024-01", "par", "2024-01", 0.5, composition="sequential")
+        _reserve(ledger, "x/2024-01", "par", "2024-01", 0.5, terms=ScopeTerms("sequential"))
     with pytest.raises(CompositionMismatch):
-        _reserve(ledger, "x/2024-01", "seq", "2024-01", 0.5, composition="parallel")
+        _reserve(ledger, "x/2024-01", "seq", "2024-01", 0.5, terms=ScopeTerms("parallel"))
     with pytest.raises(CompositionMismatch):
         ledger.ensure_scope("seq", 1, "parallel")
     assert _state(ledger) == before
@@ -354,7 +355,7 @@ def test_cap_above_the_profile_refuses_new_charges_but_not_reruns(ledger: Ledger
     rerun = _reserve(ledger, "v/2024-01", "s", "2024-01", 0.25, max_cap=profile)
     assert rerun.status == "committed"
     before = _state(ledger)
-    with pytest.raises(CapAboveProfile, match="set-cap s 1/2") as info:
+    with pytest.raises(CapAboveProfile, match="set-cap s 0.5 ") as info:
         _reserve(ledger, "v/2024-02", "s", "2024-02", 0.25, max_cap=profile)
     assert "nothing was spent" in str(info.value)
     assert _state(ledger) == before

@@ -432,7 +432,7 @@ def test_epsilon_is_charged_once_whatever_the_number_of_levels(tmp_path: Path) -
         events = [e.kind for e in ledger.history("t")]
     assert (first.charged, again.charged) == (True, False)
     assert status.spent == Fraction(1, 4) and status.releases == 1
-    assert events == ["scope_created", "reserved", "committed", "reused"]
+    assert events == ["scope_created", "terms_fixed", "reserved", "committed", "reused"]
     assert first.table.height == 6 + 3 + 2 + 1 and again.table.equals(first.table)
     spent = sum(
         Fraction(level.epsilon_exact)

@@ -91,7 +91,7 @@ def test_exhausted_budget_refuses_changes_nothing_and_writes_nothing(workspace: 
     before = _snapshot(ledger)
     with pytest.raises(BudgetExhausted) as info:
         _publish(workspace, ledger, "2024-03")
-    assert "spent 0.5 of cap 0.5, requested 0.25, remaining 0" in str(info.value)
+    assert "spent ε = 0.5 of cap 0.5, requested 0.25, remaining 0" in str(info.value)
     assert _snapshot(ledger) == before
     assert not (workspace / "out/2024-03").exists()
     assert (workspace / "out/2024-01/release.csv").exists()

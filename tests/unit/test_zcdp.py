@@ -18,7 +18,7 @@ from dprelease.budget import (
 from dprelease.budget._zcdp import log_odds_bound, rho_for_log_bound
 from dprelease.change import ProtectedChange
 from dprelease.errors import ConfigError, MeasureMismatch, SpecError
-from dprelease.ledger import Ledger
+from dprelease.ledger import Ledger, ScopeTerms
 from dprelease.loss import Measure, Mechanism, PrivacyLoss, pure_within_zcdp
 from dprelease.mechanism import allocate
 from dprelease.publish import decide_budget
@@ -116,7 +116,7 @@ def test_a_zcdp_scope_charges_rho_exactly_and_keeps_its_measure(ledger_url: str)
                 f"2024-0{month}",
                 Fraction(1, 30),
                 spec_hash="h",
-                measure=Measure.ZCDP,
+                terms=ScopeTerms(measure=Measure.ZCDP, delta=1e-9),
             )
         status = ledger.status("survey")[0]
         assert (status.measure, status.unit, status.spent) == (Measure.ZCDP, "ρ", Fraction(1, 10))
@@ -124,7 +124,7 @@ def test_a_zcdp_scope_charges_rho_exactly_and_keeps_its_measure(ledger_url: str)
         assert status.epsilon_delta() == pytest.approx(rho + 2 * math.sqrt(rho * math.log(1e9)))
         with pytest.raises(MeasureMismatch, match="spends ρ"):
             ledger.reserve(
-                "pure/-", "survey", None, Fraction(1, 100), spec_hash="h", measure=Measure.PURE
+                "pure/-", "survey", None, Fraction(1, 100), spec_hash="h", terms=ScopeTerms()
             )
         with pytest.raises(MeasureMismatch, match="never changes"):
             ledger.ensure_scope("survey", 1)  # a pure scope of the same name
