@@ -26,7 +26,6 @@ from dprelease.errors import (
     ConfigError,
     DPReleaseError,
 )
-from dprelease.files import unwritable_directory
 from dprelease.ledger import Ledger, ScopeStatus
 from dprelease.loss import Measure, amount_text, typed_text
 from dprelease.publish import (
@@ -34,6 +33,7 @@ from dprelease.publish import (
     decide_budget,
     prepare,
     record_release,
+    release_folder_problem,
     write_release_files,
 )
 from dprelease.spec import ResolvedSpec
@@ -259,7 +259,7 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                 # changes, or is created
                 prepared = prepare(path, release, budget, period=period)
                 directory = public.release_dir(spec.name, period)
-                if (problem := unwritable_directory(directory)) is not None:
+                if (problem := release_folder_problem(directory)) is not None:
                     raise ConfigError("public.directory", problem)
                 book = existing or closing.enter_context(ledger.open(create=True))
                 recorded = record_release(

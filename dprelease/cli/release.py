@@ -103,7 +103,14 @@ def _report(result: Recorded, status: ScopeStatus) -> None:
 def release(
     spec: SpecOption,
     data: Annotated[Path, typer.Option("--data", help="Confidential input: parquet or CSV.")],
-    out: Annotated[Path, typer.Option("--out", help="Directory for the published files.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="The release's own folder for its files (published whole: replaced, never "
+            "merged with anything else in it).",
+        ),
+    ],
     epsilon: Annotated[
         str | None,
         typer.Option(
@@ -161,12 +168,17 @@ def release(
 ) -> None:
     """Release noisy grouped counts and sums; refuse if the scope's budget would be exceeded."""
     from dprelease.budget import load_privacy_profiles
-    from dprelease.files import unwritable_directory
     from dprelease.ledger import Ledger
-    from dprelease.publish import Options, decide_budget, prepare, publish
+    from dprelease.publish import (
+        Options,
+        decide_budget,
+        prepare,
+        publish,
+        release_folder_problem,
+    )
     from dprelease.spec import load_spec
 
-    if (problem := unwritable_directory(out)) is not None:
+    if (problem := release_folder_problem(out)) is not None:
         raise ConfigError("--out", problem)
     resolved = load_spec(spec)
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")

@@ -52,8 +52,10 @@ def terms_of(row: Row[Any]) -> ScopeTerms:
 
 
 def _unit_fix(unit: PrivacyUnit) -> str:
-    return "leave privacy_unit out of the spec" if unit.column is None else (
-        f"set the spec's privacy_unit: {unit.column}"
+    return (
+        "leave privacy_unit out of the spec"
+        if unit.column is None
+        else (f"set the spec's privacy_unit: {unit.column}")
     )
 
 
@@ -79,8 +81,10 @@ def terms_conflict(
             "period.composition"
         )
     parallel = kept.composition == "parallel"
-    if parallel and None not in (kept.period_column, asked.period_column) and (
-        kept.period_column != asked.period_column
+    if (
+        parallel
+        and None not in (kept.period_column, asked.period_column)
+        and (kept.period_column != asked.period_column)
     ):
         return CompositionMismatch(
             f"{scope} composes months in parallel, cut by column {kept.period_column!r}, but "
@@ -95,8 +99,10 @@ def terms_conflict(
             "measure never changes: release into another scope, or make the privacy profile's "
             "measure agree"
         )
-    if asked.measure is Measure.ZCDP and None not in (kept.delta, asked.delta) and (
-        kept.delta != asked.delta
+    if (
+        asked.measure is Measure.ZCDP
+        and None not in (kept.delta, asked.delta)
+        and (kept.delta != asked.delta)
     ):
         return MeasureMismatch(
             f"{scope} reads its odds statement at δ = {kept.delta}, not {asked.delta}; "

@@ -9,8 +9,10 @@ the Dagster assets:
 
 Nothing is written before the ledger has stored the release, so a crash can leave an open
 reservation (resumed by the next run of the same slot, without a second charge) but never a
-published file that the ledger does not know. A slot that is already released is returned as
-stored: re-runs and backfills give byte-identical files and charge nothing. Without a ledger
+published file that the ledger does not know; and a release's folder appears whole or not at
+all (`write_release_files`: written aside, renamed into place). A slot that is already
+released is returned as stored: re-runs and backfills give byte-identical files and charge
+nothing. Without a ledger
 (`prepared.draw()`) nothing is recorded: for exploring inside the secure environment only.
 """
 
@@ -21,7 +23,7 @@ from dprelease.publish._budget import (
     decide_budget,
     plan_budget,
 )
-from dprelease.publish._files import RELEASE_FILES, write_release_files
+from dprelease.publish._files import RELEASE_FILES, release_folder_problem, write_release_files
 from dprelease.publish._prepared import PreparedRelease, Release, noise_source_entry, prepare
 from dprelease.publish._record import STATUS_TEXT, Recorded, publish, record_release
 
@@ -40,5 +42,6 @@ __all__ = [
     "prepare",
     "publish",
     "record_release",
+    "release_folder_problem",
     "write_release_files",
 ]

@@ -23,7 +23,6 @@ import polars as pl
 
 from dprelease import operator
 from dprelease.errors import ConfigError, DataError
-from dprelease.files import unwritable_directory
 from dprelease.ledger import (
     Ledger,
     ReleaseConflict,
@@ -33,7 +32,7 @@ from dprelease.ledger import (
     make_release_id,
 )
 from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
-from dprelease.publish._files import write_release_files
+from dprelease.publish._files import release_folder_problem, write_release_files
 from dprelease.publish._prepared import PreparedRelease
 from dprelease.statement import LedgerRecord, LegacyManifest, Manifest, parse_manifest
 
@@ -224,9 +223,10 @@ def publish(
 ) -> Recorded:
     """`record_release`, then write its files to `out_dir` (the CLI's one-step path).
 
-    `out_dir` is checked first (ConfigError when no file can be written there), so an
-    unwritable directory is refused before anything is reserved, not found after the commit."""
-    if (problem := unwritable_directory(out_dir)) is not None:
+    `out_dir` is checked first (ConfigError when the release cannot be published as that
+    folder: not writable beside it, or holding other files), so it is refused before anything
+    is reserved, not found after the commit."""
+    if (problem := release_folder_problem(out_dir)) is not None:
         raise ConfigError("out_dir", problem)
     recorded = record_release(prepared, on_stage=on_stage, **record_options)
     on_stage("writing files")
