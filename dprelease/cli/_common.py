@@ -4,6 +4,7 @@ every ε typed on the command line is read by the one exact-rational parser."""
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 import sys
 from collections.abc import Callable, Iterator
@@ -18,6 +19,8 @@ from dprelease.errors import BudgetExhausted, ConfigError, DPReleaseError
 from dprelease.loss import exact_positive, typed_text
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from dprelease.ledger import Ledger
 
 #: How `decide_budget`'s errors name the command line's options.
@@ -42,12 +45,27 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 EXIT_BAD_INPUT = 2
+#: The width of a report written to a file or a pipe: wide enough that nothing wraps or is cut.
+UNWRAPPED_WIDTH = 10_000
 
 
 def fail(message: str) -> typer.Exit:
     """Print one line on stderr and return the exit to raise (code 2: bad input)."""
     print(f"error: {message}".replace("\n", " "), file=sys.stderr)
     return typer.Exit(code=EXIT_BAD_INPUT)
+
+
+def report_console() -> Console:
+    """The console a command prints its report on: a terminal's width in a terminal; in a file
+    or a pipe unwrapped (unless $COLUMNS asks for a width), so that a scope name, a release id
+    or an amount read by a script is never split over two lines. (Rich would take the width of
+    whichever standard stream is a terminal: stderr's, when only stdout is piped.)"""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if console.is_terminal or "COLUMNS" in os.environ:
+        return console
+    return Console(highlight=False, width=UNWRAPPED_WIDTH)
 
 
 def warn(message: str) -> None:

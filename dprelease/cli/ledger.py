@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors, parse_epsilon
+from dprelease.cli._common import cli_errors, parse_epsilon, report_console
 from dprelease.errors import ConfigError
-from dprelease.loss import decimal_text
+from dprelease.loss import amount_text, loss_text
 
 if TYPE_CHECKING:  # SQLAlchemy loads with the ledger, when a command opens one
     from dprelease.ledger import LedgerEvent, ScopeStatus
@@ -44,7 +44,8 @@ _BY_PERSON = {"scope_created", "cap_changed", "voided", "migrated"}
 
 
 def _num(value: Fraction | None) -> str:
-    return "" if value is None else decimal_text(value)
+    """An amount as every face spells it: exact, with a short decimal beside a fraction."""
+    return "" if value is None else amount_text(value)
 
 
 def _print_json(data: Any) -> None:
@@ -60,7 +61,7 @@ def _start_report(
     if as_json:
         _print_json([record.to_dict() for record in records])
         return None
-    console = Console(highlight=False)
+    console = report_console()
     console.print(heading, soft_wrap=True)
     if not records:
         console.print(empty)
@@ -69,17 +70,16 @@ def _start_report(
 
 
 def _status_table(statuses: list[ScopeStatus]) -> Table:
-    """One row per scope, its amounts in its own unit (ε, or ρ for zCDP)."""
+    """One row per scope, its amounts in its own measure's unit (ε, or ρ for zCDP); what it
+    keeps for life is said below the table (`_terms_lines`)."""
     table = Table(title="Privacy budget", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("scope", overflow="fold")
-    table.add_column("composition")
-    table.add_column("unit")
+    table.add_column("unit", no_wrap=True)
     for column in ("cap", "spent", "left", "released", "open"):
         table.add_column(column, justify="right", no_wrap=True)
     for s in statuses:
         table.add_row(
             s.name,
-            s.composition,
             s.unit,
             _num(s.cap),
             _num(s.spent),
@@ -90,14 +90,26 @@ def _status_table(statuses: list[ScopeStatus]) -> Table:
     return table
 
 
-def _zcdp_lines(statuses: list[ScopeStatus]) -> list[str]:
-    """What the spent ρ of each zCDP scope implies as (ε, δ)-DP."""
-    return [
-        f"{s.name}: zCDP read at δ = {s.delta:g}; ρ spent {_num(s.spent)} implies "
-        f"({s.epsilon_delta():.4g}, {s.delta:g})-DP"
-        for s in statuses
-        if s.delta is not None and s.epsilon_delta() is not None
-    ]
+def _terms_lines(statuses: list[ScopeStatus]) -> list[str]:
+    """What each scope keeps for life, and for zCDP what its cap and what it has spent imply as
+    (ε, δ)-DP."""
+    lines = []
+    for s in statuses:
+        kept = [
+            s.composition,
+            f"{s.neighbours.value} neighbours" if s.neighbours else "neighbours not fixed yet",
+            f"privacy unit {s.privacy_unit}" if s.privacy_unit else "privacy unit not fixed yet",
+        ]
+        if s.composition == "parallel":
+            column = s.period_column
+            kept.append(f"months of column {column!r}" if column else "period column not fixed yet")
+        if s.delta is not None:
+            kept.append(
+                f"zCDP read at δ = {s.delta:g}: cap {loss_text(s.measure, s.cap, s.delta)}, "
+                f"spent {loss_text(s.measure, s.spent, s.delta)}"
+            )
+        lines.append(f"{s.name}: {'; '.join(kept)}")
+    return lines
 
 
 def _period_table(s: ScopeStatus) -> Table:
@@ -113,7 +125,8 @@ def _period_table(s: ScopeStatus) -> Table:
 @ledger_app.command("status")
 @cli_errors
 def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
-    """Cap, spent and remaining ε per scope (open reservations count as spent)."""
+    """Cap, spent and remaining per scope, in its measure (ε, or ρ for zCDP), and what each
+    keeps for life (open reservations count as spent)."""
     from dprelease.ledger import Ledger
 
     with Ledger(ledger_url, mode="read") as ledger:
@@ -124,7 +137,7 @@ def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOp
     if console is None:
         return
     console.print(_status_table(statuses))
-    for line in _zcdp_lines(statuses):
+    for line in _terms_lines(statuses):
         console.print(line)
     if any(s.open_reservations for s in statuses):
         console.print(
@@ -133,18 +146,18 @@ def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOp
         )
     for s in statuses:
         if s.composition == "parallel" and s.periods:
-            console.print(f"{s.name}: every period has the full cap {_num(s.cap)}")
+            console.print(f"{s.name}: every period has the full cap {s.unit} = {_num(s.cap)}")
             console.print(_period_table(s))
 
 
-def _history_table(scope: str, events: list[LedgerEvent], unit: str = "ε") -> Table:
+def _history_table(scope: str, events: list[LedgerEvent]) -> Table:
     """Two lines per event (when / what / ε, then the release and the details), so the table
     reads at 80 columns. A release id is shown whole, folded onto more lines if it is longer
     than its column: cut, two ids of the same long asset would look alike."""
     table = Table(title=f"scope {scope}", title_justify="left", box=box.SIMPLE_HEAD, leading=1)
     table.add_column("when (UTC)", no_wrap=True)
     table.add_column("event", no_wrap=True)
-    table.add_column("release · details", overflow="fold", ratio=1)
+    table.add_column("release · details", overflow="fold", ratio=1)  # the rest of a terminal
     for e in events:
         details = [e.detail or ""]
         if e.run_id:
@@ -153,7 +166,7 @@ def _history_table(scope: str, events: list[LedgerEvent], unit: str = "ε") -> T
             details.append(f"by {e.actor}")
         table.add_row(
             f"{e.at:%Y-%m-%d}\n{e.at:%H:%M:%S}",
-            e.kind + ("" if e.epsilon is None else f"\n{unit} {_num(e.epsilon)}"),
+            e.kind + ("" if e.epsilon is None else f"\n{e.unit} = {_num(e.epsilon)}"),
             (e.release_id + "\n" if e.release_id else "") + " · ".join(d for d in details if d),
         )
     return table
@@ -169,16 +182,13 @@ def history(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonO
         if scope is not None:
             ledger.status(scope)  # UnknownScope (exit 2) rather than an empty history
         events = ledger.history(scope)
-        units = {s.name: s.unit for s in ledger.status()}
     console = _start_report(
         events, as_json, f"ledger history: {ledger.display_url}", "no events yet"
     )
     if console is None:
         return
     for name in dict.fromkeys(e.scope for e in events):
-        console.print(
-            _history_table(name, [e for e in events if e.scope == name], units.get(name, "ε"))
-        )
+        console.print(_history_table(name, [e for e in events if e.scope == name]))
 
 
 @ledger_app.command("export")
@@ -224,7 +234,10 @@ def export(
 @cli_errors
 def set_cap(
     scope: Annotated[str, typer.Argument(help="The budget scope to change.")],
-    cap: Annotated[str, typer.Argument(help="New cap, e.g. 0.3466 or 1/3.")],
+    cap: Annotated[
+        str,
+        typer.Argument(help="New cap, in the scope's unit (ε, or ρ for zCDP), e.g. 0.3466 or 1/3."),
+    ],
     reason: Annotated[
         str | None, typer.Option("--reason", help="Why (recorded in the history).")
     ] = None,
@@ -233,12 +246,12 @@ def set_cap(
     """Change a scope's cap on purpose; the old and new cap are recorded in the history."""
     from dprelease.ledger import Ledger
 
-    exact = parse_epsilon(cap, "CAP")
+    exact = parse_epsilon(cap, "CAP", "the cap")
     with Ledger(ledger_url, mode="existing") as ledger:
         new = ledger.set_cap(scope, exact, reason=reason)
     typer.echo(
-        f"scope {new.name}: cap {_num(new.cap)}, spent {_num(new.spent)}, "
-        f"remaining {_num(new.remaining)}"
+        f"scope {new.name}: cap {loss_text(new.measure, new.cap, new.delta)}, spent "
+        f"{_num(new.spent)}, remaining {_num(new.remaining)}"
     )
 
 
@@ -251,7 +264,8 @@ def void(
     ],
     ledger_url: LedgerOpt = None,
 ) -> None:
-    """End an open reservation (a run that died before committing): its ε is spent no more.
+    """End an open reservation (a run that died before committing): its ε (or ρ) is spent no
+    more.
 
     Only open reservations published nothing; a committed release can never be voided.
     """
@@ -261,8 +275,9 @@ def void(
         voided = ledger.void(release_id, reason=reason)
         after = ledger.status(voided.scope)[0]
     typer.echo(
-        f"voided the open reservation of {voided.release_id} (ε {_num(voided.epsilon)} returned); "
-        f"scope {voided.scope} has {_num(after.remaining)} of cap {_num(after.cap)} left"
+        f"voided the open reservation of {voided.release_id} ({after.unit} = "
+        f"{_num(voided.epsilon)} returned); scope {voided.scope} has {after.unit} = "
+        f"{_num(after.remaining)} of its cap {after.unit} = {_num(after.cap)} left"
     )
 
 

@@ -268,7 +268,7 @@ def plan_command(
 
     resolved = load_spec(spec)
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
-    chosen_rho = None if rho is None else parse_epsilon(rho, "--rho")
+    chosen_rho = None if rho is None else parse_epsilon(rho, "--rho", "ρ")
     privacy = None if config is None else load_privacy_profiles(config)
     with open_existing_ledger(ledger_url) as book:
         budget = decide_budget(

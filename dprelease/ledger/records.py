@@ -201,7 +201,8 @@ class ScopeStatus:
 
 @dataclass(frozen=True)
 class LedgerEvent:
-    """One line of the append-only history; `actor` is who did it (user@host pid)."""
+    """One line of the append-only history; `actor` is who did it (user@host pid). `epsilon` is
+    the amount in its scope's `measure`: an ε, or a ρ in a zCDP scope."""
 
     event_id: int
     at: datetime
@@ -215,10 +216,17 @@ class LedgerEvent:
     run_id: str | None
     actor: str
     detail: str | None
+    measure: Measure = Measure.PURE
+
+    @property
+    def unit(self) -> str:
+        """The symbol of the amount: ε or ρ."""
+        return self.measure.symbol
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "event_id": self.event_id,
+            "unit": self.unit,
             "at": self.at.isoformat(),
             "kind": self.kind,
             "scope": self.scope,

@@ -19,8 +19,11 @@ from dprelease.ledger.records import LedgerEvent, ScopeStatus, StoredRelease
 from dprelease.ledger.schema import charges, events, releases, scopes
 from dprelease.ledger.scopes import terms_of
 from dprelease.ledger.spending import spending
+from dprelease.loss import Measure
 
-EXPORT_FORMAT = "dprelease-ledger-export/2"  # 2: spec hashes, voided charges, slot release ids
+#: 2: spec hashes, voided charges, slot release ids; 3: each scope's terms (neighbours, privacy
+#: unit, period column), and the unit (ε or ρ) of every charge's and event's amount.
+EXPORT_FORMAT = "dprelease-ledger-export/3"
 
 
 def load_stored(conn: Connection, charge_id: int) -> StoredRelease:
@@ -87,8 +90,15 @@ def status(conn: Connection, display_url: str, scope: str | None = None) -> list
     return result
 
 
+def _measures(conn: Connection) -> dict[str, Measure]:
+    """Each scope's measure: the unit of the amounts recorded about it."""
+    rows = conn.execute(select(scopes.c.name, scopes.c.measure)).all()
+    return {name: Measure(measure or Measure.PURE) for name, measure in rows}
+
+
 def history(conn: Connection, scope: str | None = None) -> list[LedgerEvent]:
     """Every event, oldest first (append-only: nothing is ever updated or deleted)."""
+    measures = _measures(conn)
     query = select(events).order_by(events.c.event_id)
     if scope is not None:
         query = query.where(events.c.scope == scope)
@@ -106,14 +116,16 @@ def history(conn: Connection, scope: str | None = None) -> list[LedgerEvent]:
             run_id=r.run_id,
             actor=r.actor,
             detail=r.detail,
+            measure=measures.get(r.scope, Measure.PURE),
         )
         for r in conn.execute(query)
     ]
 
 
-def _charge_dict(c: Any) -> dict[str, Any]:
+def _charge_dict(c: Any, measures: dict[str, Measure]) -> dict[str, Any]:
     return {
         "charge_id": c.charge_id,
+        "unit": measures.get(c.scope, Measure.PURE).symbol,
         "release_id": c.release_id,
         "scope": c.scope,
         "period": c.period,
@@ -143,6 +155,7 @@ def export(
     published files); `include_tables=True` adds them base64-encoded.
     """
     statuses = status(conn, display_url, scope)
+    measures = _measures(conn)
     public_charge_columns = [c for c in charges.c if c.name != "input_fingerprint"]
     charge_q = select(*public_charge_columns).order_by(charges.c.charge_id)
     release_q = select(releases).order_by(releases.c.charge_id)
@@ -157,7 +170,7 @@ def export(
         "ledger": display_url,
         "exported_at": now().isoformat(),
         "scopes": [s.to_dict() for s in statuses],
-        "charges": [_charge_dict(c) for c in conn.execute(charge_q)],
+        "charges": [_charge_dict(c, measures) for c in conn.execute(charge_q)],
         "releases": [
             {
                 "charge_id": r.charge_id,

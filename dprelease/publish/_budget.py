@@ -54,7 +54,7 @@ from dprelease.ledger import (
     scope_name_problem,
     terms_conflict,
 )
-from dprelease.loss import Measure, Mechanism, PrivacyLoss
+from dprelease.loss import Measure, Mechanism, PrivacyLoss, amount_text
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import MeasureComparison, ReleasePlan, StatisticComparison, plan
 
@@ -184,8 +184,8 @@ def decide_budget(
     if cap is not None and profile_cap is not None and cap > profile_cap:
         raise ConfigError(
             options.path(options.cap),
-            f"{float(cap):g} exceeds the {measure.symbol} the privacy profile allows "
-            f"({float(profile_cap):g})",
+            f"{amount_text(cap)} exceeds the {measure.symbol} the privacy profile allows "
+            f"({measure.symbol} = {amount_text(profile_cap)})",
         )
     new_scope = (ledger is not None or new_ledger) and existing is None
     if new_ledger and not may_open_scope:

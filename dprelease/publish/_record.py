@@ -31,6 +31,7 @@ from dprelease.ledger import (
     StoredRelease,
     make_release_id,
 )
+from dprelease.loss import amount_text
 from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.publish._files import release_folder_problem, write_release_files
 from dprelease.publish._prepared import PreparedRelease
@@ -46,10 +47,6 @@ STATUS_TEXT: dict[ReservationStatus, str] = {
     "release, and both publish it)",
     "committed": "already released: stored copy returned, nothing charged",
 }
-
-
-def _fmt(value: Fraction) -> str:
-    return f"{float(value):g}"
 
 
 @dataclass(frozen=True)
@@ -95,9 +92,9 @@ class Recorded:
         text = f"already released on {day}: stored copy returned, nothing charged"
         if self.epsilon_differs:
             text += (
-                f" (stored with {self.unit} = {_fmt(self.stored.epsilon)}; this run asked for "
-                f"{self.unit} = {_fmt(self.requested_epsilon)}: a release at that {self.unit} "
-                "needs --force-new and is charged)"
+                f" (stored with {self.unit} = {amount_text(self.stored.epsilon)}; this run asked "
+                f"for {self.unit} = {amount_text(self.requested_epsilon)}: a release at that "
+                f"{self.unit} needs --force-new and is charged)"
             )
         return text
 

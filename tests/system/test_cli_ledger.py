@@ -62,7 +62,6 @@ def test_status_table_fits_80_columns(url: str) -> None:
     _assert_fits(result.stdout)
     assert _cells(result.stdout, "visits") == [
         "visits",
-        "sequential",
         "ε",
         "0.5",
         "0.375",
@@ -161,8 +160,8 @@ def test_set_cap_is_exact_and_recorded(url: str) -> None:
 def test_void_ends_an_open_reservation_and_refuses_a_committed_one(url: str) -> None:
     result = run("void", LONG_ID, "--reason", "run died", "--ledger", url)
     assert result.exit_code == 0, result.output
-    assert f"voided the open reservation of {LONG_ID} (ε 0.125 returned)" in result.stdout
-    assert "scope visits has 0.25 of cap 0.5 left" in result.stdout
+    assert f"voided the open reservation of {LONG_ID} (ε = 0.125 returned)" in result.stdout
+    assert "scope visits has ε = 0.25 of its cap ε = 0.5 left" in result.stdout
 
     refused = run("void", "visits_release/2024-01", "--reason", "oops", "--ledger", url)
     assert refused.exit_code == 2 and "can never be voided" in refused.stderr
@@ -193,8 +192,8 @@ def test_ledger_from_environment(url: str, monkeypatch: pytest.MonkeyPatch) -> N
     [
         (["status", "--scope", "nope"], "unknown budget scope 'nope'"),
         (["history", "--scope", "nope"], "unknown budget scope 'nope'"),
-        (["set-cap", "visits", "0"], "CAP: ε must be > 0"),
-        (["set-cap", "visits", "abc"], "CAP: ε must be a finite number > 0, got 'abc'"),
+        (["set-cap", "visits", "0"], "CAP: the cap must be > 0"),
+        (["set-cap", "visits", "abc"], "CAP: the cap must be a finite number > 0, got 'abc'"),
         (["set-cap", "nope", "1"], "unknown budget scope 'nope'"),
     ],
 )

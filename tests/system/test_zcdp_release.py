@@ -91,7 +91,7 @@ def test_the_command_line_releases_in_rho_and_shows_the_unit(zcdp_workspace: Pat
     assert manifest["format"] == "dprelease-manifest/3" and manifest["measure"] == "zcdp"
     status = run("ledger", "status", "--ledger", ledger)
     assert status.returncode == 0, status.stderr
-    assert " ρ " in status.stdout and "zCDP read at δ = 1e-09" in status.stdout
+    assert " ρ " in status.stdout and "zCDP read at δ = 1e-09" in " ".join(status.stdout.split())
     wrong = run(
         "release", "--spec", str(zcdp_workspace / "publish.yaml"),
         "--config", str(zcdp_workspace / "privacy.yaml"), "--epsilon", "0.1",
