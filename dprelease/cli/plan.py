@@ -3,6 +3,7 @@ margins of error, before any data is read or any budget spent."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,6 +22,7 @@ from dprelease.cli._common import (
     parse_epsilon,
 )
 from dprelease.errors import ConfigError
+from dprelease.loss import Measure, amount_text, decimal_text, loss_text
 
 if TYPE_CHECKING:
     from dprelease.statement import (
@@ -147,13 +149,29 @@ def _quantiles_table(planned: ReleasePlan) -> Table | None:
     return table
 
 
+#: A share's fraction longer than this is written as the cap over the number of releases.
+_SHORT_FRACTION = 12
+
+
+def share_text(symbol: str, cap: Fraction, releases: int) -> str:
+    """One of `releases` equal shares of `cap`, exactly and briefly: `ε = 0.15`, `ε = 1/3 ≈
+    0.333`, or, when the share is a long fraction (a cap of 0.001425276394 in three), `ρ =
+    0.001425276394/3 ≈ 0.000475`."""
+    share = cap / releases
+    if releases == 1 or len(str(share)) <= _SHORT_FRACTION or "≈" not in amount_text(share):
+        return f"{symbol} = {amount_text(share)}"
+    return f"{symbol} = {amount_text(cap)}/{releases} ≈ {decimal_text(share, 3)}"
+
+
 def _comparison_table(comparison: MeasureComparison) -> Table:
     """Margins under pure ε (Laplace) and zCDP (Gaussian) at the same odds profile."""
+    pure = share_text("ε", Fraction(comparison.epsilon_cap_exact), comparison.releases)
+    zcdp = share_text("ρ", Fraction(comparison.rho_cap_exact), comparison.releases)
     table = Table(
         box=box.SIMPLE_HEAD,
         title=f"pure ε or zCDP? as one of {comparison.releases} release(s) of the scope: "
-        f"ε = {comparison.epsilon_exact} (Laplace) or ρ = {comparison.rho_exact} (Gaussian, "
-        f"odds statement with probability ≥ 1 − {comparison.delta:g})",
+        f"{pure} (Laplace) or {zcdp} (Gaussian, odds statement with probability ≥ 1 − "
+        f"{comparison.delta:g})",
         title_justify="left",
     )
     table.add_column("statistic", overflow="fold")
@@ -171,10 +189,10 @@ def _comparison_table(comparison: MeasureComparison) -> Table:
 
 def _print(planned: ReleasePlan) -> None:
     console = Console(highlight=False)
-    if planned.rho_total is not None:
-        spends = f"ρ = {planned.rho_total:g} ({planned.rho_total_exact}, zCDP)"
+    if planned.rho_total_exact is not None:
+        spends = f"{loss_text(Measure.ZCDP, Fraction(planned.rho_total_exact))} (zCDP)"
     else:
-        spends = f"ε = {planned.epsilon_total:g} ({planned.epsilon_total_exact})"
+        spends = loss_text(Measure.PURE, Fraction(planned.epsilon_total_exact or 0))
     console.print(
         f"release {planned.release!r} at {spends}, {planned.mechanism.value} noise, split by "
         f"{planned.budget_split}, {planned.neighbours.value} neighbours"
@@ -188,9 +206,9 @@ def _print(planned: ReleasePlan) -> None:
         if row.error_in_units is not None:
             console.print(f"{row.name}, error {row.error_in_units}", markup=False)
     if planned.epsilon_for_targets is not None:
+        smallest = Fraction(planned.epsilon_for_targets_exact or 0)
         console.print(
-            f"smallest {planned.measure.symbol} meeting every target: "
-            f"{planned.epsilon_for_targets:g} ({planned.epsilon_for_targets_exact})"
+            f"smallest {planned.measure.symbol} meeting every target: {amount_text(smallest)}"
         )
     if planned.comparison is not None:
         console.print(_comparison_table(planned.comparison))

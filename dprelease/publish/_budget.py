@@ -284,7 +284,11 @@ def _compare_measures(
     delta: float,
     releases: int,
 ) -> MeasureComparison:
-    """Plan the spec under both measures at the same odds profile (see `MeasureComparison`)."""
+    """Plan the spec under both measures at the same odds profile (see `MeasureComparison`).
+
+    A profile's `rounding` step is written in its own measure's unit: it rounds that measure's
+    cap only (an ε grid of 0.05 would round a ρ of 0.0014 down to nothing), and the other
+    measure's cap is the unrounded one, as a profile without a step gives."""
     if releases < 1:
         raise SpecError("releases", "plan at least one release")
     caps = {
@@ -295,6 +299,7 @@ def _compare_measures(
                         "measure": measure,
                         "delta": delta if measure is Measure.ZCDP else None,
                         "prior_risk": None if measure is Measure.ZCDP else profile.prior_risk,
+                        "rounding": profile.rounding if measure is profile.measure else None,
                     }
                 )
             )
