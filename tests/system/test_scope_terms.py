@@ -10,6 +10,7 @@ a value change cost e^{2ε}: at B = 3 the scope's odds factor reached 5.46."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import polars as pl
@@ -213,3 +214,28 @@ def test_a_slot_of_another_scope_leaves_no_scope(ws: Path, ledger_url: str) -> N
     assert ledger_state(ledger_url) == before
     status = invoke_cli("ledger", "status", "--ledger", ledger_url)
     assert status.exit_code == 0 and "z7" not in status.stdout
+
+
+def test_a_scope_made_after_the_budget_was_decided_still_refuses_other_terms(
+    ws: Path, ledger_url: str
+) -> None:
+    """The ledger checks again in the transaction that would charge: a release whose budget was
+    decided while its scope did not exist yet (a race with another run that then made it under
+    substitute neighbours) is refused there, nothing charged."""
+    from dprelease.publish import decide_budget, prepare, record_release
+    from dprelease.spec import load_spec
+
+    dp.Ledger(ledger_url).close()
+    with dp.Ledger(ledger_url) as ledger:
+        resolved = load_spec(ws / "second.yaml")
+        budget = decide_budget(resolved, scope="first", ledger=ledger, epsilon=Fraction(1, 4),
+                               cap=Fraction(1))  # fmt: skip
+        assert budget.new_scope
+        prepared = prepare(ws / "visits.parquet", resolved, budget, period="2024-01")
+        opened = release(ws, ledger_url, "first.yaml", "--config", str(ws / "substitute.yaml"),
+                         "--epsilon", "0.25")  # fmt: skip
+        assert opened.exit_code == 0, opened.output
+        before = ledger_state(ledger_url)
+        with pytest.raises(NeighboursMismatch):
+            record_release(prepared, ledger=ledger)
+        assert ledger_state(ledger_url) == before
