@@ -489,7 +489,7 @@ def test_set_cap_lower_then_rerun_released_months_charges_nothing(root: Path) ->
         words = metadata["ledger"].value
         assert words.startswith("already released on ") and "nothing charged" in words
         assert words.endswith(
-            "(stored with ε = 0.333333; this run asked for ε = 0.25: a release at that ε needs "
+            "(stored with ε = 1/3 ≈ 0.333; this run asked for ε = 0.25: a release at that ε needs "
             "run config force_new: true and is charged)"
         )
     assert spent(root, SCOPE) == (2 * VISITS_CAP / 12, 2)

@@ -399,7 +399,7 @@ def test_export_is_json_and_tables_are_opt_in(ledger: Ledger) -> None:
     ledger.ensure_scope("s", 1)
     _release(ledger, "r", "s", "p", 0.5)
     dump = json.loads(json.dumps(ledger.export()))
-    assert dump["format"] == "dprelease-ledger-export/2"
+    assert dump["format"] == "dprelease-ledger-export/3"
     assert [r["release_id"] for r in dump["releases"]] == ["r"]
     assert dump["charges"][0]["spec_hash"] == "h"
     assert "table_parquet_base64" not in dump["releases"][0]
