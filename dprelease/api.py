@@ -26,7 +26,7 @@ import polars as pl
 from dprelease.budget import PrivacyProfiles, load_privacy_profiles
 from dprelease.errors import ConfigError, SpecError
 from dprelease.ledger import Ledger
-from dprelease.loss import Amount, exact_positive
+from dprelease.loss import Amount, Measure, exact_positive, loss_text
 from dprelease.mechanism import DataSource
 from dprelease.publish import Budget, decide_budget, plan_budget, prepare, record_release
 from dprelease.spec import ReleaseSpec, ResolvedSpec, load_spec, parse_spec, resolve
@@ -63,6 +63,16 @@ class ReleaseResult:
     def to_pandas(self) -> pd.DataFrame:
         """The table as a pandas DataFrame (a mean's undefined cells are NaN there)."""
         return self.table.to_pandas()
+
+    def __repr__(self) -> str:
+        """What was released and what it spent, named by its measure (ρ for a zCDP release);
+        the table and the manifest are attributes of their own."""
+        manifest = self.manifest
+        measure = getattr(manifest, "measure", Measure.PURE)
+        total = getattr(manifest, "rho_total_exact", None) or manifest.epsilon_total_exact
+        spent = "" if total is None else f"; {loss_text(measure, Fraction(total))}"
+        shape = f"{self.table.height} rows × {self.table.width} columns"
+        return f"ReleaseResult({self.status}{spent}; {shape})"
 
     @property
     def accuracy(self) -> list[StatisticAccuracy]:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from dprelease.change import PrivacyUnit, ProtectedChange
 from dprelease.errors import LedgerError
-from dprelease.loss import Measure, epsilon_of_zcdp
+from dprelease.loss import Measure, amount_text, epsilon_of_zcdp, loss_text
 
 Composition = Literal["sequential", "parallel"]
 #: A charge's life: "reserved" -> "committed", or "reserved" -> "voided" (never both).
@@ -151,6 +151,20 @@ class ScopeStatus:
     def unit(self) -> str:
         """The symbol of the amounts: ε or ρ."""
         return self.measure.symbol
+
+    def __repr__(self) -> str:
+        """The scope in words, its amounts named by their measure (a ρ is never shown as a bare
+        number that reads like an ε)."""
+        kept: list[str] = [self.composition]
+        if self.neighbours is not None:
+            kept.append(f"{self.neighbours.value} neighbours")
+        if self.privacy_unit is not None:
+            kept.append(f"privacy unit {self.privacy_unit}")
+        return (
+            f"ScopeStatus({self.name!r}: cap {loss_text(self.measure, self.cap, self.delta)}, "
+            f"spent {self.unit} = {amount_text(self.spent)}, left {self.unit} = "
+            f"{amount_text(self.remaining)}; {', '.join(kept)})"
+        )
 
     @property
     def terms(self) -> ScopeTerms:

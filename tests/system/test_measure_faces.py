@@ -147,3 +147,21 @@ def test_status_into_a_file_is_unwrapped_and_exact_on_both_backends(
     assert "1/3 ≈ 0.333" in row and "0.333333" not in text
     listed = json.loads(invoke_cli("ledger", "status", "--ledger", ledger_url, "--json").stdout)
     assert listed[0]["cap_exact"] == "1/3"
+
+
+def test_the_python_reprs_name_the_measure(ws: Path, ledger_url: str) -> None:
+    """`print(result)` and `print(status)` in a notebook: the amounts with their measure, not a
+    bare 0.0083 a reader would take for an ε (nor the whole table and manifest)."""
+    dp.Ledger(ledger_url).close()
+    result = dp.release(ws / "visits.parquet", ws / "spec.yaml", privacy=ws / "privacy.yaml",
+                        ledger=ledger_url, period="2024-01", rho="1/120")  # fmt: skip
+    assert repr(result) == (
+        "ReleaseResult(visits/2024-01: released and charged; ρ = 1/120 ≈ 0.00833; "
+        "2 rows × 3 columns)"
+    )
+    with dp.Ledger(ledger_url, mode="read") as ledger:
+        assert repr(ledger.status("visits")[0]) == (
+            "ScopeStatus('visits': cap ρ = 0.163, i.e. (3.84, 1e-09)-DP, spent ρ = 1/120 ≈ "
+            "0.00833, left ρ = 58/375 ≈ 0.155; sequential, add_remove neighbours, privacy unit "
+            "column 'pid')"
+        )
