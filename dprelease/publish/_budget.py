@@ -177,7 +177,7 @@ def decide_budget(
             name,
             existing.terms,
             terms,
-            default_neighbours=options.path(options.privacy) if defaulted else None,
+            default_neighbours=options.privacy if defaulted else None,
         )
     ):
         raise conflict
