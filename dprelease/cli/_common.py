@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 #: How `decide_budget`'s errors name the command line's options.
 CLI_WORDS_FOR_BUDGET = {
     "epsilon": "--epsilon",
+    "rho": "--rho",
     "cap": "--cap",
     "privacy": "--config",
     "scope": "--scope",

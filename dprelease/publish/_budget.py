@@ -40,7 +40,6 @@ from dprelease.budget import (
 )
 from dprelease.change import PrivacyUnit, ProtectedChange, choose_change
 from dprelease.errors import (
-    BudgetExhausted,
     ConfigError,
     MeasureMismatch,
     SpecError,
@@ -54,7 +53,7 @@ from dprelease.ledger import (
     scope_name_problem,
     terms_conflict,
 )
-from dprelease.loss import Measure, Mechanism, PrivacyLoss, amount_text
+from dprelease.loss import Measure, Mechanism, PrivacyLoss, amount_text, typed_text
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import MeasureComparison, ReleasePlan, StatisticComparison, plan
 
@@ -65,6 +64,7 @@ class Options:
     that face's own words (Python keywords by default)."""
 
     epsilon: str = "epsilon="
+    rho: str = "rho="
     cap: str = "cap="
     privacy: str = "privacy="
     scope: str = "scope="
@@ -212,8 +212,15 @@ def decide_budget(
             f"give {options.epsilon} or {options.privacy} (its profile sets a cap)",
         )
     if require_loss and new_scope and amount is not None and in_force and amount > in_force:
-        # the ledger refuses it too; refused here, no ledger is made for a release that cannot be
-        raise BudgetExhausted(name, Fraction(0), in_force, amount, measure=measure)
+        # the ledger would refuse it too; refused here, no ledger is made for it
+        option = options.epsilon if measure is Measure.PURE else options.rho
+        raise ConfigError(
+            options.path(option),
+            f"{measure.symbol} = {amount_text(amount)} is more than the cap of the new budget "
+            f"scope {name!r} ({measure.symbol} = {amount_text(in_force)}); nothing was charged "
+            f"and no scope was made: release with {option}"
+            f"{'' if option.endswith('=') else ' '}{typed_text(in_force)} or less",
+        )
     return Budget(
         loss=None if amount is None else PrivacyLoss(measure, amount),
         change=change,
@@ -373,7 +380,10 @@ def _measure(
             "this scope spends ρ (zCDP): state the release's loss as rho, not epsilon",
         )
     if measure is Measure.PURE and rho is not None:
-        raise ConfigError("rho", f"this scope spends ε (pure): state {options.epsilon}, not rho")
+        raise ConfigError(
+            options.path(options.rho),
+            f"this scope spends ε (pure): state {options.epsilon}, not {options.path(options.rho)}",
+        )
     return measure, delta
 
 

@@ -186,7 +186,7 @@ def test_a_refused_rho_leaves_no_scope(ws: Path, ledger_url: str) -> None:
     before = ledger_state(ledger_url)
     result = release(ws, ledger_url, "second.yaml", "--config", str(ws / "zcdp.yaml"),
                      "--scope", "z9", "--rho", "1e9")  # fmt: skip
-    one_line_error(result, "z9", "ρ")
+    one_line_error(result, "z9", "ρ = 1000000000", "no scope was made", "--rho 0.003 or less")
     assert ledger_state(ledger_url) == before
     assert "z9" not in invoke_cli("ledger", "status", "--ledger", ledger_url).stdout
 
@@ -196,7 +196,7 @@ def test_a_rho_over_the_profile_leaves_no_scope(ws: Path, ledger_url: str) -> No
     before = ledger_state(ledger_url)
     result = release(ws, ledger_url, "second.yaml", "--config", str(ws / "zcdp.yaml"),
                      "--scope", "z8", "--rho", "1")  # fmt: skip
-    one_line_error(result, "z8", "ρ")
+    one_line_error(result, "z8", "ρ = 1 is more than", "--rho 0.003 or less")
     assert ledger_state(ledger_url) == before
     # the scope a later release opens gets that release's cap, not the refused one's
     assert release(ws, ledger_url, "second.yaml", "--scope", "z8", "--rho", "1/1000",
