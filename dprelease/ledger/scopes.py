@@ -218,7 +218,7 @@ def create_scope(
             period_column=period_column,
         )
     )
-    unit = "" if terms.measure is Measure.PURE else f", zcdp: ρ, δ = {terms.delta!r}"
+    unit = "" if terms.measure is Measure.PURE else f", zCDP at δ = {terms.delta!r}"
     kept = describe(
         {"neighbours": terms.neighbours, "unit": terms.unit, "period_column": period_column}
     )
