@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import WORKSPACE_SPEC, write_visits
+from helpers import WORKSPACE_SPEC, write_tables, write_visits
 from pgtest import BACKENDS, backend_url
 
 
@@ -26,6 +26,14 @@ def workspace(tmp_path: Path) -> Path:
         region=["n", "s", "s", "s", "n"],
         cost=[1.0, 2.0, 3.0, 4.0, 5.0],
     )
+    return tmp_path
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A directory for the Dagster code location: the demo's tables in `confidential/` (see
+    `helpers.resources` for the rest)."""
+    write_tables(tmp_path / "confidential")
     return tmp_path
 
 

@@ -1,6 +1,7 @@
 """What the tests share, imported as `from helpers import ...`: building specs, releasing with
-test noise, the workspace's confidential table, running the `dprelease` command, and the exact
-samplers' goodness-of-fit test. Fixtures live in `conftest.py`.
+test noise, the workspace's confidential table, running the `dprelease` command, the Dagster code
+location's resources and in-process runs, and the exact samplers' goodness-of-fit test. Fixtures
+live in `conftest.py`.
 
 Tests that check values use the library's own path (`dprelease.publish`: decide the budget,
 prepare, draw) with test-only noise sources, which every release path refuses unless told it is
@@ -11,10 +12,11 @@ the `dprelease` command, Dagster).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import io
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -22,11 +24,22 @@ from typer.testing import CliRunner, Result
 
 from dprelease.change import ProtectedChange, choose_change
 from dprelease.cli import app
+from dprelease.ledger import Ledger, make_release_id
 from dprelease.loss import PrivacyLoss
 from dprelease.mechanism import Allocation, DataSource, allocate
 from dprelease.mechanism.noise import NoiseSource, _source
-from dprelease.publish import PreparedRelease, Release, decide_budget, prepare
-from dprelease.spec import ResolvedSpec, parse_spec
+from dprelease.publish import (
+    PreparedRelease,
+    Recorded,
+    Release,
+    decide_budget,
+    prepare,
+    record_release,
+)
+from dprelease.spec import ResolvedSpec, load_spec, parse_spec
+
+if TYPE_CHECKING:
+    from dagster import ConfigurableResource, DagsterInstance, Definitions, ExecuteInProcessResult
 
 #: Every draw is 0: the released values are the exact aggregates.
 ZERO = NoiseSource.zero_for_tests
@@ -164,6 +177,124 @@ def one_line_error(result: Result, *words: str) -> str:
     for word in words:
         assert word in result.stderr, result.stderr
     return result.stderr
+
+
+# -- the Dagster code location (`pipelines/`) ----------------------------------------------------
+# Dagster is imported inside these helpers: most tests that import this module never run it.
+
+#: The demo's monthly release, its budget scope, and the privacy YAML the demo ships.
+MONTHLY = "visits_by_clinic"
+SCOPE = "hospital_patients"
+PIPELINE_SPECS = ROOT / "pipelines" / "specs"
+PRIVACY = ROOT / "pipelines" / "privacy.yaml"
+VISITS_CAP = Fraction(4)  # pipelines/privacy.yaml, scope hospital_patients: ½ ln 3000 → 4.0
+STUDY_CAP = Fraction(3, 10)  # default profile (the paper's): ½ ln 2 rounded down to 0.30
+
+
+def write_tables(directory: Path, *, patients: int = 4_000, seed: int = 7) -> None:
+    """The demo's confidential tables (`case_control`, `visits`) as parquet in `directory`."""
+    from pipelines.demo_data import generate_case_control, generate_visits
+
+    directory.mkdir(parents=True, exist_ok=True)
+    generate_case_control().write_parquet(directory / "case_control.parquet")
+    generate_visits(seed=seed, n_patients=patients).write_parquet(directory / "visits.parquet")
+
+
+def resources(
+    root: Path, confidential: Path | None = None, privacy: Path = PRIVACY, **ledger: Any
+) -> dict[str, ConfigurableResource]:
+    """The code location's resources under `root`: `confidential/` (unless given), `public/`
+    and `ledger.sqlite`, with the demo's privacy YAML (unless given)."""
+    from pipelines.resources import ConfidentialStore, LedgerResource, PrivacyPolicy, PublicStore
+
+    return {
+        "confidential": ConfidentialStore(directory=str(confidential or root / "confidential")),
+        "public": PublicStore(directory=str(root / "public")),
+        "ledger": LedgerResource(url=str(root / "ledger.sqlite"), **ledger),
+        "policy": PrivacyPolicy(config_path=str(privacy)),
+    }
+
+
+def materialize(
+    defs: Definitions,
+    instance: DagsterInstance,
+    selection: list[str],
+    partition: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> ExecuteInProcessResult:
+    """Materialize `selection` (of one partition) in process, as a UI launch would; run config
+    `config` for each selected release; failures are returned, not raised."""
+    import dagster as dg
+
+    return dg.materialize(
+        [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)],
+        instance=instance,
+        resources=dict(defs.resources or {}),
+        selection=selection,
+        partition_key=partition,
+        run_config={"ops": {name: {"config": config} for name in selection}} if config else None,
+        raise_on_error=False,
+    )
+
+
+def spent(root: Path, scope: str) -> tuple[Fraction, int]:
+    """(spent, committed releases) of `scope` in `root`'s ledger."""
+    status = Ledger(str(root / "ledger.sqlite")).status(scope)[0]
+    return status.spent, status.releases
+
+
+def failure(result: ExecuteInProcessResult) -> str:
+    """The message of a run's first failed step."""
+    import dagster as dg
+
+    error = result.get_step_failure_events()[0].event_specific_data.error
+    return error.message.removeprefix(f"{dg.Failure.__module__}.Failure: ").rstrip("\n")
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    """Every file of `directory` by name, with its bytes."""
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+def prepared_month(
+    root: Path, book: Ledger, period: str, spec: Path = PIPELINE_SPECS / "visits_monthly.yaml"
+) -> PreparedRelease:
+    """The monthly release of `period` at ε = VISITS_CAP / 12, its scope in `book`."""
+    book.ensure_scope(SCOPE, VISITS_CAP)
+    release = load_spec(spec, require_publish=True)
+    budget = decide_budget(release, ledger=book, epsilon=VISITS_CAP / 12)
+    return prepare(root / "confidential/visits.parquet", release, budget, period=period)
+
+
+def record_unpublished(root: Path, period: str, **options: Any) -> Recorded:
+    """Record a month as a run that crashed after the ledger commit leaves it: stored, no files."""
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        prepared = prepared_month(root, book, period)
+        return record_release(prepared, ledger=book, asset=MONTHLY, **options)
+
+
+def stored_with_a_cut_table(
+    root: Path,
+    period: str,
+    cut: Callable[[pl.DataFrame], pl.DataFrame],
+    spec: Path = PIPELINE_SPECS / "visits_monthly.yaml",
+) -> None:
+    """A stored copy whose table lost rows (`cut`), committed through the ledger's API (as an
+    engine that dropped empty cells, or another tool, could have stored it)."""
+    with Ledger(str(root / "ledger.sqlite")) as book:
+        prepared = prepared_month(root, book, period, spec)
+        reservation = book.reserve(
+            make_release_id(MONTHLY, period),
+            SCOPE,
+            period,
+            prepared.allocation.total.epsilon,
+            spec_hash=prepared.resolved.hash,
+        )
+        released = prepared.draw()
+        table = io.BytesIO()
+        cut(released.table).write_parquet(table)
+        manifest = released.manifest.model_copy(update={"release_id": reservation.release_id})
+        book.commit(reservation, table.getvalue(), manifest.to_json_dict())
 
 
 # -- the exact samplers ---------------------------------------------------------------------------

@@ -28,8 +28,7 @@ from typing import Any
 import dagster as dg
 import pytest
 from dagster._core.instance.ref import InstanceRef  # not exported; only to read heartbeats
-from helpers import ROOT
-from test_pipelines import write_tables
+from helpers import ROOT, write_tables
 
 from dprelease.ledger import Ledger
 

@@ -13,14 +13,13 @@ from typing import Any
 import dagster as dg
 import polars as pl
 import pytest
-from test_pipelines import (
+from helpers import (
     MONTHLY,
     PRIVACY,
     SCOPE,
     materialize,
     resources,
     spent,
-    write_tables,
 )
 
 from dprelease.ledger import Ledger
@@ -30,12 +29,6 @@ from pipelines.definitions import build_definitions
 RAW_FLOAT = re.compile(r"\d\.\d{7,}")
 #: A whole number printed as a float in a table cell (| 108.0 |).
 WHOLE_FLOAT_CELL = re.compile(r"\|\s*-?\d+\.0\s*(?=\|)")
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    write_tables(tmp_path / "confidential")
-    return tmp_path
 
 
 def _values(metadata: dict[str, dg.MetadataValue]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import yaml
-from test_pipelines import MONTHLY, SCOPE, VISITS_CAP, materialize, resources, spent, write_tables
+from helpers import MONTHLY, SCOPE, VISITS_CAP, materialize, resources, spent, write_tables
 from typer.testing import CliRunner
 
 import dprelease as dp
