@@ -26,15 +26,24 @@ from dprelease.publish._budget import (
 from dprelease.publish._files import RELEASE_FILES, release_folder_problem, write_release_files
 from dprelease.publish._prepared import PreparedRelease, Release, noise_source_entry, prepare
 from dprelease.publish._record import STATUS_TEXT, Recorded, publish, record_release
+from dprelease.publish._validate import (
+    PRIVACY_CONFIG_ENV,
+    SPECS_DIR_ENV,
+    Validation,
+    validate_pipeline,
+)
 
 __all__ = [
+    "PRIVACY_CONFIG_ENV",
     "RELEASE_FILES",
+    "SPECS_DIR_ENV",
     "STATUS_TEXT",
     "Budget",
     "Options",
     "PreparedRelease",
     "Recorded",
     "Release",
+    "Validation",
     "composition_of",
     "decide_budget",
     "noise_source_entry",
@@ -43,5 +52,6 @@ __all__ = [
     "publish",
     "record_release",
     "release_folder_problem",
+    "validate_pipeline",
     "write_release_files",
 ]

@@ -5,10 +5,18 @@ Nothing here reads confidential data: a spec and the public files it names decid
 release, its sensitivity and its manifest before any row is read.
 
     resolved = load_spec("visits.yaml")        # or resolve(ReleaseSpec(...)) for a spec in Python
+    catalog = load_pipeline_specs([specs_dir])  # a pipeline's files: releases, and a problem each
     resolved.spec, resolved.key_grid, resolved.levels, resolved.publish
 """
 
 from dprelease.spec._base import NAME_PATTERN
+from dprelease.spec._catalog import (
+    SpecCatalog,
+    SpecProblem,
+    load_pipeline_spec,
+    load_pipeline_specs,
+    spec_files,
+)
 from dprelease.spec._domains import FileDomain, GroupBy, KeyDomain, RangeDomain, ValuesDomain
 from dprelease.spec._levels import Levels, level_grid
 from dprelease.spec._loading import load_spec, parse_spec, resolve
@@ -61,6 +69,8 @@ __all__ = [
     "RangeDomain",
     "ReleaseSpec",
     "ResolvedSpec",
+    "SpecCatalog",
+    "SpecProblem",
     "Statistic",
     "StatisticKind",
     "SumStatistic",
@@ -69,9 +79,12 @@ __all__ = [
     "check_quantile_levels",
     "exact_decimal",
     "level_grid",
+    "load_pipeline_spec",
+    "load_pipeline_specs",
     "load_spec",
     "output_columns",
     "parse_spec",
     "period_of",
     "resolve",
+    "spec_files",
 ]
