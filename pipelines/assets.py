@@ -1,4 +1,5 @@
-"""Assets: confidential sources (external) → one release asset per spec file; the privacy budget.
+"""Assets: confidential sources (external) → one release asset per spec file (the privacy budget
+that follows them is in `pipelines.budget`).
 
 A release asset does the whole release in one step: it records the release through the ledger
 (charging the budget, or returning the stored copy), evaluates the blocking checks on the stored
@@ -8,10 +9,10 @@ what it charged, and the checks still gate the files. A release that is recorded
 published files (a crash between commit and write, or a failed check) is listed by the
 `privacy_budget` asset and re-published by a sensor (`pipelines.automation`), without a charge.
 
-Metadata holds noisy values and spec-derived facts only.
+Metadata holds noisy values and spec-derived facts only. A spec file that does not load is a
+broken release asset that fails with its one-line problem (`broken_spec_asset`).
 """
 
-import json
 import warnings
 from contextlib import ExitStack
 from fractions import Fraction
@@ -21,13 +22,13 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from dprelease.budget import budget_markdown, markdown_table, write_plots
+from dprelease.budget import markdown_table
 from dprelease.errors import (
     ConfigError,
     DPReleaseError,
 )
 from dprelease.ledger import Ledger, ScopeStatus
-from dprelease.loss import Measure, amount_text, typed_text
+from dprelease.loss import Measure
 from dprelease.publish import (
     Recorded,
     decide_budget,
@@ -36,10 +37,18 @@ from dprelease.publish import (
     release_folder_problem,
     write_release_files,
 )
-from dprelease.spec import ResolvedSpec
+from dprelease.spec import ResolvedSpec, SpecProblem
 from dprelease.statement import manifest_problems, preview
-from pipelines.ledger_state import unpublished
-from pipelines.messages import in_dagster_words, operator_warnings_in_run_log, refused
+from pipelines.automation import NO_RETRIES
+from pipelines.budget import measure_text
+from pipelines.messages import (
+    Refusal,
+    amount,
+    in_dagster_words,
+    number_text,
+    operator_warnings_in_run_log,
+    refused,
+)
 from pipelines.release_specs import publish_of
 from pipelines.resources import (
     ConfidentialStore,
@@ -47,10 +56,8 @@ from pipelines.resources import (
     LedgerResource,
     PrivacyPolicy,
     PublicStore,
-    ScopeProfile,
 )
 
-BUDGET_KEY = dg.AssetKey("privacy_budget")
 PREVIEW_ROWS = 20
 CHECKS = {
     "all_public_keys_present": "The released table has exactly the public key grid (with "
@@ -105,10 +112,6 @@ def _observe_schema(context: dg.AssetExecutionContext, table: str, path: Path) -
 # -- budget -------------------------------------------------------------------------------------
 
 
-def _scopes(book: Ledger) -> dict[str, ScopeStatus]:
-    return {status.name: status for status in book.status()}
-
-
 def highest_cap(book: Ledger, status: ScopeStatus) -> Fraction:
     """The largest cap the scope has had: now, at creation, or set since.
 
@@ -148,9 +151,9 @@ def check_results(
             check_name="ledger_within_cap",
             passed=scope.spent <= highest,
             metadata={
-                "spent": amount_text(scope.spent),
-                "cap": amount_text(scope.cap),
-                "highest_cap": amount_text(highest),
+                "spent": amount(scope.spent),
+                "cap": amount(scope.cap),
+                "highest_cap": amount(highest),
             },
         ),
         dg.AssetCheckResult(
@@ -162,13 +165,9 @@ def check_results(
 
 
 def _cell(value: object) -> str:
-    """A released value as the files hold it, but a whole number without a trailing .0 (a
-    margin of 108, not 108.0) and a null as –."""
-    if value is None:
-        return "–"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    """A released value as people read it (`number_text`: 15,870,000, a margin of 108, not
+    108.0), and a null as –."""
+    return "–" if value is None else number_text(value)
 
 
 def _preview(table: pl.DataFrame) -> dg.MetadataValue:
@@ -197,6 +196,17 @@ def _partitioned_checks(
 
 
 # -- assets -------------------------------------------------------------------------------------
+
+
+def _no_retries(context: dg.AssetExecutionContext) -> None:
+    """Tag the run `dagster/max_retries=0` whatever launched it: the jobs, schedules and sensors
+    of the code location tag their runs, but *Materialize* and a backfill in the UI run Dagster's
+    implicit asset job, which has no tags of its own. Run retries read the tag when a run fails,
+    so a release run is never retried automatically (a crashed run's reservation is resumed by
+    its next launch, which an operator decides)."""
+    run = context.run
+    if any(run.tags.get(key) != value for key, value in NO_RETRIES.items()):
+        context.instance.add_run_tags(run.run_id, NO_RETRIES)
 
 
 def monthly_partitions(release: ResolvedSpec) -> dg.MonthlyPartitionsDefinition:
@@ -241,6 +251,7 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
         public: PublicStore,
     ) -> dg.MaterializeResult:
         period = context.partition_key if partitions else None
+        _no_retries(context)
         try:
             privacy = policy.profiles()  # a bad profile fails here, before the ledger
             path = confidential.table_path(spec.source)
@@ -289,13 +300,13 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                 "charged": recorded.charged,
                 "published": published,
                 "release_id": recorded.release_id,
-                "measure": _measure_text(status.measure, status.delta),
+                "measure": measure_text(status.measure, status.delta),
                 # the release's loss, in its scope's unit: ε, or ρ for a zCDP scope
-                _LOSS_KEY[status.measure]: amount_text(recorded.stored.epsilon),
+                LOSS_KEY[status.measure]: amount(recorded.stored.epsilon),
                 "scope": scope,
-                "scope_cap": amount_text(status.cap),
-                "scope_spent": amount_text(status.spent),
-                "scope_remaining": amount_text(status.remaining),
+                "scope_cap": amount(status.cap),
+                "scope_spent": amount(status.spent),
+                "scope_remaining": amount(status.remaining),
                 "manifest": dg.MetadataValue.json(recorded.stored.manifest),
                 "preview": _preview(recorded.table),
             },
@@ -305,149 +316,28 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
     return release_
 
 
-#: The privacy budget follows the releases: materialized once after any release has been (by the
-#: UI, a backfill, the schedule, `dg launch` or the publish sensor), when no release and no budget
-#: run is in progress, so a backfill's months are followed by one budget run. A refused release
-#: spends nothing and materializes nothing, so it asks for nothing.
-FOLLOWS_RELEASES = (
-    dg.AutomationCondition.any_deps_updated().since_last_handled()
-    & ~dg.AutomationCondition.any_deps_in_progress()
-    & ~dg.AutomationCondition.in_progress()
-).with_label("after releases")
-
-
-def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
-    """Per budget scope: the profile's ε and plots, the ledger's cap and spending, and every
-    release recorded but not published; downstream of every release, which it follows."""
-    scopes = sorted({publish_of(r).scope for r in releases})
+def broken_spec_asset(problem: SpecProblem, key: str) -> dg.AssetsDefinition:
+    """A spec file that does not load, shown as what it is: a release asset (under the name it
+    declares, when it can be read) whose description says why, and whose every materialization
+    fails with that one line, before any resource, ledger or data is touched. The other spec
+    files load and run as if it were not there."""
+    file = problem.path.name
 
     @dg.asset(
-        key=BUDGET_KEY,
-        group_name="privacy",
-        deps=[dg.AssetKey(r.spec.name) for r in releases],
-        automation_condition=FOLLOWS_RELEASES,
-        kinds={"python"},
-        description="Per budget scope: ε_min from its odds risk profile (and ρ_max for a zCDP "
-        "scope), with plots; the ledger's cap (never above what the profile allows), spent and "
-        "remaining; and releases recorded but not yet published.",
+        name=key,
+        group_name="releases",
+        kinds={"yaml"},
+        tags={"dprelease/spec": "broken"},
+        metadata={"spec_file": str(problem.path), "spec_error": problem.message},
+        description=f"BROKEN SPEC: {file} does not load, so this release cannot run: "
+        f"{problem.message}. Fix the file (`dprelease validate` checks every spec without data) "
+        "and reload the code location.",
     )
-    def privacy_budget(
-        policy: PrivacyPolicy, ledger: LedgerResource, public: PublicStore
-    ) -> dg.MaterializeResult:
-        budgets = policy.scope_profiles(list(scopes))
-        with ledger.open() as book:
-            statuses = _scopes(book)
-            pending = unpublished(book, releases, public)
-            cap_changes = [e for s in scopes for e in book.history(s) if e.kind == "cap_changed"]
-        rows, sections = [], []
-        for scope, budget in budgets.items():
-            status = statuses.get(scope)  # in the ledger: the report is at its cap in force
-            choice = budget.choice if status is None else budget.choice.at_cap(status.cap)
-            zcdp = choice.zcdp
-            directory = public.budget_dir(scope)
-            plots = write_plots(choice, directory)
-            (directory / "budget.json").write_text(
-                json.dumps(choice.to_json_dict(), indent=2) + "\n"
-            )
-            note = _cap_note(scope, budget, status)
-            waiting = [p.release_id for p in pending if p.scope == scope]
-            rows.append(
-                dg.TableRecord(
-                    {
-                        "scope": scope,
-                        "measure": _measure_text(choice.measure, zcdp.delta if zcdp else None),
-                        "epsilon_min": approximate_text(choice.epsilon_min),
-                        "rho_max": None if zcdp is None else approximate_text(zcdp.rho_max),
-                        "profile_cap": amount_text(budget.profile_cap),
-                        "ledger_cap": None if status is None else amount_text(status.cap),
-                        "spent": amount_text(0 if status is None else status.spent),
-                        "remaining": amount_text(
-                            budget.profile_cap if status is None else status.remaining
-                        ),
-                        "epsilon_delta_spent": None
-                        if status is None or (implied := status.epsilon_delta()) is None
-                        else approximate_text(implied),
-                        "releases": 0 if status is None else status.releases,
-                        "unpublished": len(waiting),
-                        "note": note,
-                    }
-                )
-            )
-            sections.append(
-                f"## Scope `{scope}`\n\n{note}\n\n"
-                + (f"Recorded, not yet published: {', '.join(waiting)}\n\n" if waiting else "")
-                + budget_markdown(choice, plots)
-            )
-        history = "".join(
-            f"- {e.at:%Y-%m-%d %H:%M} UTC, {e.scope}: {e.detail} ({e.actor})\n" for e in cap_changes
-        )
-        return dg.MaterializeResult(
-            metadata={
-                "scopes": dg.MetadataValue.table(
-                    records=rows,
-                    schema=dg.TableSchema(
-                        columns=[
-                            dg.TableColumn(c, "string")
-                            for c in (
-                                "scope",
-                                "measure",
-                                "epsilon_min",
-                                "rho_max",
-                                "profile_cap",
-                                "ledger_cap",
-                                "spent",
-                                "remaining",
-                                "epsilon_delta_spent",
-                            )
-                        ]
-                        + [
-                            dg.TableColumn("releases", "int"),
-                            dg.TableColumn("unpublished", "int"),
-                            dg.TableColumn("note", "string"),
-                        ]
-                    ),
-                ),
-                "unpublished": ", ".join(p.release_id for p in pending) or "none",
-                "cap_changes": dg.MetadataValue.md(history or "No cap changes."),
-                "report": dg.MetadataValue.md("\n\n".join(sections)),
-                "plots": dg.MetadataValue.path(str(public.budget_dir())),
-            }
-        )
+    def broken() -> None:
+        raise Refusal(problem.message, {"spec_file": str(problem.path), "refused": "SpecError"})
 
-    return privacy_budget
+    return broken
 
 
 #: The metadata entry of a release's loss: its scope's unit.
-_LOSS_KEY = {Measure.PURE: "epsilon", Measure.ZCDP: "rho"}
-
-
-def _measure_text(measure: Measure, delta: float | None) -> str:
-    """What a scope's amounts are: ε of pure DP, or ρ of zCDP with its δ."""
-    return "ε-DP (ε)" if measure is Measure.PURE else f"ρ-zCDP (ρ), δ = {delta:g}"
-
-
-def approximate_text(value: float) -> str:
-    """A number the profile gives through logarithms (ε_min = ½·ln 2): not exact as a double
-    either, so shown rounded, and marked so."""
-    return f"≈ {value:.4g}"
-
-
-def _cap_note(scope: str, budget: ScopeProfile, status: ScopeStatus | None) -> str:
-    """The cap in force and how it relates to the profile, in words."""
-    allowed = amount_text(budget.profile_cap)
-    if status is None:
-        return f"Not in the ledger yet: its first release creates it with cap {allowed}."
-    cap = amount_text(status.cap)
-    if status.cap > budget.profile_cap:
-        return (
-            f"The ledger's cap {cap} is above what the profile now allows ({allowed}): new "
-            f"releases are refused until `dprelease ledger set-cap {scope} "
-            f"{typed_text(budget.profile_cap)}`; released periods still re-run from the stored "
-            "copy."
-        )
-    if status.cap < budget.profile_cap:
-        return (
-            f"Cap {cap} (the profile would allow {allowed}; the ledger's cap stays the limit "
-            "until raised with `dprelease ledger set-cap`)."
-        )
-    return f"Cap {cap}, as the profile allows."
+LOSS_KEY = {Measure.PURE: "epsilon", Measure.ZCDP: "rho"}

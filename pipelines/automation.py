@@ -1,5 +1,6 @@
-"""When releases run by themselves: the monthly schedule and the publish-pending sensor; and the
-privacy budget, which follows them."""
+"""When releases run by themselves: the monthly schedule and the publish-pending sensor; the
+privacy budget, which follows them; and what a failed run leaves open in the ledger, told on its
+run page."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from dprelease.errors import LedgerNotFound
 from dprelease.ledger import make_release_id
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
-from pipelines.ledger_state import Pending, unpublished
+from pipelines.ledger_state import OpenReservation, Pending, open_reservations, unpublished
+from pipelines.messages import amount_words
 from pipelines.release_specs import publish_of
 from pipelines.resources import LedgerResource, PublicStore
 
@@ -21,6 +24,8 @@ if TYPE_CHECKING:  # Dagster's type of `define_asset_job`'s result is not export
     )
 
 NO_RETRIES = {"dagster/max_retries": "0"}
+#: The run tag a failed run gets when it left reservations open: their release ids.
+OPEN_RESERVATION_TAG = "dprelease/open_reservation"
 #: A release committed this recently is left to the run that is still writing its files.
 SETTLE_MINUTES = 5
 
@@ -115,3 +120,53 @@ def budget_sensor(budget: dg.AssetsDefinition) -> dg.AutomationConditionSensorDe
         description="Materializes privacy_budget after releases have been materialized, once "
         "none is in progress.",
     )
+
+
+def reservation_words(reservation: OpenReservation, unit: str) -> str:
+    """What an operator reads on the page of a run that died holding a reservation."""
+    release_id, period = reservation.release_id, reservation.period
+    release = release_id.split("/")[0]
+    again = f"{release} for {period}" if period else release
+    return (
+        f"{release_id}: this run reserved {amount_words(unit, reservation.amount)} of scope "
+        f"{reservation.scope!r} (ledger charge {reservation.charge_id}) and stopped before the "
+        "release was stored. The reservation stays open and counts as spent; nothing was "
+        f"published. Launch {again} again with the same spec and share: it resumes this "
+        "reservation and charges nothing more. To give the budget back instead: `dprelease "
+        f"ledger void {release_id} --reason TEXT`."
+    )
+
+
+def open_reservation_sensor(releases: list[ResolvedSpec]) -> dg.SensorDefinition:
+    """After any run of the code location fails (a refusal, a crash, or a run worker killed and
+    found dead by run monitoring), says on the run's page whether it left a ledger reservation
+    open, and that a relaunch resumes it free: an event in its log and a run tag. Dagster alone
+    says only that the worker exited ("likely out of memory")."""
+    scopes = sorted({publish_of(r).scope for r in releases})
+
+    @dg.run_failure_sensor(
+        name="open_reservation_on_failure",
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="When a run fails holding a ledger reservation (its worker died between "
+        "charge and commit), writes into the run's log and tags what is open and that a "
+        "relaunch of the same month resumes it without a second charge.",
+    )
+    def sensor(context: dg.RunFailureSensorContext, ledger: LedgerResource) -> None:
+        run = context.dagster_run
+        try:
+            existing = ledger.open_existing()
+        except LedgerNotFound:
+            existing = None
+        if existing is None:
+            return  # no ledger (and none is created here): nothing could have been reserved
+        with existing as book:
+            units = {s.name: s.unit for s in book.status() if s.name in scopes}
+            held = [r for r in open_reservations(book, list(units)) if r.run_id == run.run_id]
+        for reservation in held:
+            words = reservation_words(reservation, units[reservation.scope])
+            context.instance.report_engine_event(words, dagster_run=run)
+        if held:
+            ids = ", ".join(r.release_id for r in held)
+            context.instance.add_run_tags(run.run_id, {OPEN_RESERVATION_TAG: ids})
+
+    return sensor

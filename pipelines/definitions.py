@@ -1,39 +1,55 @@
 """The Dagster code location `dprelease` (`dg dev` and `workspace.yaml` load `defs` from here).
 
-Everything is built from the spec files in `pipelines/specs/`: one external asset per
+Everything is built from the spec files of the deployment's specs directory
+(`DPRELEASE_SPECS_DIR`; in the demo the bundled `pipelines/specs/`): one external asset per
 confidential table, the privacy budget (with the sensor that has it follow the releases), and
 per spec a release asset and a sensor that publishes anything recorded but unpublished.
 Unperiodic releases run in `publish_releases`; each monthly release gets a partitioned job and a
-schedule that releases the month just ended.
+schedule that releases the month just ended. A spec file that does not load is one broken
+release asset (its runs fail with the file's one-line problem) beside the others, which load and
+run as before; the failed-run sensor tells a crashed run's reservation.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 
 import dagster as dg
 
-from pipelines.assets import confidential_source, privacy_budget_asset, release_asset
-from pipelines.automation import NO_RETRIES, budget_sensor, monthly_schedule, pending_sensor
-from pipelines.release_specs import SPECS_DIR, load_releases
-from pipelines.resources import deployment_resources
+from dprelease.spec import SpecProblem
+from pipelines.assets import broken_spec_asset, confidential_source, release_asset
+from pipelines.automation import (
+    NO_RETRIES,
+    budget_sensor,
+    monthly_schedule,
+    open_reservation_sensor,
+    pending_sensor,
+)
+from pipelines.budget import BUDGET_KEY, privacy_budget_asset
+from pipelines.release_specs import load_catalog
+from pipelines.resources import deployment_resources, deployment_specs_dir
 
 #: Runs are never retried automatically (NO_RETRIES): a retry after a crash is resumed by the
 #: ledger anyway, and a silent retry policy must not be able to draw noise twice.
 
 
 def build_definitions(
-    specs_dir: Path = SPECS_DIR, resources: dict[str, dg.ConfigurableResource] | None = None
+    specs_dir: Path | None = None, resources: dict[str, dg.ConfigurableResource] | None = None
 ) -> dg.Definitions:
-    """Definitions for every spec in `specs_dir`; resources default to the deployment's."""
-    releases = load_releases(specs_dir)
-    sources = [confidential_source(table) for table in sorted({r.spec.source for r in releases})]
+    """Definitions for every spec in `specs_dir` (default: the deployment's); resources default
+    to the deployment's."""
+    catalog = load_catalog(specs_dir or deployment_specs_dir())
+    releases = list(catalog.releases)
+    tables = sorted({r.spec.source for r in releases})
+    sources = [confidential_source(table) for table in tables]
     budget = privacy_budget_asset(releases)
     assets: list[dg.AssetsDefinition] = [budget]
     unperiodic: list[dg.AssetKey] = []
     jobs = []
     schedules: list[dg.ScheduleDefinition] = []
-    sensors: list[dg.SensorDefinition] = [budget_sensor(budget)]
+    sensors: list[dg.SensorDefinition] = [budget_sensor(budget), open_reservation_sensor(releases)]
     for release in releases:
         asset = release_asset(release)
         assets.append(asset)
@@ -58,6 +74,12 @@ def build_definitions(
                 description="Every release without periods.",
             )
         )
+    taken = {BUDGET_KEY.to_user_string(), *tables, *(r.spec.name for r in releases)}
+    for problem in catalog.problems:
+        key = broken_key(problem, taken)
+        taken.add(key)
+        dg.get_dagster_logger("dprelease").warning(f"spec file not loaded: {problem.message}")
+        assets.append(broken_spec_asset(problem, key))
     return dg.Definitions(
         assets=[*sources, *assets],
         jobs=jobs,
@@ -65,6 +87,15 @@ def build_definitions(
         sensors=sensors,
         resources=resources or deployment_resources(),
     )
+
+
+def broken_key(problem: SpecProblem, taken: set[str]) -> str:
+    """The asset name of a spec file that does not load: the release name it declares (so the
+    UI shows it where the release was), else its file name; never one another asset has."""
+    stem = re.sub(r"\W", "_", problem.path.stem) or "spec"
+    numbered = (f"{stem}_spec_{n}" for n in itertools.count(2))
+    candidates = itertools.chain([problem.name, stem, f"{stem}_spec"], numbered)
+    return next(c for c in candidates if c and c not in taken)
 
 
 defs = build_definitions()

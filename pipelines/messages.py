@@ -9,6 +9,7 @@ never to metadata.
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from fractions import Fraction
 
 import dagster as dg
 from dagster._core.errors import DagsterUserCodeProcessError  # not exported: see `Refusal`
@@ -20,13 +21,42 @@ from dprelease.operator import LOGGER_NAME
 from pipelines.resources import ConfidentialTableMissing
 
 #: After the library's words, what an operator does in Dagster about a refusal only production
-#: meets (the ledger or the scope is not there and the run did not ask to create it).
+#: meets (the scope is not there and the run did not ask to create it).
 PRODUCTION_HINTS: dict[type[DPReleaseError], str] = {
-    LedgerNotFound: "In Dagster, DPRELEASE_LEDGER_URL must name the existing ledger; only the "
-    "very first release into a new ledger is launched with run config create_scope: true",
     UnknownScope: "If this is the scope's first release, launch again with run config "
     "create_scope: true; otherwise check DPRELEASE_LEDGER_URL",
 }
+#: A missing ledger in production, in Dagster's terms (the library's words speak of the CLI's
+#: --ledger and of a release that creates a ledger, which a production run does not).
+NO_LEDGER = (
+    "nothing was created. DPRELEASE_LEDGER_URL must name the existing ledger; only the very "
+    "first release into a new ledger is launched with run config create_scope: true"
+)
+
+
+def amount(value: Fraction | int) -> str:
+    """An exact amount (a ρ or an ε, a cap, what a scope spent) as the UI shows it: the one
+    formatter every metadata entry and message of the code location goes through."""
+    return amount_text(value)
+
+
+def amount_words(unit: str, value: Fraction | int) -> str:
+    """An amount with its unit's symbol: `ε = 1/3 ≈ 0.333`, `ρ = 0.0125`."""
+    return f"{unit} = {amount(value)}"
+
+
+def number_text(value: object) -> str:
+    """A released number as people read it: whole numbers with thousands separators and no
+    trailing .0 (15,870,000, a margin of 108), others as the files hold them."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float) and abs(value) >= 1000:
+        return f"{value:,}"
+    return str(value)
 
 
 class _RunLog(logging.Handler):
@@ -63,6 +93,8 @@ def refusal(exc: DPReleaseError) -> str:
     """A typed, data-free refusal in words for the run's error."""
     if isinstance(exc, BudgetExhausted):
         exc = exc.with_action(_budget_action(exc))
+    if isinstance(exc, LedgerNotFound):  # where the ledger was looked for, then what to do
+        return f"{str(exc).split(';')[0]}; {NO_LEDGER}"
     hint = PRODUCTION_HINTS.get(type(exc))
     return in_dagster_words(str(exc)) + (f". {hint}" if hint else "")
 
@@ -95,10 +127,10 @@ def refused(
     facts["refused"] = type(exc).__name__
     if isinstance(exc, BudgetExhausted):
         facts |= {
-            "spent": amount_text(exc.spent),
-            "cap": amount_text(exc.cap),
-            "requested": amount_text(exc.requested),
-            "remaining": amount_text(exc.remaining),
+            "spent": amount(exc.spent),
+            "cap": amount(exc.cap),
+            "requested": amount(exc.requested),
+            "remaining": amount(exc.remaining),
         }
     words = refusal(exc) if isinstance(exc, DPReleaseError) else str(exc)
     return Refusal(f"{release} {period or ''}".strip() + f": {words}", facts)

@@ -4,12 +4,14 @@ go, the ledger, and the privacy profiles.
 `DPRELEASE_DEPLOYMENT` names the deployment (the `project_fully_featured` pattern):
 
 * `demo` (default): embedded defaults under `.dprelease/`, the bundled synthetic tables generated
-  on first use, each setting overridable by its environment variable;
-* `production`: `DPRELEASE_CONFIDENTIAL_DIR`, `DPRELEASE_PRIVACY_CONFIG` and
-  `DPRELEASE_LEDGER_URL` are required (the code location does not load without them), demo data
-  is never generated, and the ledger and a release's budget scope must already exist unless the
-  run asks to create them (`create_scope`): a missing or mistyped URL must never become a fresh
-  budget.
+  on first use and the bundled spec files, each setting overridable by its environment variable;
+* `production`: `DPRELEASE_SPECS_DIR`, `DPRELEASE_CONFIDENTIAL_DIR`, `DPRELEASE_PUBLIC_DIR`,
+  `DPRELEASE_PRIVACY_CONFIG` and `DPRELEASE_LEDGER_URL` are required, and every path among them
+  absolute (the code location does not load otherwise, saying which in one line): the webserver
+  and the daemon each run the code location in their own working directory, so a relative path
+  would name two places. Demo data is never generated, and the ledger and a release's budget
+  scope must already exist unless the run asks to create them (`create_scope`): a missing or
+  mistyped URL must never become a fresh budget.
 """
 
 from __future__ import annotations
@@ -30,15 +32,19 @@ from dprelease.budget import (
     load_privacy_profiles,
 )
 from dprelease.errors import ConfigError, LedgerNotFound
-from dprelease.ledger import LEDGER_URL_ENV, Ledger
+from dprelease.ledger import LEDGER_URL_ENV, Ledger, resolve_ledger_url
+from dprelease.publish import PRIVACY_CONFIG_ENV, SPECS_DIR_ENV
 from pipelines.demo_data import write_demo_data
+from pipelines.release_specs import SPECS_DIR
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DEPLOYMENT_ENV = "DPRELEASE_DEPLOYMENT"
 CONFIDENTIAL_ENV = "DPRELEASE_CONFIDENTIAL_DIR"
 PUBLIC_ENV = "DPRELEASE_PUBLIC_DIR"
-PRIVACY_ENV = "DPRELEASE_PRIVACY_CONFIG"
+PRIVACY_ENV = PRIVACY_CONFIG_ENV
+SPECS_ENV = SPECS_DIR_ENV
 DEMO_CONFIDENTIAL_DIR = ".dprelease/confidential"
+DEMO_PUBLIC_DIR = "out/public"
 
 
 class ConfidentialTableMissing(FileNotFoundError):
@@ -55,12 +61,13 @@ class ConfidentialStore(dg.ConfigurableResource):
 
     def table_path(self, table: str) -> Path:
         """The table's file; the bundled demo tables are generated on first use if allowed."""
-        path = Path(self.directory) / f"{table}.parquet"
+        path = Path(self.directory).absolute() / f"{table}.parquet"
         if not path.exists() and self.generate_demo_data:
             write_demo_data(Path(self.directory))
         if not path.exists():
             raise ConfidentialTableMissing(
-                f"confidential table {table!r} not found at {path}; set {CONFIDENTIAL_ENV}"
+                f"confidential table {table!r} not found at {path}; put it there, or set "
+                f"{CONFIDENTIAL_ENV} to the directory that holds it"
             )
         return path
 
@@ -159,6 +166,33 @@ def _required(variable: str, what: str) -> str:
     return value
 
 
+def _absolute(variable: str, what: str) -> str:
+    """A required path that must be absolute: the webserver, the daemon and the code server each
+    resolve a relative one against their own working directory, so it could name two places."""
+    value = _required(variable, what)
+    if not Path(value).expanduser().is_absolute():
+        raise ConfigError(
+            variable,
+            f"{what} must be an absolute path when {DEPLOYMENT_ENV}=production (it is "
+            f"{value!r}): each Dagster process would resolve it against its own working directory",
+        )
+    return str(Path(value).expanduser())
+
+
+def _absolute_ledger() -> None:
+    """The ledger URL is required; a SQLite file must be named by an absolute path, or every
+    process would keep its own ledger (and its own budget)."""
+    url = _required(LEDGER_URL_ENV, "the ledger URL")
+    relative_sqlite = url.startswith("sqlite:///") and not url.startswith("sqlite:////")
+    if relative_sqlite or ("://" not in url and not Path(url).expanduser().is_absolute()):
+        raise ConfigError(
+            LEDGER_URL_ENV,
+            f"a SQLite ledger must be named by an absolute path when {DEPLOYMENT_ENV}=production "
+            f"(it is {url!r}; e.g. {resolve_ledger_url(url)}): each Dagster process would "
+            "resolve it against its own working directory and keep a ledger of its own",
+        )
+
+
 def demo_resources() -> dict[str, dg.ConfigurableResource]:
     """Embedded defaults, each overridable; demo tables only in the default demo directory."""
     confidential = os.environ.get(CONFIDENTIAL_ENV)
@@ -166,7 +200,7 @@ def demo_resources() -> dict[str, dg.ConfigurableResource]:
         "confidential": ConfidentialStore(
             directory=confidential or DEMO_CONFIDENTIAL_DIR, generate_demo_data=not confidential
         ),
-        "public": PublicStore(directory=os.environ.get(PUBLIC_ENV) or "out/public"),
+        "public": PublicStore(directory=os.environ.get(PUBLIC_ENV) or DEMO_PUBLIC_DIR),
         "ledger": LedgerResource(),
         "policy": PrivacyPolicy(
             config_path=os.environ.get(PRIVACY_ENV) or str(PACKAGE_DIR / "privacy.yaml")
@@ -175,27 +209,41 @@ def demo_resources() -> dict[str, dg.ConfigurableResource]:
 
 
 def production_resources() -> dict[str, dg.ConfigurableResource]:
-    """Everything that decides what is released, and against which budget, is required."""
-    _required(LEDGER_URL_ENV, "the ledger URL")  # fail at load; re-read when opened
+    """Everything that decides what is released, where, and against which budget, is required;
+    every path absolute."""
+    _absolute_ledger()  # fail at load; re-read when opened
     return {
         "confidential": ConfidentialStore(
-            directory=_required(CONFIDENTIAL_ENV, "the confidential store directory")
+            directory=_absolute(CONFIDENTIAL_ENV, "the confidential store directory")
         ),
-        "public": PublicStore(directory=os.environ.get(PUBLIC_ENV) or "out/public"),
+        "public": PublicStore(directory=_absolute(PUBLIC_ENV, "the public directory")),
         "ledger": LedgerResource(require_existing=True),
-        "policy": PrivacyPolicy(config_path=_required(PRIVACY_ENV, "the privacy profile YAML")),
+        "policy": PrivacyPolicy(config_path=_absolute(PRIVACY_ENV, "the privacy profile YAML")),
     }
 
 
 RESOURCES_BY_DEPLOYMENT = {"demo": demo_resources, "production": production_resources}
 
 
-def deployment_resources() -> dict[str, dg.ConfigurableResource]:
-    """The resources of the deployment named by DPRELEASE_DEPLOYMENT (default `demo`)."""
+def deployment_name() -> str:
+    """The deployment DPRELEASE_DEPLOYMENT names (default `demo`)."""
     name = os.environ.get(DEPLOYMENT_ENV) or "demo"
     if name not in RESOURCES_BY_DEPLOYMENT:
         raise ConfigError(
             DEPLOYMENT_ENV,
             f"unknown deployment {name!r}; use one of {sorted(RESOURCES_BY_DEPLOYMENT)}",
         )
-    return RESOURCES_BY_DEPLOYMENT[name]()
+    return name
+
+
+def deployment_resources() -> dict[str, dg.ConfigurableResource]:
+    """The resources of the deployment named by DPRELEASE_DEPLOYMENT (default `demo`)."""
+    return RESOURCES_BY_DEPLOYMENT[deployment_name()]()
+
+
+def deployment_specs_dir() -> Path:
+    """Where the deployment's spec files are: DPRELEASE_SPECS_DIR (required, absolute, in
+    production: the specs decide what is released), else the demo's bundled `pipelines/specs/`."""
+    if deployment_name() == "production":
+        return Path(_absolute(SPECS_ENV, "the spec files' directory"))
+    return Path(os.environ.get(SPECS_ENV) or SPECS_DIR)

@@ -99,9 +99,12 @@ def test_a_stricter_profile_refuses_new_months_until_set_cap(root: Path) -> None
     assert materialize(defs, instance, [MONTHLY], "2024-01").success
     budget = materialize(defs, instance, ["privacy_budget"])
     scopes = budget.asset_materializations_for_node("privacy_budget")[0].metadata["scopes"]
-    note = next(
-        r.data["note"] for r in scopes.value.records if r.data["scope"] == "hospital_patients"
+    cap = next(
+        r.data["cap"] for r in scopes.value.records if r.data["scope"] == "hospital_patients"
     )
+    assert cap == "4 (profile: 2.95)"
+    report = budget.asset_materializations_for_node("privacy_budget")[0].metadata["report"]
+    note = report.value.split("## Scope `hospital_patients`")[1]
     assert "new releases are refused until `dprelease ledger set-cap" in note
     assert spent(root, SCOPE) == (VISITS_CAP / 12, 1)
 

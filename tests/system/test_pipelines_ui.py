@@ -24,9 +24,12 @@ from helpers import (
 
 from dprelease.ledger import Ledger
 from pipelines.definitions import build_definitions
+from pipelines.resources import ConfidentialStore
 
 #: A double printed whole (0.3333333333333333, 3.6666666666666665): never shown to an operator.
 RAW_FLOAT = re.compile(r"\d\.\d{7,}")
+#: A whole number as people read it: 7, 190,000, 15,870,000.
+THOUSANDS = re.compile(r"-?\d{1,3}(,\d{3})*")
 #: A whole number printed as a float in a table cell (| 108.0 |).
 WHOLE_FLOAT_CELL = re.compile(r"\|\s*-?\d+\.0\s*(?=\|)")
 
@@ -46,8 +49,8 @@ def _texts(value: Any) -> list[str]:
 
 def test_metadata_shows_exact_amounts_and_whole_numbers(root: Path) -> None:
     """ε, the scope's cap, spent and remaining as exact amounts with a rounded decimal; margins
-    (and every released number) that are whole as integers; in every asset's and check's
-    metadata. The manifest keeps its JSON numbers."""
+    (and every released number) that are whole as integers with thousands separators; in every
+    asset's and check's metadata. The manifest keeps its JSON numbers."""
     defs = build_definitions(resources=resources(root))
     instance = dg.DagsterInstance.ephemeral()
     month = materialize(defs, instance, [MONTHLY], "2024-03")
@@ -64,6 +67,11 @@ def test_metadata_shows_exact_amounts_and_whole_numbers(root: Path) -> None:
     ]
     margins = {row[header.index("visits_moe95")] for row in rows}
     assert margins == {"108"}  # the demo's count margin (README), not 108.0
+    cost_margins = {row[header.index("total_cost_moe95")] for row in rows}
+    assert cost_margins == {"220,000"}  # thousands separated (the README's ± 220,000)
+    costs = [row[header.index("total_cost")] for row in rows]
+    assert all(THOUSANDS.fullmatch(cost) for cost in costs), costs
+    assert any("," in cost for cost in costs)
     assert WHOLE_FLOAT_CELL.search(metadata["preview"]) is None
     within = next(
         e for e in month.get_asset_check_evaluations() if e.check_name == "ledger_within_cap"
@@ -76,11 +84,11 @@ def test_metadata_shows_exact_amounts_and_whole_numbers(root: Path) -> None:
     shown = budget.asset_materializations_for_node("privacy_budget")[0].metadata
     scopes = {r.data["scope"]: r.data for r in shown["scopes"].value.records}
     visits = scopes["hospital_patients"]
-    assert (visits["profile_cap"], visits["ledger_cap"]) == ("4", "4")
+    assert visits["cap"] == "4"  # the ledger's, as the profile allows
     assert (visits["spent"], visits["remaining"]) == ("1/3 ≈ 0.333", "11/3 ≈ 3.67")
-    assert visits["epsilon_min"] == "≈ 4.003"  # ½ ln 3000, from the profile: not exact
-    assert scopes["case_control_study"]["epsilon_min"] == "≈ 0.3466"  # ½ ln 2
-    assert scopes["case_control_study"]["ledger_cap"] is None  # not in the ledger yet
+    assert visits["profile"] == "ε_min ≈ 4.003"  # ½ ln 3000, from the profile: not exact
+    assert scopes["case_control_study"]["profile"] == "ε_min ≈ 0.3466"  # ½ ln 2
+    assert scopes["case_control_study"]["cap"] == "0.3 (new)"  # not in the ledger yet
     shown_texts = [
         text
         for result in (month, budget)
@@ -135,17 +143,24 @@ def test_a_refusal_is_one_message_with_its_facts_and_no_stack(root: Path) -> Non
     assert spent(root, SCOPE) == (Fraction(1, 3), 1)
 
 
-def test_a_missing_confidential_table_is_a_refusal_too(root: Path) -> None:
-    """The README's refusal table lists it: one message, no stack, nothing charged."""
+def test_a_missing_confidential_table_is_a_refusal_too(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's refusal table lists it: one message, no stack, nothing charged; the path it
+    names is absolute even when the store's directory is relative (the demo's default)."""
     (root / "confidential" / "visits.parquet").unlink()
-    defs = build_definitions(resources=resources(root))
+    monkeypatch.chdir(root)
+    defs = build_definitions(
+        resources={**resources(root), "confidential": ConfidentialStore(directory="confidential")}
+    )
     refused = materialize(defs, dg.DagsterInstance.ephemeral(), [MONTHLY], "2024-01")
     [step] = refused.get_step_failure_events()
     error = step.step_failure_data.error
     assert error.stack == []
     assert error.message == (
         f"visits_by_clinic 2024-01: confidential table 'visits' not found at "
-        f"{root / 'confidential' / 'visits.parquet'}; set DPRELEASE_CONFIDENTIAL_DIR"
+        f"{root / 'confidential' / 'visits.parquet'}; put it there, or set "
+        "DPRELEASE_CONFIDENTIAL_DIR to the directory that holds it"
     )
     assert not (root / "ledger.sqlite").exists()  # refused before the ledger is opened
 
@@ -238,15 +253,16 @@ def test_a_zcdp_scope_shows_rho_max_its_probability_and_amounts_in_rho(root: Pat
     tail = math.log(1e9)
     rho_max = ((math.sqrt(tail + math.log(3000)) - math.sqrt(tail)) / 2) ** 2  # B = 3000 at P10 = 1
     visits = scopes["hospital_patients"]
-    assert (visits["measure"], visits["rho_max"]) == ("ρ-zCDP (ρ), δ = 1e-09", f"≈ {rho_max:.4g}")
-    assert visits["profile_cap"] == visits["ledger_cap"] == "0.15"  # ρ_max rounded down
+    assert visits["measure"] == "ρ-zCDP (ρ), δ = 1e-09"
+    assert visits["profile"] == f"ρ_max ≈ {rho_max:.4g}; ε_min ≈ 4.003"
+    assert visits["cap"] == "0.15"  # ρ_max rounded down, in the ledger as the profile allows
     implied = 1 / 80 + 2 * math.sqrt(tail / 80)  # ρ + 2√(ρ·ln(1/δ)) at the spent ρ
-    assert visits["epsilon_delta_spent"] == f"≈ {implied:.4g}"
+    assert visits["spent"] == f"0.0125 (ε ≈ {implied:.4g})"
     study = scopes["case_control_study"]
-    assert (study["measure"], study["rho_max"], study["epsilon_delta_spent"]) == (
+    assert (study["measure"], study["profile"], study["spent"]) == (
         "ε-DP (ε)",
-        None,
-        None,
+        "ε_min ≈ 0.3466",
+        "0",
     )
     report = shown["report"].value.split("## Scope `hospital_patients`")[1]
     assert (

@@ -1,0 +1,202 @@
+"""The `privacy_budget` asset: per budget scope, what its profile allows, what the ledger's cap is,
+what it has spent, and what is waiting (releases recorded but not published, reservations open).
+
+It follows the releases (`FOLLOWS_RELEASES`, evaluated by the sensor in `pipelines.automation`),
+so the budget a UI shows is the ledger's without anyone materializing it by hand. Its scopes
+table has short columns that fit the asset's panel; the words (the cap's note, the waiting
+releases, the profile's tables and plots) are in its report.
+"""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+
+from dprelease.budget import budget_markdown, write_plots
+from dprelease.ledger import Ledger, ScopeStatus
+from dprelease.loss import Measure, typed_text
+from dprelease.spec import ResolvedSpec
+from pipelines.ledger_state import OpenReservation, Pending, open_reservations, unpublished
+from pipelines.messages import amount, amount_words
+from pipelines.release_specs import publish_of
+from pipelines.resources import LedgerResource, PrivacyPolicy, PublicStore, ScopeProfile
+
+BUDGET_KEY = dg.AssetKey("privacy_budget")
+
+#: The privacy budget follows the releases: materialized once after any release has been (by the
+#: UI, a backfill, the schedule, `dg launch` or the publish sensor), when no release and no budget
+#: run is in progress, so a backfill's months are followed by one budget run. A refused release
+#: spends nothing and materializes nothing, so it asks for nothing.
+FOLLOWS_RELEASES = (
+    dg.AutomationCondition.any_deps_updated().since_last_handled()
+    & ~dg.AutomationCondition.any_deps_in_progress()
+    & ~dg.AutomationCondition.in_progress()
+).with_label("after releases")
+
+#: The scopes table: short text columns, then counts.
+SCOPE_COLUMNS = ("scope", "measure", "profile", "cap", "spent", "remaining")
+COUNT_COLUMNS = ("releases", "open", "unpublished")
+
+
+def _scopes(book: Ledger) -> dict[str, ScopeStatus]:
+    return {status.name: status for status in book.status()}
+
+
+def measure_text(measure: Measure, delta: float | None) -> str:
+    """What a scope's amounts are: ε of pure DP, or ρ of zCDP with its δ."""
+    return "ε-DP (ε)" if measure is Measure.PURE else f"ρ-zCDP (ρ), δ = {delta:g}"
+
+
+def approximate_text(value: float) -> str:
+    """A number the profile gives through logarithms (ε_min = ½·ln 2): not exact as a double
+    either, so shown rounded, and marked so."""
+    return f"≈ {value:.4g}"
+
+
+def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
+    """Per budget scope: the profile's ε and plots, the ledger's cap and spending, and every
+    release recorded but not published or reserved but not stored; downstream of every release,
+    which it follows."""
+    scopes = sorted({publish_of(r).scope for r in releases})
+
+    @dg.asset(
+        key=BUDGET_KEY,
+        group_name="privacy",
+        deps=[dg.AssetKey(r.spec.name) for r in releases],
+        automation_condition=FOLLOWS_RELEASES,
+        kinds={"python"},
+        description="Per budget scope: ε_min from its odds risk profile (and ρ_max for a zCDP "
+        "scope), with plots; the ledger's cap (never above what the profile allows), spent and "
+        "remaining; releases recorded but not yet published, and reservations a run left open.",
+    )
+    def privacy_budget(
+        policy: PrivacyPolicy, ledger: LedgerResource, public: PublicStore
+    ) -> dg.MaterializeResult:
+        budgets = policy.scope_profiles(list(scopes))
+        with ledger.open() as book:
+            statuses = _scopes(book)
+            pending = unpublished(book, releases, public)
+            held = open_reservations(book, [s for s in scopes if s in statuses])
+            cap_changes = [e for s in scopes for e in book.history(s) if e.kind == "cap_changed"]
+        rows, sections = [], []
+        for scope, budget in budgets.items():
+            status = statuses.get(scope)  # in the ledger: the report is at its cap in force
+            choice = budget.choice if status is None else budget.choice.at_cap(status.cap)
+            directory = public.budget_dir(scope)
+            plots = write_plots(choice, directory)
+            (directory / "budget.json").write_text(
+                json.dumps(choice.to_json_dict(), indent=2) + "\n"
+            )
+            waiting = [p for p in pending if p.scope == scope]
+            opened = [r for r in held if r.scope == scope]
+            rows.append(_row(scope, budget, status, len(waiting), len(opened)))
+            sections.append(
+                f"## Scope `{scope}`\n\n{_cap_note(scope, budget, status)}\n\n"
+                + _waiting_text(waiting, opened, choice.measure.symbol)
+                + budget_markdown(choice, plots)
+            )
+        history = "".join(
+            f"- {e.at:%Y-%m-%d %H:%M} UTC, {e.scope}: {e.detail} ({e.actor})\n" for e in cap_changes
+        )
+        units = {s: statuses[s].unit for s in statuses}
+        return dg.MaterializeResult(
+            metadata={
+                "scopes": dg.MetadataValue.table(
+                    records=rows,
+                    schema=dg.TableSchema(
+                        columns=[dg.TableColumn(c, "string") for c in SCOPE_COLUMNS]
+                        + [dg.TableColumn(c, "int") for c in COUNT_COLUMNS]
+                    ),
+                ),
+                "unpublished": ", ".join(p.release_id for p in pending) or "none",
+                "open_reservations": dg.MetadataValue.md(
+                    "".join(f"- {_reservation_text(r, units[r.scope])}\n" for r in held)
+                    or "none"
+                ),
+                "cap_changes": dg.MetadataValue.md(history or "No cap changes."),
+                "report": dg.MetadataValue.md("\n\n".join(sections)),
+                "plots": dg.MetadataValue.path(str(public.budget_dir())),
+            }
+        )
+
+    return privacy_budget
+
+
+def _row(
+    scope: str, budget: ScopeProfile, status: ScopeStatus | None, waiting: int, opened: int
+) -> dg.TableRecord:
+    """One scope in short cells: the unit and what the profile gives, the cap in force (the
+    profile's beside it when they differ), spent (with the (ε, δ) a spent ρ implies) and what
+    remains; counts of releases, open reservations and unpublished releases."""
+    choice = budget.choice
+    zcdp = choice.zcdp
+    profile = f"ε_min {approximate_text(choice.epsilon_min)}"
+    if zcdp is not None:
+        profile = f"ρ_max {approximate_text(zcdp.rho_max)}; {profile}"
+    if status is None:
+        cap = f"{amount(budget.profile_cap)} (new)"
+    elif status.cap != budget.profile_cap:
+        cap = f"{amount(status.cap)} (profile: {amount(budget.profile_cap)})"
+    else:
+        cap = amount(status.cap)
+    spent = amount(0 if status is None else status.spent)
+    if status is not None and (implied := status.epsilon_delta()) is not None:
+        spent += f" (ε {approximate_text(implied)})"
+    return dg.TableRecord(
+        {
+            "scope": scope,
+            "measure": measure_text(choice.measure, zcdp.delta if zcdp else None),
+            "profile": profile,
+            "cap": cap,
+            "spent": spent,
+            "remaining": amount(budget.profile_cap if status is None else status.remaining),
+            "releases": 0 if status is None else status.releases,
+            "open": opened,
+            "unpublished": waiting,
+        }
+    )
+
+
+def _reservation_text(reservation: OpenReservation, unit: str) -> str:
+    run = f"run {reservation.run_id}" if reservation.run_id else "an earlier run"
+    return (
+        f"{reservation.release_id}: {amount_words(unit, reservation.amount)} reserved "
+        f"{reservation.at:%Y-%m-%d %H:%M} UTC by {run} (ledger charge {reservation.charge_id}), "
+        "not stored: relaunch it (resumed, not charged again) or `dprelease ledger void "
+        f"{reservation.release_id} --reason TEXT`"
+    )
+
+
+def _waiting_text(waiting: list[Pending], opened: list[OpenReservation], unit: str) -> str:
+    """The scope's releases recorded but not published, and its open reservations."""
+    text = ""
+    if waiting:
+        text += f"Recorded, not yet published: {', '.join(p.release_id for p in waiting)}\n\n"
+    if opened:
+        text += "Reserved, not stored (counted as spent):\n\n" + "".join(
+            f"- {_reservation_text(r, unit)}\n" for r in opened
+        )
+        text += "\n"
+    return text
+
+
+def _cap_note(scope: str, budget: ScopeProfile, status: ScopeStatus | None) -> str:
+    """The cap in force and how it relates to the profile, in words."""
+    allowed = amount(budget.profile_cap)
+    if status is None:
+        return f"Not in the ledger yet: its first release creates it with cap {allowed}."
+    cap = amount(status.cap)
+    if status.cap > budget.profile_cap:
+        return (
+            f"The ledger's cap {cap} is above what the profile now allows ({allowed}): new "
+            f"releases are refused until `dprelease ledger set-cap {scope} "
+            f"{typed_text(budget.profile_cap)}`; released periods still re-run from the stored "
+            "copy."
+        )
+    if status.cap < budget.profile_cap:
+        return (
+            f"Cap {cap} (the profile would allow {allowed}; the ledger's cap stays the limit "
+            "until raised with `dprelease ledger set-cap`)."
+        )
+    return f"Cap {cap}, as the profile allows."
