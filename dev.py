@@ -7,8 +7,9 @@
     python3 dev.py test tests/unit/test_spec.py   # just these tests (after ruff and mypy)
 
 `demo` installs only what the demo needs (the library and its Dagster code location); `test`
-installs the rest (the dev tools and the Spark extra). The virtualenv is (re)installed whenever
-pyproject.toml changes, so a fresh clone just works. Extra arguments go to pytest.
+installs the rest (the dev tools, the Spark extra and Dagster's PostgreSQL storage). The
+virtualenv is (re)installed whenever pyproject.toml changes, so a fresh clone just works. Extra
+arguments go to pytest.
 Both commands also give the checkout its one persistent Dagster home, `.dprelease/dagster`, named
 in `.env` (which `dg dev`, `dg launch` and the demo read), so nobody sets DAGSTER_HOME by hand.
 """
@@ -28,7 +29,7 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".pyproject.sha256"
 #: What each command installs (extras of the project).
 DEMO_EXTRAS = ("dagster",)
-TEST_EXTRAS = ("dagster", "dev", "spark")
+TEST_EXTRAS = ("dagster", "dev", "spark", "postgres")
 #: The fast tier leaves these markers out (see tests/conftest.py).
 FAST_TIER = "not e2e and not spark and not races"
 DAGSTER_HOME = ROOT / ".dprelease" / "dagster"
