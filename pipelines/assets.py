@@ -40,7 +40,6 @@ from dprelease.publish import (
 from dprelease.spec import ResolvedSpec, SpecProblem
 from dprelease.statement import manifest_problems, preview
 from pipelines.automation import NO_RETRIES
-from pipelines.budget import measure_text
 from pipelines.messages import (
     Refusal,
     amount,
@@ -329,9 +328,10 @@ def broken_spec_asset(problem: SpecProblem, key: str) -> dg.AssetsDefinition:
         kinds={"yaml"},
         tags={"dprelease/spec": "broken"},
         metadata={"spec_file": str(problem.path), "spec_error": problem.message},
-        description=f"BROKEN SPEC: {file} does not load, so this release cannot run: "
-        f"{problem.message}. Fix the file (`dprelease validate` checks every spec without data) "
-        "and reload the code location.",
+        # the problem as code: the description is Markdown, and a YAML error quotes `<tokens>`
+        description=f"BROKEN SPEC: {file} does not load, so this release cannot run. Fix the "
+        "file (`dprelease validate` checks every spec without data) and reload the code "
+        f"location.\n\n```\n{problem.message}\n```",
     )
     def broken() -> None:
         raise Refusal(problem.message, {"spec_file": str(problem.path), "refused": "SpecError"})
@@ -341,3 +341,8 @@ def broken_spec_asset(problem: SpecProblem, key: str) -> dg.AssetsDefinition:
 
 #: The metadata entry of a release's loss: its scope's unit.
 LOSS_KEY = {Measure.PURE: "epsilon", Measure.ZCDP: "rho"}
+
+
+def measure_text(measure: Measure, delta: float | None) -> str:
+    """What a scope's amounts are: ε of pure DP, or ρ of zCDP with its δ."""
+    return "ε-DP (ε)" if measure is Measure.PURE else f"ρ-zCDP (ρ), δ = {delta:g}"

@@ -4,6 +4,7 @@ run page."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ import dagster as dg
 from dprelease.errors import LedgerNotFound
 from dprelease.ledger import make_release_id
 from dprelease.period import Period
-from dprelease.spec import ResolvedSpec
+from dprelease.spec import ResolvedSpec, SpecProblem
 from pipelines.ledger_state import OpenReservation, Pending, open_reservations, unpublished
 from pipelines.messages import amount_words
 from pipelines.release_specs import publish_of
@@ -170,3 +171,36 @@ def open_reservation_sensor(releases: list[ResolvedSpec]) -> dg.SensorDefinition
             context.instance.add_run_tags(run.run_id, {OPEN_RESERVATION_TAG: ids})
 
     return sensor
+
+
+def broken_specs_sensor(broken: dict[str, SpecProblem]) -> dg.SensorDefinition:
+    """Launches each broken spec's asset once per problem (by run key), so a spec file that
+    stopped loading shows as a failed run with its one line in the run list and a failed asset in
+    the graph as soon as the code location loads, without anyone clicking *Materialize*. The run
+    fails before any resource is touched; fixing the file (a new problem, or none) ends it."""
+
+    @dg.sensor(
+        name="broken_specs",
+        asset_selection=list(broken),
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Shows every spec file that does not load as a failed run of its asset, "
+        "once per problem.",
+    )
+    def sensor() -> dg.SensorResult:
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(
+                    run_key=f"{problem.path.name}#{_digest(problem.message)}",
+                    asset_selection=[dg.AssetKey(key)],
+                    tags=NO_RETRIES,
+                )
+                for key, problem in broken.items()
+            ]
+        )
+
+    return sensor
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -15,7 +15,7 @@ import dagster as dg
 
 from dprelease.budget import budget_markdown, write_plots
 from dprelease.ledger import Ledger, ScopeStatus
-from dprelease.loss import Measure, typed_text
+from dprelease.loss import typed_text
 from dprelease.spec import ResolvedSpec
 from pipelines.ledger_state import OpenReservation, Pending, open_reservations, unpublished
 from pipelines.messages import amount, amount_words
@@ -34,18 +34,13 @@ FOLLOWS_RELEASES = (
     & ~dg.AutomationCondition.in_progress()
 ).with_label("after releases")
 
-#: The scopes table: short text columns, then counts.
-SCOPE_COLUMNS = ("scope", "measure", "profile", "cap", "spent", "remaining")
-COUNT_COLUMNS = ("releases", "open", "unpublished")
+#: The scopes table: five short columns, so it fits the asset page's metadata panel; the
+#: profile's ε_min (and ρ_max), the cap's note and what waits are in the report beside it.
+SCOPE_COLUMNS = ("scope", "cap", "spent", "remaining", "releases")
 
 
 def _scopes(book: Ledger) -> dict[str, ScopeStatus]:
     return {status.name: status for status in book.status()}
-
-
-def measure_text(measure: Measure, delta: float | None) -> str:
-    """What a scope's amounts are: ε of pure DP, or ρ of zCDP with its δ."""
-    return "ε-DP (ε)" if measure is Measure.PURE else f"ρ-zCDP (ρ), δ = {delta:g}"
 
 
 def approximate_text(value: float) -> str:
@@ -106,7 +101,6 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                     records=rows,
                     schema=dg.TableSchema(
                         columns=[dg.TableColumn(c, "string") for c in SCOPE_COLUMNS]
-                        + [dg.TableColumn(c, "int") for c in COUNT_COLUMNS]
                     ),
                 ),
                 "unpublished": ", ".join(p.release_id for p in pending) or "none",
@@ -126,34 +120,33 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
 def _row(
     scope: str, budget: ScopeProfile, status: ScopeStatus | None, waiting: int, opened: int
 ) -> dg.TableRecord:
-    """One scope in short cells: the unit and what the profile gives, the cap in force (the
-    profile's beside it when they differ), spent (with the (ε, δ) a spent ρ implies) and what
-    remains; counts of releases, open reservations and unpublished releases."""
+    """One scope in short cells: the cap in force with its unit (ε, or ρ with its δ; the
+    profile's beside it when they differ, `new` before the scope's first release), spent (with
+    the ε of (ε, δ)-DP a spent ρ implies) and what remains, in that unit; the releases stored,
+    with the reservations open and the releases unpublished when there are any."""
     choice = budget.choice
-    zcdp = choice.zcdp
-    profile = f"ε_min {approximate_text(choice.epsilon_min)}"
-    if zcdp is not None:
-        profile = f"ρ_max {approximate_text(zcdp.rho_max)}; {profile}"
+    unit = choice.measure.symbol
+    cap = amount_words(unit, budget.profile_cap if status is None else status.cap)
     if status is None:
-        cap = f"{amount(budget.profile_cap)} (new)"
+        cap += " (new)"
     elif status.cap != budget.profile_cap:
-        cap = f"{amount(status.cap)} (profile: {amount(budget.profile_cap)})"
-    else:
-        cap = amount(status.cap)
+        cap += f" (profile: {amount(budget.profile_cap)})"
+    if choice.zcdp is not None:
+        cap += f", δ = {choice.zcdp.delta:g}"
     spent = amount(0 if status is None else status.spent)
     if status is not None and (implied := status.epsilon_delta()) is not None:
         spent += f" (ε {approximate_text(implied)})"
+    releases = str(0 if status is None else status.releases)
+    pending = [f"{n} {what}" for n, what in ((opened, "open"), (waiting, "unpublished")) if n]
+    if pending:
+        releases += f" ({', '.join(pending)})"
     return dg.TableRecord(
         {
             "scope": scope,
-            "measure": measure_text(choice.measure, zcdp.delta if zcdp else None),
-            "profile": profile,
             "cap": cap,
             "spent": spent,
             "remaining": amount(budget.profile_cap if status is None else status.remaining),
-            "releases": 0 if status is None else status.releases,
-            "open": opened,
-            "unpublished": waiting,
+            "releases": releases,
         }
     )
 

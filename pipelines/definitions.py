@@ -6,8 +6,9 @@ confidential table, the privacy budget (with the sensor that has it follow the r
 per spec a release asset and a sensor that publishes anything recorded but unpublished.
 Unperiodic releases run in `publish_releases`; each monthly release gets a partitioned job and a
 schedule that releases the month just ended. A spec file that does not load is one broken
-release asset (its runs fail with the file's one-line problem) beside the others, which load and
-run as before; the failed-run sensor tells a crashed run's reservation.
+release asset (its runs fail with the file's one-line problem, and a sensor launches one such run
+per problem so the UI shows it failed) beside the others, which load and run as before; the
+failed-run sensor tells a crashed run's reservation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dprelease.spec import SpecProblem
 from pipelines.assets import broken_spec_asset, confidential_source, release_asset
 from pipelines.automation import (
     NO_RETRIES,
+    broken_specs_sensor,
     budget_sensor,
     monthly_schedule,
     open_reservation_sensor,
@@ -75,11 +77,15 @@ def build_definitions(
             )
         )
     taken = {BUDGET_KEY.to_user_string(), *tables, *(r.spec.name for r in releases)}
+    broken: dict[str, SpecProblem] = {}
     for problem in catalog.problems:
         key = broken_key(problem, taken)
         taken.add(key)
+        broken[key] = problem
         dg.get_dagster_logger("dprelease").warning(f"spec file not loaded: {problem.message}")
         assets.append(broken_spec_asset(problem, key))
+    if broken:
+        sensors.append(broken_specs_sensor(broken))
     return dg.Definitions(
         assets=[*sources, *assets],
         jobs=jobs,

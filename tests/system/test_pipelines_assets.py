@@ -67,9 +67,9 @@ def test_every_release_publishes_in_one_step_and_checks_pass(root: Path) -> None
     assert set(observed[0].asset_observation.metadata) == {"dagster/column_schema"}
     scopes = budget.asset_materializations_for_node("privacy_budget")[0].metadata["scopes"]
     rows = {r.data["scope"]: r.data for r in scopes.value.records}
-    assert rows["hospital_patients"]["cap"] == "4"  # the ledger's, as the profile allows
-    assert rows["case_control_study"]["profile"] == "ε_min ≈ 0.3466"
+    assert rows["hospital_patients"]["cap"] == "ε = 4"  # the ledger's, as the profile allows
     assert rows["case_control_study"]["spent"] == "0.3"
+    assert rows["case_control_study"]["releases"] == "2"
     by_region = pl.read_csv(root / "public/case_control_by_region/all/release.csv")
     assert by_region.height == 16 and "Islands" in by_region.get_column("region").to_list()
     assert spent(root, "case_control_study") == (STUDY_CAP, 2)

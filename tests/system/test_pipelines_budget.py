@@ -102,7 +102,7 @@ def test_a_stricter_profile_refuses_new_months_until_set_cap(root: Path) -> None
     cap = next(
         r.data["cap"] for r in scopes.value.records if r.data["scope"] == "hospital_patients"
     )
-    assert cap == "4 (profile: 2.95)"
+    assert cap == "ε = 4 (profile: 2.95)"
     report = budget.asset_materializations_for_node("privacy_budget")[0].metadata["report"]
     note = report.value.split("## Scope `hospital_patients`")[1]
     assert "new releases are refused until `dprelease ledger set-cap" in note

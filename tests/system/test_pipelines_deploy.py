@@ -71,15 +71,17 @@ def test_the_instance_loads_with_dagsters_own_config_schema(
     its class's schema, as `DagsterInstance` does when it starts (environment variables set)."""
     from dagster._config import process_config
     from dagster._core.instance.config import dagster_instance_config
+    from dagster._serdes.config_class import ConfigurableClassData
     from dagster_postgres import DagsterPostgresStorage
 
     _dagster_pg_env(monkeypatch)
     config, _ = dagster_instance_config(str(DEPLOY), "dagster.yaml")
     coordinator = config["run_coordinator"]
-    module = importlib.import_module(coordinator["module"])  # as the instance imports it
+    named = ConfigurableClassData(coordinator["module"], coordinator["class"], "{}")
+    module = importlib.import_module(named.module_name)  # as the instance imports it
     parts = [
         (DagsterPostgresStorage, config["storage"]["postgres"]),
-        (getattr(module, coordinator["class"]), coordinator["config"]),
+        (getattr(module, named.class_name), coordinator["config"]),
     ]
     for klass, value in parts:
         processed = process_config(klass.config_type(), value)

@@ -157,3 +157,22 @@ def test_the_code_location_loads_from_dprelease_specs_dir_with_a_broken_spec(
     assert "All code locations passed validation" in output
     [warning] = [line for line in output.splitlines() if "spec file not loaded" in line]
     assert "admissions_monthly.yaml: YAML syntax error at line 14, column 2" in warning
+
+
+def test_a_broken_spec_is_launched_once_per_problem_so_the_ui_shows_it_failed(
+    root: Path,
+) -> None:
+    """The `broken_specs` sensor (on by default) asks for one run of each broken asset per
+    problem: the run list and the graph show the failure without anyone clicking."""
+    specs = broken_beside_good(root)
+    defs = build_definitions(specs, resources=resources(root))
+    sensor = defs.resolve_sensor_def("broken_specs")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    context = dg.build_sensor_context(definitions=defs)
+    [request] = sensor.evaluate_tick(context).run_requests
+    assert request.asset_selection == [dg.AssetKey("admissions_monthly")]
+    assert request.tags["dagster/max_retries"] == "0"
+    (specs / "admissions_monthly.yaml").write_text(BROKEN.replace(" last_period", "last_period"))
+    fixed = build_definitions(specs, resources=resources(root))
+    assert "broken_specs" not in {s.name for s in fixed.sensors or []}  # nothing broken
+    assert "admissions_by_ward" in {a.key.to_user_string() for a in fixed.assets or []}

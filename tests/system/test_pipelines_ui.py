@@ -84,11 +84,11 @@ def test_metadata_shows_exact_amounts_and_whole_numbers(root: Path) -> None:
     shown = budget.asset_materializations_for_node("privacy_budget")[0].metadata
     scopes = {r.data["scope"]: r.data for r in shown["scopes"].value.records}
     visits = scopes["hospital_patients"]
-    assert visits["cap"] == "4"  # the ledger's, as the profile allows
+    assert visits["cap"] == "ε = 4"  # the ledger's, as the profile allows
     assert (visits["spent"], visits["remaining"]) == ("1/3 ≈ 0.333", "11/3 ≈ 3.67")
-    assert visits["profile"] == "ε_min ≈ 4.003"  # ½ ln 3000, from the profile: not exact
-    assert scopes["case_control_study"]["profile"] == "ε_min ≈ 0.3466"  # ½ ln 2
-    assert scopes["case_control_study"]["cap"] == "0.3 (new)"  # not in the ledger yet
+    assert scopes["case_control_study"]["cap"] == "ε = 0.3 (new)"  # not in the ledger yet
+    report = shown["report"].value
+    assert "ε_min = 4.0032" in report and "ε_min = 0.3466" in report  # ½ ln 3000, ½ ln 2
     shown_texts = [
         text
         for result in (month, budget)
@@ -253,17 +253,12 @@ def test_a_zcdp_scope_shows_rho_max_its_probability_and_amounts_in_rho(root: Pat
     tail = math.log(1e9)
     rho_max = ((math.sqrt(tail + math.log(3000)) - math.sqrt(tail)) / 2) ** 2  # B = 3000 at P10 = 1
     visits = scopes["hospital_patients"]
-    assert visits["measure"] == "ρ-zCDP (ρ), δ = 1e-09"
-    assert visits["profile"] == f"ρ_max ≈ {rho_max:.4g}; ε_min ≈ 4.003"
-    assert visits["cap"] == "0.15"  # ρ_max rounded down, in the ledger as the profile allows
+    # ρ_max rounded down, in the ledger as the profile allows
+    assert visits["cap"] == "ρ = 0.15, δ = 1e-09"
     implied = 1 / 80 + 2 * math.sqrt(tail / 80)  # ρ + 2√(ρ·ln(1/δ)) at the spent ρ
     assert visits["spent"] == f"0.0125 (ε ≈ {implied:.4g})"
     study = scopes["case_control_study"]
-    assert (study["measure"], study["profile"], study["spent"]) == (
-        "ε-DP (ε)",
-        "ε_min ≈ 0.3466",
-        "0",
-    )
+    assert (study["cap"], study["spent"]) == ("ε = 0.3 (new)", "0")
     report = shown["report"].value.split("## Scope `hospital_patients`")[1]
     assert (
         f"ρ = 0.15 (ρ_max = {rho_max:.4g}, rounded down to a multiple of 0.05) under ρ-zCDP "
