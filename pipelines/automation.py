@@ -191,7 +191,7 @@ def broken_specs_sensor(broken: dict[str, SpecProblem]) -> dg.SensorDefinition:
         return dg.SensorResult(
             run_requests=[
                 dg.RunRequest(
-                    run_key=f"{problem.path.name}#{_digest(problem.message)}",
+                    run_key=problem_key(problem),
                     asset_selection=[dg.AssetKey(key)],
                     tags=NO_RETRIES,
                 )
@@ -202,5 +202,8 @@ def broken_specs_sensor(broken: dict[str, SpecProblem]) -> dg.SensorDefinition:
     return sensor
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def problem_key(problem: SpecProblem) -> str:
+    """The run key of a broken spec's run: its file and a digest of its problem, so a file
+    broken anew (another problem) is shown again."""
+    digest = hashlib.sha256(problem.message.encode()).hexdigest()[:16]
+    return f"{problem.path.name}#{digest}"

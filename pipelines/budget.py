@@ -104,7 +104,7 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                     ),
                 ),
                 "unpublished": ", ".join(p.release_id for p in pending) or "none",
-                "open_reservations": dg.MetadataValue.md(
+                "reserved": dg.MetadataValue.md(  # open reservations: charged, not stored
                     "".join(f"- {_reservation_text(r, units[r.scope])}\n" for r in held)
                     or "none"
                 ),

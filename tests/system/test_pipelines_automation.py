@@ -159,10 +159,10 @@ def test_a_run_that_died_holding_a_reservation_says_so_and_a_relaunch_resumes_it
     metadata = budget.asset_materializations_for_node("privacy_budget")[0].metadata
     [row] = [r.data for r in metadata["scopes"].value.records if r.data["scope"] == SCOPE]
     assert row["releases"] == "0 (1 open)"
-    assert metadata["open_reservations"].value.startswith(
+    assert metadata["reserved"].value.startswith(
         "- visits_by_clinic/2024-03: ε = 1/3 ≈ 0.333 reserved "
     )
-    listed = metadata["open_reservations"].value
+    listed = metadata["reserved"].value
     assert f"by run {died.run_id} (ledger charge 1), not stored: relaunch it" in listed
     again = materialize(defs, instance, [MONTHLY], "2024-03")
     assert again.success
