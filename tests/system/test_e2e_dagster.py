@@ -13,27 +13,32 @@ the last one stops it with SIGTERM to its PID and checks that nothing is left be
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
-import dagster as dg
 import polars as pl
 import pytest
-from dagster._core.instance.ref import InstanceRef  # not exported; only to read heartbeats
+from dgdev import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    LOCATION,
+    STEP_FAILURES,
+    Server,
+    alive,
+    default_interrupts,
+    descendants,
+    dev_module,
+    free_port,
+    no_daemon_on,
+)
 from helpers import PIPELINE_SPECS, ROOT, write_tables
 
 from dprelease.ledger import Ledger
@@ -43,44 +48,7 @@ from pipelines.demo_data import generate_case_control
 
 pytestmark = pytest.mark.e2e
 MONTHLY = "visits_by_clinic"
-LOCATION, REPOSITORY = "dprelease", "__repository__"
 VISITS_MONTH = Fraction(4, 12)  # hospital_patients' profile ε 4.0, 1/12 per month
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-LAUNCH_RUN = """
-mutation LaunchPipelineExecution($executionParams: ExecutionParams!) {
-  launchPipelineExecution(executionParams: $executionParams) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-    ... on InvalidSubsetError { message }
-    ... on PipelineNotFoundError { message }
-  }
-}"""
-LAUNCH_BACKFILL = """
-mutation LaunchPartitionBackfill($backfillParams: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $backfillParams) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-  }
-}"""
-RUNS = """
-query Runs($filter: RunsFilter!) {
-  runsOrError(filter: $filter) {
-    ... on Runs { results { runId status tags { key value } } }
-  }
-}"""
 #: A spec file that is not YAML (a key indented after its mapping ended), beside the demo's.
 BROKEN_SPEC = """\
 release:
@@ -95,28 +63,6 @@ BROKEN_LINE = re.compile(
 )
 #: Rows of the large case-control table (a draw of it takes seconds, not milliseconds).
 LARGE_STUDY = 1_500_000
-MESSAGES = """
-query Messages($runId: ID!) {
-  logsForRun(runId: $runId) {
-    ... on EventConnection { events { __typename ... on MessageEvent { message } } }
-  }
-}"""
-STEP_FAILURES = """
-query StepFailures($runId: ID!) {
-  logsForRun(runId: $runId) {
-    ... on EventConnection {
-      events {
-        __typename
-        ... on ExecutionStepFailureEvent {
-          error { message stack }
-          failureMetadata { metadataEntries { label ... on TextMetadataEntry { text } } }
-        }
-        ... on RunFailureEvent { error { message stack } }
-      }
-    }
-  }
-}"""
-FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 #: How far the privacy budget's scopes table reaches past what shows it: the window, and every
 #: element around it that clips or scrolls its content.
 SCOPES_TABLE_OVERFLOW = """() => {
@@ -133,158 +79,13 @@ SCOPES_TABLE_OVERFLOW = """() => {
 }"""
 
 
-def _dev_module() -> Any:
-    spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every process below `pid`, from /proc (children of children included)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").exists() and " Z " not in Path(f"/proc/{pid}/stat").read_text()
-
-
-@dataclass
-class Server:
-    """`dg dev` on a loopback port, and the directories its resources point at."""
-
-    root: Path
-    port: int
-    process: subprocess.Popen[bytes]
-    log: Path
-    environment: dict[str, str]  # what it was started with, for `dg launch` beside it
-    children: set[int] = field(default_factory=set)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def graphql(self, query: str, **variables: Any) -> dict[str, Any]:
-        request = urllib.request.Request(
-            f"{self.url}/graphql",
-            data=json.dumps({"query": query, "variables": variables}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            body = json.loads(response.read())
-        assert "errors" not in body, body["errors"]
-        return body["data"]
-
-    def launch_materialization(self, asset: str, partition: str | None = None) -> str:
-        """What the UI's Materialize button sends for one asset (and one partition)."""
-        tags = [{"key": "dagster/partition", "value": partition}] if partition else []
-        params = {
-            "mode": "default",
-            "runConfigData": {},
-            "executionMetadata": {"tags": tags},
-            "selector": {
-                "repositoryLocationName": LOCATION,
-                "repositoryName": REPOSITORY,
-                "pipelineName": "__ASSET_JOB",
-                "assetSelection": [{"path": [asset]}],
-            },
-        }
-        result = self.graphql(LAUNCH_RUN, executionParams=params)["launchPipelineExecution"]
-        assert result["__typename"] == "LaunchRunSuccess", result
-        return str(result["run"]["runId"])
-
-    def launch_backfill(self, asset: str, partitions: list[str]) -> str:
-        """What the UI's partition dialog sends for an asset backfill."""
-        params = {
-            "assetSelection": [{"path": [asset]}],
-            "partitionNames": partitions,
-            "fromFailure": False,
-            "tags": [],
-        }
-        result = self.graphql(LAUNCH_BACKFILL, backfillParams=params)["launchPartitionBackfill"]
-        assert result["__typename"] == "LaunchBackfillSuccess", result
-        return str(result["backfillId"])
-
-    def runs(self, **run_filter: Any) -> list[dict[str, Any]]:
-        return list(self.graphql(RUNS, filter=run_filter)["runsOrError"]["results"])
-
-    def wait_for_runs(self, count: int, timeout: float = 300, **run_filter: Any) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            runs = self.runs(**run_filter)
-            if len(runs) >= count and all(r["status"] in FINISHED for r in runs):
-                return runs
-            time.sleep(2)
-        raise AssertionError(
-            f"runs {run_filter} not finished in {timeout}s: {self.runs(**run_filter)}"
-        )
-
-    def stop(self) -> int | None:
-        """SIGTERM to dg dev's PID, then anything of its tree still alive, each by its PID."""
-        self.children |= _descendants(self.process.pid)
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        for pid in self.children:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        return self.process.returncode
-
-
-def _default_interrupts() -> None:
-    """Dagster maps SIGTERM to SIGINT's handler; a process started in the background of a
-    non-interactive shell inherits an ignored SIGINT and would then ignore SIGTERM too. Start
-    `dg dev` as a terminal does, with SIGINT at its default."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _no_daemon_on(home: Path, stale_after: float = 60) -> None:
-    """Another `dg dev` on the project's home would run this test's runs with its own settings.
-    A live daemon beats every 30 s; a stopped one's last beat goes stale, so wait for that."""
-    if not (home / "dagster.yaml").exists():
-        return
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-        deadline = time.monotonic() + stale_after + 15
-        while True:
-            beats = [beat.timestamp for beat in instance.get_daemon_heartbeats().values()]
-            if time.time() - max(beats, default=0) > stale_after:
-                return
-            if time.monotonic() > deadline:
-                pytest.fail(f"a Dagster daemon is running on {home}: stop `dg dev` first")
-            time.sleep(5)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    dev = _dev_module()
+    dev = dev_module()
     dev.ensure_dagster_home()  # what `python3 dev.py` does: .env names .dprelease/dagster
-    _no_daemon_on(dev.DAGSTER_HOME)
+    no_daemon_on(dev.DAGSTER_HOME)
     root = tmp_path_factory.mktemp("e2e")
     write_tables(root / "confidential", patients=2_000)
     study = generate_case_control().sample(LARGE_STUDY, with_replacement=True, seed=3)
@@ -299,7 +100,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "DPRELEASE_PUBLIC_DIR": str(root / "public"),
         "DPRELEASE_LEDGER_URL": str(root / "ledger.sqlite"),
     }
-    port, log = _free_port(), root / "dg-dev.log"
+    port, log = free_port(), root / "dg-dev.log"
     with log.open("wb") as output:
         process = subprocess.Popen(
             [
@@ -314,7 +115,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             env=environment,
             stdout=output,
             stderr=subprocess.STDOUT,
-            preexec_fn=_default_interrupts,
+            preexec_fn=default_interrupts,
         )
     running = Server(root, port, process, log, environment)
     try:
@@ -336,7 +137,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 pass
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(1)
-        running.children = _descendants(process.pid)
+        running.children = descendants(process.pid)
         yield running
     finally:
         running.stop()
@@ -442,11 +243,6 @@ def test_a_refused_month_is_one_message_on_its_run_page(server: Server) -> None:
             browser.close()
 
 
-def _messages(server: Server, run: str) -> list[str]:
-    events = server.graphql(MESSAGES, runId=run)["logsForRun"]["events"]
-    return [str(e.get("message") or "") for e in events]
-
-
 def test_a_broken_spec_beside_working_ones_in_the_ui(server: Server) -> None:
     """The code location loaded although admissions_monthly.yaml is not YAML (the fixture waited
     for it); the broken spec is an asset whose run — launched once by the broken_specs sensor —
@@ -500,10 +296,10 @@ def test_a_broken_spec_beside_working_ones_in_the_ui(server: Server) -> None:
 
 def _run_worker(server: Server, run: str) -> int:
     """The PID of a run's worker process, as the run's log states it."""
-    for message in _messages(server, run):
+    for message in server.messages(run):
         if found := re.search(r"Started process for run \(pid: (\d+)\)", message):
             return int(found[1])
-    raise AssertionError(f"no run worker in the log of {run}: {_messages(server, run)}")
+    raise AssertionError(f"no run worker in the log of {run}: {server.messages(run)}")
 
 
 def _reserved_by(server: Server, run: str, timeout: float = 120) -> bool:
@@ -535,15 +331,15 @@ def test_a_killed_run_says_its_reservation_is_open_and_a_relaunch_resumes_it(
     run = server.launch_materialization("case_control_by_genotype")
     assert _reserved_by(server, run), "the release was stored before the test could kill it"
     worker = _run_worker(server, run)
-    for pid in [*_descendants(worker), worker]:
+    for pid in [*descendants(worker), worker]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert [r["status"] for r in server.wait_for_runs(1, runIds=[run])] == ["FAILURE"]
     slot = "case_control_by_genotype/-"  # the ledger's release id of an unperiodic release
     told = f"{slot}: this run reserved ε = 0.15 of scope 'case_control_study' (ledger charge"
     deadline = time.monotonic() + 180
-    while not any(m.startswith(told) for m in _messages(server, run)):
-        assert time.monotonic() < deadline, _messages(server, run)
+    while not any(m.startswith(told) for m in server.messages(run)):
+        assert time.monotonic() < deadline, server.messages(run)
         time.sleep(3)
     [failed] = server.runs(runIds=[run])
     assert {"key": "dprelease/open_reservation", "value": slot} in failed["tags"]
@@ -570,13 +366,13 @@ def test_a_killed_run_says_its_reservation_is_open_and_a_relaunch_resumes_it(
 
 
 def test_sigterm_stops_dg_dev_and_leaves_no_temporary_home(server: Server) -> None:
-    children = _descendants(server.process.pid)
+    children = descendants(server.process.pid)
     assert children, "dg dev runs the webserver, daemon and code server as child processes"
     server.process.send_signal(signal.SIGTERM)
     assert server.process.wait(timeout=60) == 0
     deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not [pid for pid in children if _alive(pid)]
+    assert not [pid for pid in children if alive(pid)]
     assert not list(ROOT.glob(".tmp_dagster_home_*"))
     assert "Loaded environment variables from .env file: DAGSTER_HOME" in server.log.read_text()
