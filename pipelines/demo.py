@@ -24,7 +24,6 @@ from rich.table import Table
 from dprelease.errors import ConfigError
 from pipelines.assets import LOSS_KEY
 from pipelines.budget import BUDGET_KEY
-from pipelines.definitions import build_definitions
 from pipelines.messages import amount, amount_words
 from pipelines.release_specs import SPECS_DIR
 from pipelines.resources import (
@@ -144,6 +143,9 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
+    # imported here: importing the code location builds the deployment's definitions
+    from pipelines.definitions import build_definitions
+
     return run_demo(build_definitions(SPECS_DIR, demo_resources()), _instance(), console)
 
 

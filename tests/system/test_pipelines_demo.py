@@ -5,12 +5,15 @@ loss in its scope's unit, ρ for a zCDP scope."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from helpers import MONTHLY, PIPELINE_SPECS, PRIVACY, resources, words
+from helpers import MONTHLY, PIPELINE_SPECS, PRIVACY, ROOT, resources, words
 from rich.console import Console
 
 import pipelines.demo
@@ -80,16 +83,25 @@ def test_the_demo_runs_the_bundled_specs_only(
     assert "case_control_by_region" in ran[0]  # bundled, though not in DPRELEASE_SPECS_DIR
 
 
-def test_the_demo_refuses_another_deployment(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """On a production deployment the demo would charge real scopes: it refuses, in one line,
-    before it loads anything."""
-    monkeypatch.setenv("DPRELEASE_DEPLOYMENT", "production")
-    monkeypatch.setattr(pipelines.demo, "run_demo", lambda *_: pytest.fail("the demo ran"))
-    assert pipelines.demo.main() == 2
-    assert capsys.readouterr().err == (
+def test_the_demo_refuses_another_deployment(tmp_path: Path) -> None:
+    """On a production deployment the demo would charge real scopes: `python -m pipelines.demo`
+    refuses, in one line, before it loads the code location (whose production settings are not
+    even set here)."""
+    environment = {
+        name: value for name, value in os.environ.items() if not name.startswith("DPRELEASE_")
+    }
+    refused = subprocess.run(
+        [sys.executable, "-m", "pipelines.demo"],
+        cwd=ROOT,
+        env={**environment, "DPRELEASE_DEPLOYMENT": "production", "DAGSTER_HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
         "error: DPRELEASE_DEPLOYMENT=production: the demo runs only in the demo deployment (it "
         "releases the bundled demo specs, and would charge this deployment's ledger); unset "
         "DPRELEASE_DEPLOYMENT to run it\n"
     )
+    assert list(tmp_path.iterdir()) == []  # no Dagster run, nothing written
