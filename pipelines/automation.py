@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from dprelease.errors import LedgerNotFound
-from dprelease.ledger import make_release_id
+from dprelease.ledger import ScopeStatus, make_release_id
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec, SpecProblem
 from pipelines.ledger_state import OpenReservation, Pending, open_reservations, unpublished
-from pipelines.messages import amount_words
+from pipelines.messages import loss_words
 from pipelines.release_specs import publish_of
 from pipelines.resources import LedgerResource, PublicStore
 
@@ -123,13 +123,13 @@ def budget_sensor(budget: dg.AssetsDefinition) -> dg.AutomationConditionSensorDe
     )
 
 
-def reservation_words(reservation: OpenReservation, unit: str) -> str:
+def reservation_words(reservation: OpenReservation, scope: ScopeStatus) -> str:
     """What an operator reads on the page of a run that died holding a reservation."""
     release_id, period = reservation.release_id, reservation.period
     release = release_id.split("/")[0]
     again = f"{release} for {period}" if period else release
     return (
-        f"{release_id}: this run reserved {amount_words(unit, reservation.amount)} of scope "
+        f"{release_id}: this run reserved {loss_words(scope, reservation.amount)} of scope "
         f"{reservation.scope!r} (ledger charge {reservation.charge_id}) and stopped before the "
         "release was stored. The reservation stays open and counts as spent; nothing was "
         f"published. Launch {again} again with the same spec and share: it resumes this "
@@ -161,10 +161,10 @@ def open_reservation_sensor(releases: list[ResolvedSpec]) -> dg.SensorDefinition
         if existing is None:
             return  # no ledger (and none is created here): nothing could have been reserved
         with existing as book:
-            units = {s.name: s.unit for s in book.status() if s.name in scopes}
-            held = [r for r in open_reservations(book, list(units)) if r.run_id == run.run_id]
+            statuses = {s.name: s for s in book.status() if s.name in scopes}
+            held = [r for r in open_reservations(book, list(statuses)) if r.run_id == run.run_id]
         for reservation in held:
-            words = reservation_words(reservation, units[reservation.scope])
+            words = reservation_words(reservation, statuses[reservation.scope])
             context.instance.report_engine_event(words, dagster_run=run)
         if held:
             ids = ", ".join(r.release_id for r in held)

@@ -18,7 +18,7 @@ from dprelease.ledger import Ledger, ScopeStatus
 from dprelease.loss import typed_text
 from dprelease.spec import ResolvedSpec
 from pipelines.ledger_state import OpenReservation, Pending, open_reservations, unpublished
-from pipelines.messages import amount, amount_words
+from pipelines.messages import amount, amount_words, loss_words
 from pipelines.release_specs import publish_of
 from pipelines.resources import LedgerResource, PrivacyPolicy, PublicStore, ScopeProfile
 
@@ -88,13 +88,12 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
             rows.append(_row(scope, budget, status, len(waiting), len(opened)))
             sections.append(
                 f"## Scope `{scope}`\n\n{_cap_note(scope, budget, status)}\n\n"
-                + _waiting_text(waiting, opened, choice.measure.symbol)
+                + _waiting_text(waiting, opened, status)
                 + budget_markdown(choice, plots)
             )
         history = "".join(
             f"- {e.at:%Y-%m-%d %H:%M} UTC, {e.scope}: {e.detail} ({e.actor})\n" for e in cap_changes
         )
-        units = {s: statuses[s].unit for s in statuses}
         return dg.MaterializeResult(
             metadata={
                 "scopes": dg.MetadataValue.table(
@@ -105,7 +104,7 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
                 ),
                 "unpublished": ", ".join(p.release_id for p in pending) or "none",
                 "reserved": dg.MetadataValue.md(  # open reservations: charged, not stored
-                    "".join(f"- {_reservation_text(r, units[r.scope])}\n" for r in held)
+                    "".join(f"- {_reservation_text(r, statuses[r.scope])}\n" for r in held)
                     or "none"
                 ),
                 "cap_changes": dg.MetadataValue.md(history or "No cap changes."),
@@ -151,24 +150,26 @@ def _row(
     )
 
 
-def _reservation_text(reservation: OpenReservation, unit: str) -> str:
+def _reservation_text(reservation: OpenReservation, scope: ScopeStatus) -> str:
     run = f"run {reservation.run_id}" if reservation.run_id else "an earlier run"
     return (
-        f"{reservation.release_id}: {amount_words(unit, reservation.amount)} reserved "
+        f"{reservation.release_id}: {loss_words(scope, reservation.amount)} reserved "
         f"{reservation.at:%Y-%m-%d %H:%M} UTC by {run} (ledger charge {reservation.charge_id}), "
         "not stored: relaunch it (resumed, not charged again) or `dprelease ledger void "
         f"{reservation.release_id} --reason TEXT`"
     )
 
 
-def _waiting_text(waiting: list[Pending], opened: list[OpenReservation], unit: str) -> str:
+def _waiting_text(
+    waiting: list[Pending], opened: list[OpenReservation], scope: ScopeStatus | None
+) -> str:
     """The scope's releases recorded but not published, and its open reservations."""
     text = ""
     if waiting:
         text += f"Recorded, not yet published: {', '.join(p.release_id for p in waiting)}\n\n"
-    if opened:
+    if opened and scope is not None:  # (a reservation is in the ledger: so is its scope)
         text += "Reserved, not stored (counted as spent):\n\n" + "".join(
-            f"- {_reservation_text(r, unit)}\n" for r in opened
+            f"- {_reservation_text(r, scope)}\n" for r in opened
         )
         text += "\n"
     return text

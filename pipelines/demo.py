@@ -24,7 +24,7 @@ from rich.table import Table
 from dprelease.errors import ConfigError
 from pipelines.assets import LOSS_KEY
 from pipelines.budget import BUDGET_KEY
-from pipelines.messages import amount, amount_words
+from pipelines.messages import amount, loss_words
 from pipelines.release_specs import SPECS_DIR
 from pipelines.resources import (
     DEPLOYMENT_ENV,
@@ -116,7 +116,7 @@ def run_demo(defs: dg.Definitions, instance: dg.DagsterInstance, console: Consol
         table.add_row(
             scope.name,
             scope.composition,
-            amount_words(scope.unit, scope.cap),
+            loss_words(scope, scope.cap),
             amount(scope.spent),
             amount(scope.remaining),
             str(scope.releases),

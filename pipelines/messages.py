@@ -16,7 +16,8 @@ from dagster._core.errors import DagsterUserCodeProcessError  # not exported: se
 from dagster_shared.error import SerializableErrorInfo
 
 from dprelease.errors import BudgetExhausted, DPReleaseError, LedgerNotFound, UnknownScope
-from dprelease.loss import amount_text, typed_text
+from dprelease.ledger import ScopeStatus
+from dprelease.loss import amount_text, loss_text, typed_text
 from dprelease.operator import LOGGER_NAME
 from pipelines.resources import ConfidentialTableMissing
 
@@ -41,8 +42,14 @@ def amount(value: Fraction | int) -> str:
 
 
 def amount_words(unit: str, value: Fraction | int) -> str:
-    """An amount with its unit's symbol: `ε = 1/3 ≈ 0.333`, `ρ = 0.0125`."""
+    """An amount with its unit's symbol, for a short cell: `ε = 1/3 ≈ 0.333`, `ρ = 0.0125`."""
     return f"{unit} = {amount(value)}"
+
+
+def loss_words(scope: ScopeStatus, value: Fraction | int) -> str:
+    """An amount of a scope's loss in a sentence: named by its measure, and a ρ with the (ε, δ)
+    it implies at the scope's δ (`loss.loss_text`, the library's one spelling)."""
+    return loss_text(scope.measure, value, scope.delta)
 
 
 def number_text(value: object) -> str:

@@ -221,7 +221,8 @@ def test_a_refused_month_is_one_message_on_its_run_page(server: Server) -> None:
     assert [r["status"] for r in server.wait_for_runs(1, runIds=[run])] == ["FAILURE"]
     message = (
         "visits_by_clinic 2024-07: privacy budget exhausted for scope 'hospital_patients': "
-        "spent 1.33333 of cap 1, requested 0.0833333, remaining 0; nothing was charged."
+        "spent ε = 4/3 ≈ 1.33 of cap 1, requested 1/12 ≈ 0.0833, remaining 0; nothing was "
+        "charged."
     )
     events = server.graphql(STEP_FAILURES, runId=run)["logsForRun"]["events"]
     [step] = [e for e in events if e["__typename"] == "ExecutionStepFailureEvent"]

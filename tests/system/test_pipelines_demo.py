@@ -53,7 +53,9 @@ def test_the_demo_with_a_zcdp_release_states_rho(root: Path) -> None:
     assert "materializing visits_zcdp_monthly for 2024-12 ..." in printed
     assert "│ visits_zcdp │ 2024-12 │ released and charged │ ρ = 0.0125 │" in printed
     assert f"│ {MONTHLY} │ 2024-12 │ released and charged │ ε = 1/3 ≈ 0.333 │" in printed
-    assert "│ hospital_zcdp │ sequential │ ρ = 0.15 │ 0.0375 │ 0.1125 │ 3 │" in printed
+    assert (  # the cap's ρ with the (ε, δ) it implies: ρ + 2√(ρ ln 10⁹) = 3.68
+        "│ hospital_zcdp │ sequential │ ρ = 0.15, i.e. (3.68, 1e-09)-DP │ 0.0375 │ 0.1125 │ 3 │"
+    ) in printed
     with Ledger(str(root / "ledger.sqlite")) as book:
         assert {s.name: s.releases for s in book.status()} == {
             "case_control_study": 2,
