@@ -6,6 +6,10 @@ rows are, the number of units being public. The choice moves three things: the s
 grouped statistic (a substituted unit's rows may move between groups), and how a release's loss
 turns into an odds statement about one person's sensitive value (changing that value is a removal
 plus an addition under `add_remove`: a group of two neighbours).
+
+How far one unit's change reaches follows from the change and the bounds on what one unit may
+contribute (`UnitBounds`, as the engines enforce them): every sensitivity starts from `reach`,
+the one place where substitution doubles the rows moved.
 """
 
 from __future__ import annotations
@@ -70,3 +74,49 @@ class PrivacyUnit:
         if kind != "column" or not colon:
             raise ValueError(f"not a privacy unit: {key!r}")
         return cls(column)
+
+
+def reach(change: ProtectedChange, rows: int, *, moves: bool) -> int:
+    """Rows one unit's change moves, in L1, over a vector of counts its `rows` kept rows fall in.
+
+    Adding or removing a unit moves its rows. Substituting one removes its rows and adds as many
+    others: where those may land on other coordinates of the vector (`moves`: the groups of a
+    grouped level, the grid points of a quantile's histograms) that moves twice the rows; where
+    they can only replace rows of the same coordinate (an ungrouped count) it moves as many."""
+    return 2 * rows if moves and change is ProtectedChange.SUBSTITUTE else rows
+
+
+@dataclass(frozen=True)
+class UnitBounds:
+    """What one privacy unit may contribute, as every engine enforces it: at most `rows` (R)
+    rows, and where declared at most `groups` (G) groups and `rows_per_group` (R_g) rows in each.
+    The spec keeps R ≤ G·R_g, so R is what the last filter enforces and every sensitivity rests
+    on it. Without a privacy unit each row is a unit (R = 1); `declared` says whether R was
+    given (else it is G·R_g)."""
+
+    rows: int
+    groups: int | None = None
+    rows_per_group: int | None = None
+    unit: bool = True
+    declared: bool = True
+
+    @property
+    def why(self) -> str:
+        """R in words, as a derivation starts."""
+        if not self.unit:
+            return "each row is a privacy unit: one unit is 1 row"
+        if not self.declared:
+            return (
+                f"one unit keeps at most {self.rows} row(s) (max_rows_per_unit defaults to "
+                f"{self.groups} group(s) × {self.rows_per_group} row(s) per group)"
+            )
+        return f"one unit keeps at most {self.rows} row(s) (max_rows_per_unit)"
+
+    def reach(self, change: ProtectedChange, moves_to: str | None) -> tuple[int, str]:
+        """Rows one unit's change moves (`reach`) and why. `moves_to` says where a substituted
+        unit's added rows may land on other coordinates ("(possibly in other groups)"); None:
+        they can only replace rows of the same coordinate."""
+        rows = reach(change, self.rows, moves=moves_to is not None)
+        if rows == self.rows:
+            return rows, self.why
+        return rows, f"{self.why}; substitution removes those rows and adds as many {moves_to}: ×2"

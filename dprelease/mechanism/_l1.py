@@ -10,39 +10,16 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from dprelease.change import ProtectedChange
+from dprelease.change import ProtectedChange, reach
 from dprelease.mechanism._values import RowValue
 from dprelease.spec import ReleaseSpec
 
 
-def unit_rows(spec: ReleaseSpec) -> tuple[int, str]:
-    """R, the rows one privacy unit keeps, and why: every sensitivity (a level's Δ, a quantile's
-    rows moved) starts from it. R is exactly what the engine enforces last
-    (`max_rows_per_unit`, which the spec keeps at or below max_groups_per_unit ×
-    max_rows_per_group), so nothing else is assumed."""
-    rows = spec.rows_per_unit
-    if spec.privacy_unit is None:
-        return rows, "each row is a privacy unit: one unit is 1 row"
-    if spec.max_rows_per_unit is None:
-        return rows, (
-            f"one unit keeps at most {rows} row(s) (max_rows_per_unit defaults to "
-            f"{spec.max_groups_per_unit} group(s) × {spec.max_rows_per_group} row(s) per group)"
-        )
-    return rows, f"one unit keeps at most {rows} row(s) (max_rows_per_unit)"
-
-
 def l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
-    """Rows one unit can move in L1 over a level's rows, and why. Substitution = one removal
-    plus one addition; on a grouped level the added rows may sit in other groups (×2), on an
-    ungrouped one (the whole release, or a grand total) they replace rows of the same cell."""
-    rows, reason = unit_rows(spec)
-    if neighbours is ProtectedChange.SUBSTITUTE and grouped:
-        return (
-            2 * rows,
-            reason + "; substitution removes those rows and adds as many (possibly "
-            "in other groups): ×2",
-        )
-    return rows, reason
+    """Rows one unit can move in L1 over a level's rows, and why (`change.reach`): on a grouped
+    level a substituted unit's added rows may sit in other groups (×2); on an ungrouped one (the
+    whole release, or a grand total) they replace rows of the same cell."""
+    return spec.unit_bounds.reach(neighbours, "(possibly in other groups)" if grouped else None)
 
 
 def rows_reach(spec: ReleaseSpec, neighbours: ProtectedChange) -> int:
@@ -53,8 +30,8 @@ def rows_reach(spec: ReleaseSpec, neighbours: ProtectedChange) -> int:
 def count_sensitivity(
     spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool
 ) -> tuple[int, str]:
-    reach, reason = l1_reach(spec, neighbours, grouped)
-    return reach, f"count: {reason} → Δ = {reach}"
+    moved, reason = l1_reach(spec, neighbours, grouped)
+    return moved, f"count: {reason} → Δ = {moved}"
 
 
 def _in_units_of_column(units: int, granularity: Fraction) -> str:
@@ -83,17 +60,17 @@ def sum_sensitivity(
     bounds = f"[{shown(lower_u)}, {shown(upper_u)}] ({steps})"
     weighted = None if value.weight is None else value.weighted(bounds)
     if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
-        rows = spec.rows_per_unit
+        rows = reach(neighbours, spec.unit_bounds.rows, moves=False)
         span = max(upper_u, 0) - min(lower_u, 0)
         delta = rows * span
         return delta, (
             f"{value.what}: one unit's ≤ {rows} row(s) replaced, {weighted or 'each in ' + bounds}"
             f" → Δ = {rows} × {shown(span)} = {shown(delta)}"
         )
-    reach, reason = l1_reach(spec, neighbours, grouped)
+    moved, reason = l1_reach(spec, neighbours, grouped)
     largest = max(abs(lower_u), abs(upper_u))
-    delta = reach * largest
+    delta = moved * largest
     return delta, (
         f"{value.what}: {reason}; {weighted or 'each clamped to ' + bounds} → "
-        f"Δ = {reach} × {shown(largest)} = {shown(delta)}"
+        f"Δ = {moved} × {shown(largest)} = {shown(delta)}"
     )

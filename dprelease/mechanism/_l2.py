@@ -102,10 +102,10 @@ def level_l2(
     upper_u: int,
 ) -> tuple[int, str]:
     """Δ2² of one level of a resolved spec (the cells, or a margin) in integer units², and why."""
-    spec = resolved.spec
+    bounds = resolved.spec.unit_bounds
     bound = contribution(
-        spec.rows_per_unit,
-        spec.max_rows_per_group if spec.privacy_unit is not None else None,
+        bounds.rows,
+        bounds.rows_per_group if bounds.unit else None,
         resolved.level_cells_per_row[level],
         lower_u,
         upper_u,

@@ -16,7 +16,6 @@ from fractions import Fraction
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.loss import PrivacyLoss, laplace_epsilon
-from dprelease.mechanism._l1 import unit_rows
 from dprelease.mechanism.quantiles import QuantileGrid, QuantilePlan, plan_quantiles
 from dprelease.spec import QuantileStatistic, ReleaseSpec, exact_decimal
 
@@ -52,15 +51,8 @@ class QuantileAllocation:
         return self.loss.epsilon
 
 
-def _rows_moved(spec: ReleaseSpec, neighbours: ProtectedChange) -> tuple[int, str]:
-    """Rows one unit's change moves in the histograms (over all cells), and why."""
-    rows, why = unit_rows(spec)
-    if neighbours is ProtectedChange.SUBSTITUTE:
-        return 2 * rows, (
-            why + "; substitution removes those rows and adds as many elsewhere on the grid "
-            "(a quantile sees where rows are, so also without groups): ×2"
-        )
-    return rows, why
+#: Where a substituted unit's added rows may land in a quantile's histograms.
+_ON_THE_GRID = "elsewhere on the grid (a quantile sees where rows are, so also without groups)"
 
 
 def allocate_quantile(
@@ -74,7 +66,7 @@ def allocate_quantile(
     ε too small for the sampler."""
     epsilon = laplace_epsilon(share)  # in a zCDP release, as for Laplace noise there
     grid = QuantileGrid.from_bounds(stat.lower_exact, stat.upper_exact, stat.resolution_exact)
-    moved, why = _rows_moved(spec, neighbours)
+    moved, why = spec.unit_bounds.reach(neighbours, _ON_THE_GRID)
     try:
         plan = plan_quantiles(
             list(stat.ps),
@@ -88,7 +80,6 @@ def allocate_quantile(
         )
     except SpecError as exc:
         raise SpecError(f"{path}.{exc.path}", exc.message) from None
-    assert plan.rows_moved == moved  # the mechanism's own count, stated here with its reasons
     scores = ", ".join(
         f"p = {float(p):g}: {float(max(p, 1 - p)):g} rank per row → Δ = "
         f"{float(max(p, 1 - p)) * moved:g} rank"

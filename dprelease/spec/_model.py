@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, field_validator, model_validator
 
-from dprelease.change import ProtectedChange
+from dprelease.change import ProtectedChange, UnitBounds
 from dprelease.errors import SpecError
 from dprelease.loss import Mechanism
 from dprelease.period import Period
@@ -368,6 +368,18 @@ class ReleaseSpec(Strict):
         if self.max_groups_per_unit and self.max_rows_per_group:
             return self.max_groups_per_unit * self.max_rows_per_group
         return 1
+
+    @property
+    def unit_bounds(self) -> UnitBounds:
+        """What one privacy unit may contribute, as the engines enforce it (R, G, R_g): every
+        sensitivity starts from it (`change.reach`)."""
+        return UnitBounds(
+            rows=self.rows_per_unit,
+            groups=self.max_groups_per_unit,
+            rows_per_group=self.max_rows_per_group,
+            unit=self.privacy_unit is not None,
+            declared=self.privacy_unit is None or self.max_rows_per_unit is not None,
+        )
 
     @property
     def key_columns(self) -> list[str]:

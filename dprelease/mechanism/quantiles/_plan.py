@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dprelease.change import ProtectedChange
+from dprelease.change import ProtectedChange, reach
 from dprelease.errors import NoiseError, SpecError
 from dprelease.mechanism.noise import exact_scale
 from dprelease.spec import check_quantile_levels
@@ -315,7 +315,7 @@ def plan_quantiles(
     share = _as_fraction(interval_share, "interval_share")
     if not 0 < share < 1:
         raise SpecError("interval_share", "must be strictly between 0 and 1")
-    rows_moved = rows_per_unit * (1 if neighbours is ProtectedChange.ADD_REMOVE else 2)
+    rows_moved = reach(neighbours, rows_per_unit, moves=True)  # rows land anywhere on the grid
     interval_eps = eps * share
     value_eps = eps - interval_eps
     levels = _release_order(len(fractions))
