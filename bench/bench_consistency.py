@@ -51,10 +51,9 @@ import polars as pl
 
 from dprelease.loss import split_by_weights
 from dprelease.mechanism._consistency import consistent, consistent_nonnegative, level_variances
-from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._moe import moe95
 from dprelease.mechanism._rounding import round_additive
-from dprelease.mechanism.noise import NoiseSource, discrete_laplace
+from dprelease.mechanism.noise import NoiseLaw, NoiseSource, discrete_laplace
 from dprelease.publish import PreparedRelease, decide_budget
 from dprelease.publish import prepare as prepare_with
 from dprelease.spec import LEVEL_COLUMN, Levels, ResolvedSpec, parse_spec

@@ -26,8 +26,8 @@ import polars as pl
 
 from dprelease.loss import split_by_weights
 from dprelease.mechanism._consistency import level_variances
-from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._moe import moe95
+from dprelease.mechanism.noise import NoiseLaw
 from dprelease.spec import Levels
 
 

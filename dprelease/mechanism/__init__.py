@@ -22,7 +22,6 @@ from dprelease.mechanism._accounting import (
 )
 from dprelease.mechanism._compute import Computed, check_input, compute, summarize_input
 from dprelease.mechanism._l1 import rows_reach
-from dprelease.mechanism._law import LevelNoise
 from dprelease.mechanism._margins import LevelLaws, MarginAccuracy, Outcome, margin_accuracy
 from dprelease.mechanism._postprocess import (
     ROUNDING_RULE,
@@ -31,8 +30,9 @@ from dprelease.mechanism._postprocess import (
     sum_decimals,
 )
 from dprelease.mechanism._quantile_accounting import QuantileAllocation
-from dprelease.mechanism._targets import LN_20, sensitivity_bound
+from dprelease.mechanism._targets import sensitivity_bound
 from dprelease.mechanism.engines import DataSource, InputSummary
+from dprelease.mechanism.noise import LN_20, LevelNoise
 
 __all__ = [
     "LN_20",

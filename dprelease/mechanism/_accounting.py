@@ -18,10 +18,10 @@ from dprelease.errors import SpecError
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.mechanism._l1 import count_sensitivity, l1_reach, sum_sensitivity
 from dprelease.mechanism._l2 import level_l2
-from dprelease.mechanism._law import LevelNoise, level_noise
 from dprelease.mechanism._quantile_accounting import QuantileAllocation, allocate_quantile
 from dprelease.mechanism._targets import need
 from dprelease.mechanism._values import RowValue, row_value
+from dprelease.mechanism.noise import LevelNoise, level_noise, noise_family
 from dprelease.spec import (
     CountStatistic,
     MeanStatistic,
@@ -299,13 +299,11 @@ class _Measuring:
         noise, its Δ2 (from the values' integer `bounds`, (1, 1) for counts)."""
         noise: list[dict[str, Any]] = []
         for level, (grouped, share) in enumerate(_levels(self.resolved, loss)):
-            l1 = sensitivity(grouped)
-            l2 = (
-                level_l2(self.resolved, self.neighbours, level, grouped, *bounds)
-                if self.mechanism is Mechanism.GAUSSIAN
-                else (0, "")
-            )
-            made = level_noise(self.mechanism, share, granularity, l1, l2, path)
+
+            def l2(level: int = level, grouped: bool = grouped) -> tuple[int, str]:
+                return level_l2(self.resolved, self.neighbours, level, grouped, *bounds)
+
+            made = level_noise(self.mechanism, share, granularity, sensitivity(grouped), l2, path)
             noise.append({name: getattr(made, name) for name in _LEVEL_FIELDS})
         margins = tuple(
             MarginMeasurement(columns=columns, **level)
@@ -358,8 +356,9 @@ def allocate(
     spec = resolved.spec
     if loss.amount <= 0:
         raise SpecError("epsilon", f"{loss.measure.symbol} must be > 0")
-    if mechanism is Mechanism.GAUSSIAN and loss.measure is not Measure.ZCDP:
-        raise SpecError("release.mechanism", "Gaussian noise spends ρ (zCDP), not ε")
+    family = noise_family(mechanism)
+    if loss.measure not in family.spends:
+        raise SpecError("release.mechanism", family.refusal)
     spending = spending_statistics(spec)
     accuracy_first = any(
         isinstance(s, CountStatistic | SumStatistic) and s.target_moe95 is not None

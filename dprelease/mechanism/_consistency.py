@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
 from scipy.sparse.linalg import splu  # type: ignore[import-untyped]
 
-from dprelease.mechanism._law import NoiseLaw
+from dprelease.mechanism.noise import NoiseLaw
 from dprelease.spec import Levels
 
 # Dense right-hand sides are solved in column blocks of at most this many entries (K × block),

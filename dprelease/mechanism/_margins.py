@@ -26,10 +26,9 @@ import polars as pl
 
 from dprelease.errors import INTERRUPTS
 from dprelease.mechanism._accounting import Allocation, Measurement, StatisticAllocation
-from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._postprocess import Measured, noise_decimals
 from dprelease.mechanism.engines import ExactAggregates
-from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.noise import NoiseLaw, NoiseSource
 from dprelease.spec import CountStatistic, Levels, PostProcessing, ResolvedSpec, SumStatistic
 
 if TYPE_CHECKING:  # the solvers (scipy, Clarabel, HiGHS) load only for a release with margins

@@ -15,15 +15,13 @@ import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
 from scipy.optimize import minimize_scalar  # type: ignore[import-untyped]
 
-from dprelease.loss import Mechanism
 from dprelease.mechanism._consistency import (
     Woodbury,
     cell_signatures,
     checked,
     column_blocks,
 )
-from dprelease.mechanism._law import NoiseLaw
-from dprelease.mechanism.noise import DiscreteGaussian, gaussian_law
+from dprelease.mechanism.noise import FAMILIES, NoiseFamily, NoiseLaw
 from dprelease.spec import Levels
 
 # Margin-of-error numerics (see `moe95`).
@@ -42,94 +40,75 @@ _LAW_STRIDE = 1 << 42  # (law, κ units) packed in one int64: units ≤ 1/_QUANT
 _QUANTUM = 1e-12
 
 
-def _var_z(scales: np.ndarray) -> np.ndarray:
-    """Var Z = 2q/(1 − q)², q = e^{−1/b}, for discrete Laplace at each scale."""
-    return 2.0 * np.exp(-1.0 / scales) / np.expm1(-1.0 / scales) ** 2
-
-
-def _k4_z(scales: np.ndarray) -> np.ndarray:
-    """Fourth cumulant of discrete Laplace Z (a difference of two geometrics):
-    2q(1 + 4q + q²)/(1 − q)⁴."""
-    q = np.exp(-1.0 / scales)
-    return 2.0 * q * (1.0 + 4.0 * q + q**2) / np.expm1(-1.0 / scales) ** 4
-
-
-def _log_cf(scale: float, s: np.ndarray) -> np.ndarray:
-    """log of the discrete Laplace characteristic function at s: (1−q)²/(1 − 2q cos s + q²),
-    q = e^{−1/b}, written as −log1p(4q sin²(s/2)/(1−q)²) (positive, stable for huge b)."""
-    q = math.exp(-1.0 / scale)
-    one_minus_q = -math.expm1(-1.0 / scale)
-    return -np.log1p(4.0 * q * np.sin(s / 2.0) ** 2 / one_minus_q**2)
-
-
-def _log_mgf(scales: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """log E e^{uZ} for discrete Laplace Z at each scale, |u| < 1/scale."""
-    inv = 1.0 / scales
-    return 2.0 * np.log(-np.expm1(-inv)) - np.log(-np.expm1(u - inv)) - np.log(-np.expm1(-u - inv))
+#: The noise families in the order an error's terms are added up.
+FAMILIES_ORDER = list(FAMILIES.values())
 
 
 class _Laws:
     """The float numerics of the distinct noise laws of one `moe95` call, by law index: the
     variance and fourth cumulant of Z, and sums of log characteristic and moment generating
-    functions over the terms of an error (vectorised over the discrete Laplace terms)."""
+    functions over the terms of an error, each family vectorising over its own laws
+    (`noise.NoiseFamily`)."""
 
     def __init__(self, laws: Sequence[NoiseLaw]) -> None:
-        self.gaussian = np.array([law.kind is Mechanism.GAUSSIAN for law in laws])
-        laplace = ~self.gaussian
+        self.laws = list(laws)
         self.parameter = np.array([float(law.parameter) for law in laws])  # b, or σ²
-        self.dg: list[DiscreteGaussian | None] = [
-            gaussian_law(law.parameter) if law.kind is Mechanism.GAUSSIAN else None for law in laws
-        ]
-        gaussians = [dg for dg in self.dg if dg is not None]
+        families = [law.family for law in laws]
+        self.lattice = np.array([not family.cumulant_sees_lattice for family in families])
         self.var_z = np.empty(len(laws))
-        self.var_z[laplace] = _var_z(self.parameter[laplace])
-        self.var_z[self.gaussian] = [dg.variance for dg in gaussians]
         self.k4_z = np.empty(len(laws))
-        self.k4_z[laplace] = _k4_z(self.parameter[laplace])
-        self.k4_z[self.gaussian] = [dg.fourth_cumulant for dg in gaussians]
+        for family, members in self._by_family(np.arange(len(laws))):
+            exact = [laws[int(i)].parameter for i in members]
+            self.var_z[members], self.k4_z[members] = family.cumulants(exact)
 
-    def _gaussian(self, law: int) -> DiscreteGaussian:
-        dg = self.dg[law]
-        assert dg is not None, "a discrete Laplace law"
-        return dg
+    def _by_family(self, law: np.ndarray) -> list[tuple[NoiseFamily, np.ndarray]]:
+        """The positions of `law` (law indices) drawn from each family, families in order."""
+        of = np.array([FAMILIES_ORDER.index(self.laws[int(g)].family) for g in law], dtype=int)
+        return [
+            (family, np.flatnonzero(of == k))
+            for k, family in enumerate(FAMILIES_ORDER)
+            if (of == k).any()
+        ]
 
     def log_cf(self, law: int, s: np.ndarray) -> np.ndarray:
         """log E e^{isZ} of law `law` (real: every law is symmetric)."""
-        if self.gaussian[law]:
-            return self._gaussian(law).log_cf(s)
-        return _log_cf(float(self.parameter[law]), s)
+        return self.laws[law].family.log_cf(self.laws[law].parameter, s)
 
     def log_mgf(
         self, law: np.ndarray, kappa: np.ndarray, counts: np.ndarray
     ) -> Callable[[float], float]:
         """λ ↦ Σ_g counts_g · log E e^{λκ_g Z_g} over the terms g: finite below `lambda_max`."""
-        laplace = ~self.gaussian[law]
-        scale, lap_kappa, lap_counts = self.parameter[law[laplace]], kappa[laplace], counts[laplace]
-        gaussian = [
-            (self._gaussian(int(g)), kappa[law == g], counts[law == g])
-            for g in np.unique(law[~laplace])
+        exact = [law.parameter for law in self.laws]
+        parts = [
+            part
+            for family, at in self._by_family(law)
+            for part in family.log_mgf_parts(exact, law[at], kappa[at], counts[at])
         ]
 
         def total(lam: float) -> float:
-            value = float(np.sum(lap_counts * _log_mgf(scale, lam * lap_kappa)))
-            for dg, k, n in gaussian:
-                value += float(np.sum(n * dg.log_mgf(lam * k)))
+            value = 0.0
+            for part in parts:
+                value += part(lam)
             return value
 
         return total
 
     def lambda_max(self, law: np.ndarray, kappa: np.ndarray) -> float:
-        """Where Σ log E e^{λκZ} ends: 1/max(κb) over the discrete Laplace terms (E e^{uZ} is
-        infinite for |u| ≥ 1/b); the discrete Gaussian's is finite for every u."""
-        laplace = ~self.gaussian[law]
-        if not laplace.any():
-            return math.inf
-        return 1.0 / float(np.max(kappa[laplace] * self.parameter[law[laplace]]))
+        """Where Σ log E e^{λκZ} ends: the smallest of its families' ends (inf: everywhere
+        finite)."""
+        ends = [
+            family.lambda_max(self.parameter[law[at]], kappa[at])
+            for family, at in self._by_family(law)
+        ]
+        return min(ends, default=math.inf)
 
     def variance_proxy(self, law: np.ndarray, kappa: np.ndarray, counts: np.ndarray) -> float:
-        """Σ_g counts_g κ_g² σ_g² when every term is a discrete Gaussian: E e^{uZ} ≤ e^{u²σ²/2}
-        (CKS 2020), so their sum is subgaussian with this variance proxy."""
-        return float(np.sum(counts * kappa**2 * self.parameter[law]))
+        """A subgaussian variance proxy of the error when every term's law is subgaussian (its
+        moment generating function finite everywhere)."""
+        value = 0.0
+        for family, at in self._by_family(law):
+            value += family.variance_proxy(self.parameter[law[at]], kappa[at], counts[at])
+        return value
 
 
 def _abs_quantile95(
@@ -208,7 +187,7 @@ def _pattern(
     # A discrete Gaussian term whose lattice the sampled characteristic function would see
     # (κ·t_max > π/2, t_max = _DAMP/τ ≤ _DAMP/(_MOE_TOL·sd(E))) always stays exact.
     tau_low = _MOE_TOL * math.sqrt(float(term_var.sum()))
-    visible = laws.gaussian[pairs[:, 0]] & (kap * _DAMP > 0.5 * math.pi * tau_low)
+    visible = laws.lattice[pairs[:, 0]] & (kap * _DAMP > 0.5 * math.pi * tau_low)
     candidates = np.flatnonzero(~visible)
     order = candidates[np.argsort(term_k4[candidates], kind="stable")]
     folded = np.cumsum(term_k4[order]) <= _FOLD * term_var.sum() ** 2

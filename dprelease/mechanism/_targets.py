@@ -9,14 +9,12 @@ import math
 from fractions import Fraction
 
 from dprelease.change import ProtectedChange
-from dprelease.loss import Measure, Mechanism, zcdp_of_pure
+from dprelease.loss import Measure, Mechanism
 from dprelease.mechanism._l1 import rows_reach
 from dprelease.mechanism._l2 import level_l2
 from dprelease.mechanism._values import row_value
+from dprelease.mechanism.noise import noise_family
 from dprelease.spec import CountStatistic, ReleaseSpec, ResolvedSpec, SumStatistic
-
-#: P(|Laplace| > t) = exp(-t/b): the 95% half-width of Laplace(b) is b·ln(20).
-LN_20 = math.log(20)
 
 
 def sensitivity_bound(
@@ -47,10 +45,6 @@ def sensitivity_squared_bound(
     return Fraction(squared, scale * scale)
 
 
-#: z of the normal 97.5% quantile: a Gaussian's 95% margin is about z·σ.
-_Z95 = Fraction(196, 100)
-
-
 def need(
     stat: CountStatistic | SumStatistic,
     resolved: ResolvedSpec,
@@ -59,12 +53,12 @@ def need(
     mechanism: Mechanism,
 ) -> Fraction:
     """What a statistic needs for its target margin h (continuous approximations, in exact
-    rationals): the accuracy-first split is in proportion to these. Laplace: ε = Δ1·ln(20)/h,
-    charged ε (pure) or ε²/2 (zCDP); Gaussian: ρ = Δ2²·z²/(2h²)."""
-    assert stat.target_moe95 is not None  # the spec has targets on every count and sum or none
-    target = Fraction(stat.target_moe95)
-    if mechanism is Mechanism.GAUSSIAN:
-        squared = sensitivity_squared_bound(stat, resolved, neighbours)
-        return squared * _Z95 * _Z95 / (2 * target * target)
-    epsilon = sensitivity_bound(stat, resolved.spec, neighbours) * Fraction(LN_20) / target
-    return epsilon if measure is Measure.PURE else zcdp_of_pure(epsilon)
+    rationals): the accuracy-first split is in proportion to these. Each noise family says how
+    its loss follows from the target and Δ1 or Δ2² (`NoiseFamily.need`)."""
+    target = Fraction(stat.target_moe95 or 0)  # the spec has targets on every count and sum or none
+    return noise_family(mechanism).need(
+        target,
+        lambda: sensitivity_bound(stat, resolved.spec, neighbours),
+        lambda: sensitivity_squared_bound(stat, resolved, neighbours),
+        measure,
+    )

@@ -27,6 +27,7 @@ from dprelease.mechanism import (
     StatisticAllocation,
     sum_decimals,
 )
+from dprelease.mechanism.noise import noise_family
 from dprelease.spec import (
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
@@ -60,43 +61,15 @@ from dprelease.statement._manifest import (
 )
 from dprelease.statement._quantile_entry import quantile_entry
 
-MECHANISM = (
-    "discrete Laplace (geometric) mechanism, exact sampling after Canonne, Kamath & "
-    "Steinke 2020, integer arithmetic, OS CSPRNG bits"
-)
-GAUSSIAN = (
-    "discrete Gaussian mechanism, exact sampling after Canonne, Kamath & Steinke 2020 "
-    "(Algorithm 3), integer arithmetic, OS CSPRNG bits; σ² = Δ2²/(2ρ) is ρ-zCDP"
-)
-LAPLACE_IN_ZCDP = (
-    MECHANISM + "; in a zCDP scope, at the largest ε with ε²/2 ≤ ρ (ε-DP is ε²/2-zCDP)"
-)
-
 
 def mechanism_text(mechanism: Mechanism, measure: Measure) -> str:
     """How a release's noise was drawn, in words."""
-    if mechanism is Mechanism.GAUSSIAN:
-        return GAUSSIAN
-    return MECHANISM if measure is Measure.PURE else LAPLACE_IN_ZCDP
+    return noise_family(mechanism).text(measure)
 
 
 def _noise_fields(level: LevelNoise) -> dict[str, Any]:
-    """A level's sensitivity and exact noise parameter, as its mechanism states them."""
-    if level.mechanism is Mechanism.GAUSSIAN:
-        return {
-            "sensitivity": level.sensitivity,
-            "sensitivity_units": None,
-            "sensitivity_squared_units": level.sensitivity_squared_units,
-            "noise_scale": level.scale,
-            "noise_scale_units_exact": None,
-            "noise_variance_units_exact": str(level.sigma2_units),
-        }
-    return {
-        "sensitivity": level.sensitivity,
-        "sensitivity_units": level.sensitivity_units,
-        "noise_scale": level.scale,
-        "noise_scale_units_exact": str(level.scale_units),
-    }
+    """A level's sensitivity and exact noise parameter, as its noise family states them."""
+    return level.family.stated(level)
 
 
 ESTIMATOR = (
@@ -300,11 +273,7 @@ def _measured(
         "variance": m.variance,
         "survey_weight": _weight_entry(m),
     }
-    if m.mechanism is Mechanism.GAUSSIAN:
-        fields["sensitivity_norm"] = "L2"
-    elif m.loss.measure is Measure.ZCDP:
-        assert m.epsilon is not None  # a Laplace level is calibrated to an ε
-        fields["calibrated_epsilon_exact"] = str(m.epsilon)
+    fields.update(m.family.stated_measurement(m))
     if margins is None or outcome is None:
         return fields
     laws = margins.accuracy[m.name]

@@ -25,10 +25,10 @@ from dprelease.mechanism._consistency import (
     consistent_nonnegative,
     level_variances,
 )
-from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._moe import moe95
 from dprelease.mechanism._rounding import round_additive, rounded_moe95
 from dprelease.mechanism.noise import (
+    NoiseLaw,
     NoiseSource,
     discrete_laplace,
     laplace_moe95,

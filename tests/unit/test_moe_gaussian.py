@@ -21,9 +21,14 @@ from scipy.stats import dlaplace
 
 from dprelease.loss import Mechanism
 from dprelease.mechanism._consistency import consistent, level_variances
-from dprelease.mechanism._law import NoiseLaw
 from dprelease.mechanism._moe import _abs_quantile95, _Laws, moe95
-from dprelease.mechanism.noise import DiscreteGaussian, NoiseSource, discrete_laplace, exact_scale
+from dprelease.mechanism.noise import (
+    DiscreteGaussian,
+    NoiseLaw,
+    NoiseSource,
+    discrete_laplace,
+    exact_scale,
+)
 from dprelease.spec import Levels
 
 #: σ² from tiny to huge, both summation regimes (direct ≤ 1/2 < dual) and non-integer rationals.

@@ -15,6 +15,10 @@ Why vectorized, and why the data cannot steer it: a release noises millions of c
 each algorithm runs on numpy batches of iid candidates and keeps the accepted ones in order.
 Callers pass only the number of cells and the scale, so nothing about the cell values can
 influence which bits are drawn or how long sampling takes.
+
+Each law is also a family (`NoiseFamily`): how a loss and a sensitivity make its parameter, its
+variance, margin of error and words; `noise_family(mechanism)` is the one rule that picks it, and
+`LevelNoise` is one noisy vector's calibrated law.
 """
 
 from dprelease.mechanism.noise._bernoulli import bernoulli_exp
@@ -31,11 +35,28 @@ from dprelease.mechanism.noise._laplace import (
     laplace_moe95,
     laplace_variance,
 )
+from dprelease.mechanism.noise._laplace_law import laplace_log_mgf, laplace_log_mgf_slope
+from dprelease.mechanism.noise._laws import (
+    FAMILIES,
+    LN_20,
+    MAX_SENSITIVITY_UNITS,
+    NoiseFamily,
+    Sensitivity,
+    noise_family,
+)
+from dprelease.mechanism.noise._level import LevelNoise, NoiseLaw, level_noise
 from dprelease.mechanism.noise._source import NoiseSource, default_noise_source, require_private
 
 __all__ = [
+    "FAMILIES",
+    "LN_20",
+    "MAX_SENSITIVITY_UNITS",
     "DiscreteGaussian",
+    "LevelNoise",
+    "NoiseFamily",
+    "NoiseLaw",
     "NoiseSource",
+    "Sensitivity",
     "bernoulli_exp",
     "default_noise_source",
     "discrete_gaussian",
@@ -45,7 +66,11 @@ __all__ = [
     "gaussian_law",
     "gaussian_moe95",
     "gaussian_variance",
+    "laplace_log_mgf",
+    "laplace_log_mgf_slope",
     "laplace_moe95",
     "laplace_variance",
+    "level_noise",
+    "noise_family",
     "require_private",
 ]

@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dprelease.change import ProtectedChange, reach
 from dprelease.errors import NoiseError, SpecError
-from dprelease.mechanism.noise import exact_scale
+from dprelease.mechanism.noise import exact_scale, laplace_log_mgf, laplace_log_mgf_slope
 from dprelease.spec import check_quantile_levels
 
 #: Share of the statistic's ε spent on the ladder that gives every p its interval.
@@ -253,19 +253,14 @@ def _chernoff_bound(
     p: Fraction, scale: float, below: NDArray[np.float64], above: NDArray[np.float64], miss: float
 ) -> NDArray[np.float64]:
     a, d = p.numerator, p.denominator
-    rate = 1.0 / scale
-    log_norm = 2 * math.log(-math.expm1(-rate))  # ln (1 − q)²
     threshold = -math.log(miss)
 
     def log_mgf_and_slope(lam: NDArray[np.float64]) -> tuple[NDArray[np.float64], ...]:
-        # 1 − q·e^{±t} = −expm1(±t − 1/scale): exact near t → 1/scale, where q·e^t → 1
         g = np.zeros_like(lam)
         slope = np.zeros_like(lam)
         for weight, count in ((d - a, below), (a, above)):
-            rise, fall = lam * weight - rate, -lam * weight - rate
-            rest_up, rest_down = -np.expm1(rise), -np.expm1(fall)
-            g += count * (log_norm - np.log(rest_up) - np.log(rest_down))
-            slope += count * weight * (np.exp(rise) / rest_up - np.exp(fall) / rest_down)
+            g += count * laplace_log_mgf(scale, lam * weight)
+            slope += count * weight * laplace_log_mgf_slope(scale, lam * weight)
         return g, slope
 
     low = np.zeros(np.broadcast(below, above).shape)
