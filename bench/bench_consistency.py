@@ -50,9 +50,13 @@ import numpy as np
 import polars as pl
 
 from dprelease.loss import split_by_weights
-from dprelease.mechanism._consistency import consistent, consistent_nonnegative, level_variances
-from dprelease.mechanism._moe import moe95
-from dprelease.mechanism._rounding import round_additive
+from dprelease.mechanism.margins._consistency import (
+    consistent,
+    consistent_nonnegative,
+    level_variances,
+)
+from dprelease.mechanism.margins._moe import moe95
+from dprelease.mechanism.margins._rounding import round_additive
 from dprelease.mechanism.noise import NoiseLaw, NoiseSource, discrete_laplace
 from dprelease.publish import PreparedRelease, decide_budget
 from dprelease.publish import prepare as prepare_with

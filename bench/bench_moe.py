@@ -25,8 +25,8 @@ import numpy as np
 import polars as pl
 
 from dprelease.loss import split_by_weights
-from dprelease.mechanism._consistency import level_variances
-from dprelease.mechanism._moe import moe95
+from dprelease.mechanism.margins._consistency import level_variances
+from dprelease.mechanism.margins._moe import moe95
 from dprelease.mechanism.noise import NoiseLaw
 from dprelease.spec import Levels
 

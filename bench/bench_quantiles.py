@@ -280,7 +280,7 @@ def main() -> int:
         print(table)
         (RESULTS.parent / "quantiles_design.md").write_text(table + "\n")
         return 0
-    from dprelease.mechanism._quantile_accounting import interval_share
+    from dprelease.mechanism.kinds.quantile import interval_share
 
     def share_of(ps: list[str]) -> Fraction:
         """The release path's interval share for these p's, unless --interval-share sets one."""

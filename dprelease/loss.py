@@ -32,20 +32,41 @@ SMALLEST_STATABLE = Fraction(sys.float_info.min)
 LARGEST_STATABLE = Fraction(sys.float_info.max)
 
 
+def exact_rational(
+    value: object, *, binary_floats: bool = False, text: bool = True
+) -> Fraction | None:
+    """`value` as an exact rational, or None when it is not a finite number: the one reading of
+    a number every exact parameter goes through (an ε, a cap, a noise scale, a quantile's p).
+
+    Integers, Fractions and Decimals are what they are. A float is the decimal it prints as
+    (0.3 → 3/10: what a person wrote in YAML or on a command line), or with `binary_floats` the
+    binary value it holds (a parameter computed in floats, as a sampler is given it; other real
+    numbers too). Text ("1/12", "0.5") is read only with `text`. A boolean is no number."""
+    if isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, float) or (binary_floats and isinstance(value, numbers.Real)):
+            if isinstance(value, numbers.Rational):
+                return Fraction(int(value.numerator), int(value.denominator))
+            as_float = float(value)
+            if not math.isfinite(as_float):
+                return None
+            return Fraction(as_float) if binary_floats else Fraction(repr(as_float))
+        if isinstance(value, numbers.Rational | Decimal) or (text and isinstance(value, str)):
+            return Fraction(value)  # type: ignore[arg-type]  # each is a Fraction's argument
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
+        return None
+    return None
+
+
 def exact_positive(value: Amount) -> Fraction:
     """`value` as an exact rational > 0 that a double can state; ValueError (saying why) for
     ≤ 0, NaN, inf, non-numbers, and values outside [SMALLEST_STATABLE, LARGEST_STATABLE]."""
     if isinstance(value, bool):
         raise ValueError(f"must be a number > 0, got {value!r}")
-    try:
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise ValueError
-            exact = Fraction(repr(value))
-        else:
-            exact = Fraction(value)
-    except (ValueError, TypeError, ZeroDivisionError, OverflowError):
-        raise ValueError(f"must be a finite number > 0, got {value!r}") from None
+    exact = exact_rational(value)
+    if exact is None:
+        raise ValueError(f"must be a finite number > 0, got {value!r}")
     if exact <= 0:
         raise ValueError(f"must be > 0, got {value!r}")
     if exact < SMALLEST_STATABLE:

@@ -29,10 +29,10 @@ if TYPE_CHECKING:
         LevelAccuracy,
         MeasureComparison,
         MeasurementAccuracy,
+        MoeRange,
         ReleasePlan,
         StatisticAccuracy,
     )
-    from dprelease.statement._manifest import MoeRange
 
 
 def _targets(given: list[str]) -> dict[str, float]:

@@ -1,46 +1,61 @@
-"""How a release is computed: accounting, exact noise, engines, margins, post-processing.
+"""How a release is computed, by method: sensitivity, noise, statistic kinds, margins, engines.
 
     allocation = allocate(resolved, PrivacyLoss.pure(eps), change)   # Δ, shares, scales: no data
     margins = margin_accuracy(resolved, allocation)               # with margins: every level
     check_input(data, resolved, allocation, period, "polars")     # the declared schema
     computed = compute(data, resolved, allocation, margins, period, "polars", source)
 
-Accounting (`allocate`) reads only the resolved spec and the loss, so everything it decides can
+The rooms: `sensitivity/` (how far one unit's change moves a vector, from `change.reach`),
+`noise/` (exact samplers and their families), `kinds/` (one module per statistic kind and the
+registry), `quantiles/` (the quantile's selection mechanism), `margins/` (consistency, margins
+of error, rounding), `engines/` (the row plan and its polars and Spark translations).
+
+Allocation (`allocate`) reads only the resolved spec and the loss, so everything it decides can
 be published; `compute` is the only step that reads confidential rows, and what leaves it is the
-noisy table (and a private input summary for the operator and the ledger). Engines (polars,
-Spark) turn rows into exact integer aggregates and know nothing of noise or ledgers.
+noisy table (and a private input summary for the operator and the ledger). Its steps are library
+functions of their own (`aggregate`, `noisy_totals`, `released_table`).
 """
 
-from dprelease.mechanism._accounting import (
-    Allocation,
+from dprelease.mechanism._allocation import Allocation, allocate, margin_accuracy
+from dprelease.mechanism._compute import (
+    Computed,
+    aggregate,
+    check_input,
+    compute,
+    noisy_totals,
+    released_table,
+    summarize_input,
+)
+from dprelease.mechanism.engines import DataSource, ExactAggregates, InputSummary, RowPlan
+from dprelease.mechanism.kinds import (
+    Allocated,
     MarginMeasurement,
     Measurement,
-    StatisticAllocation,
-    allocate,
+    QuantileAllocation,
     auto_granularity,
     granularity_references,
+    kind_of,
 )
-from dprelease.mechanism._compute import Computed, check_input, compute, summarize_input
-from dprelease.mechanism._l1 import rows_reach
-from dprelease.mechanism._margins import LevelLaws, MarginAccuracy, Outcome, margin_accuracy
-from dprelease.mechanism._postprocess import (
+from dprelease.mechanism.margins import (
     ROUNDING_RULE,
     WEIGHTED_ROUNDING,
+    LevelLaws,
+    MarginAccuracy,
+    Outcome,
     noise_decimals,
-    sum_decimals,
 )
-from dprelease.mechanism._quantile_accounting import QuantileAllocation
-from dprelease.mechanism._targets import sensitivity_bound
-from dprelease.mechanism.engines import DataSource, InputSummary
-from dprelease.mechanism.noise import LN_20, LevelNoise
+from dprelease.mechanism.noise import LN_20, LevelNoise, noise_family
+from dprelease.mechanism.sensitivity import rows_reach, sensitivity_bound
 
 __all__ = [
     "LN_20",
     "ROUNDING_RULE",
     "WEIGHTED_ROUNDING",
+    "Allocated",
     "Allocation",
     "Computed",
     "DataSource",
+    "ExactAggregates",
     "InputSummary",
     "LevelLaws",
     "LevelNoise",
@@ -49,16 +64,20 @@ __all__ = [
     "Measurement",
     "Outcome",
     "QuantileAllocation",
-    "StatisticAllocation",
+    "RowPlan",
+    "aggregate",
     "allocate",
     "auto_granularity",
     "check_input",
     "compute",
     "granularity_references",
+    "kind_of",
     "margin_accuracy",
     "noise_decimals",
+    "noise_family",
+    "noisy_totals",
+    "released_table",
     "rows_reach",
     "sensitivity_bound",
-    "sum_decimals",
     "summarize_input",
 ]

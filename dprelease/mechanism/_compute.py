@@ -1,31 +1,46 @@
-"""One release computed: exact aggregates from an engine, one batch of exact noise per
-measurement (and level), post-processing into the released columns.
+"""One release computed, in the steps every kind follows: exact integer aggregates from an engine,
+exact noise for every measurement (and level), each kind's selection mechanism, then
+post-processing into the released columns.
 
-Nothing here knows about ledgers, files or manifests. The noise batches have the public sizes of
-the key grid (and of each level), never a data value, and nothing after the aggregation can fail
-because of a value: PRIVACY.md states the rule.
+Nothing here knows about ledgers, files or manifests, nor asks which kind a statistic is. The
+noise batches have the public sizes of the key grid (and of each level), never a data value, and
+nothing after the aggregation can fail because of a value: PRIVACY.md states the rule.
+
+Each step is a library function of its own, so a release need not run them in one process:
+
+    exact = aggregate(data, resolved, allocation, period, engine)   # a site's exact integers
+    pooled = exact.added(other_site)                                # aggregates add up
+    totals = noisy_totals(allocation, resolved, pooled, source)     # or noise shares, summed
+    table, outcome = released_table(resolved, allocation, margins, totals, selected)
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
 from dprelease import operator
-from dprelease.mechanism._accounting import Allocation
-from dprelease.mechanism._margins import MarginAccuracy, Outcome, release_levels
-from dprelease.mechanism._postprocess import columns, from_noisy, quantile_columns
-from dprelease.mechanism._quantile_accounting import QuantileAllocation
+from dprelease.mechanism._allocation import Allocation
 from dprelease.mechanism.engines import (
     DataSource,
     EngineJob,
+    ExactAggregates,
     InputSummary,
     get_engine,
     new_salt,
 )
+from dprelease.mechanism.margins import (
+    MarginAccuracy,
+    Measured,
+    Outcome,
+    from_noisy,
+    level_sums,
+    release_levels,
+)
 from dprelease.mechanism.noise import NoiseSource
-from dprelease.mechanism.quantiles import QuantileRelease, release_observed_quantiles
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
 
@@ -64,6 +79,67 @@ def summarize_input(
     return get_engine(engine).summarize(EngineJob(data, resolved, allocation, period))
 
 
+def aggregate(
+    data: DataSource,
+    resolved: ResolvedSpec,
+    allocation: Allocation,
+    period: Period | None,
+    engine: str,
+) -> ExactAggregates:
+    """The exact integer aggregates of the allocation's row plan over the public key grid (and
+    the private input summary), with a fresh CSPRNG salt for the contribution bounding. Never
+    published: only noise makes anything of them publishable."""
+    return get_engine(engine).aggregate(EngineJob(data, resolved, allocation, period), new_salt())
+
+
+def noisy_totals(
+    allocation: Allocation, resolved: ResolvedSpec, exact: ExactAggregates, source: NoiseSource
+) -> dict[str, tuple[pl.Series, ...]]:
+    """Every measurement's noisy integer totals at every level (the cells, then each margin):
+    its exact aggregate (a margin row: the exact sum of its cells) plus one batch of exact noise
+    per level, drawn in the allocation's order. Int128, in units of the measurement's
+    granularity: cannot overflow (|Δ| ≤ 2^53 per row)."""
+    levels = resolved.levels
+    totals = {}
+    for m in allocation.measurements:
+        cells = exact.of(m)
+        exacts = [cells] if levels is None else level_sums(cells, levels)
+        sizes = [resolved.cells] if levels is None else levels.sizes
+        totals[m.name] = tuple(
+            level_exact + pl.Series(level.draw(size, source))
+            for level_exact, level, size in zip(exacts, m.levels, sizes, strict=True)
+        )
+    return totals
+
+
+def released_table(
+    resolved: ResolvedSpec,
+    allocation: Allocation,
+    margins: MarginAccuracy | None,
+    totals: Mapping[str, Sequence[pl.Series]],
+    selected: Mapping[str, Any],
+) -> tuple[pl.DataFrame, Outcome | None]:
+    """Post-processing: the released table from the noisy integer totals (made consistent and
+    rounded with margins) and each statistic's selection, and what the rounding did (with
+    margins; it depends on the noisy values only)."""
+    post = resolved.spec.postprocess
+    outcome = None
+    released: dict[str, Measured]
+    if margins is None:
+        cells = {name: levels[0] for name, levels in totals.items()}
+        released = from_noisy(allocation.measurements, cells, post)
+        keys = resolved.key_grid
+    else:
+        released, outcome = release_levels(allocation.measurements, totals, margins)
+        keys = resolved.released_keys
+    columns = [
+        column
+        for a in allocation.statistics
+        for column in a.columns(released, selected.get(a.statistic.name), post)
+    ]
+    return pl.DataFrame([*keys.get_columns(), *columns]), outcome
+
+
 def compute(
     data: DataSource,
     resolved: ResolvedSpec,
@@ -73,56 +149,16 @@ def compute(
     engine: str,
     source: NoiseSource,
 ) -> Computed:
-    """Aggregate exactly, add one batch of discrete Laplace noise per measurement (and level),
-    then post-process. Data-dependent warnings go to the operator channel only."""
-    job = EngineJob(data, resolved, allocation, period)
-    exact = get_engine(engine).aggregate(job, new_salt())
+    """Aggregate exactly, add exact noise to every measurement (and level), draw every
+    selection mechanism, then post-process. Data-dependent warnings go to the operator channel
+    only."""
+    exact = aggregate(data, resolved, allocation, period, engine)
     shown_period = None if period is None else str(period)
     for message in exact.summary.warnings(resolved.spec.name, shown_period):
         operator.warn(message)
-    post = resolved.spec.postprocess
-    outcome = None
-    if margins is None:
-        cells = resolved.cells
-        noisy = {  # Int128, in units of m.granularity: cannot overflow (|Δ| ≤ 2^53 per row)
-            m.name: exact.of(m) + pl.Series(m.draw(cells, source)) for m in allocation.measurements
-        }
-        measured = from_noisy(allocation.measurements, noisy, post)
-        keys = exact.keys
-    else:
-        measured, outcome = release_levels(exact, allocation, margins, source)
-        keys = resolved.released_keys
-    drawn = {  # after every measurement's noise; each draws a public number of variates
-        q.statistic.name: _quantiles(q, exact.histograms[q.statistic.name], resolved, source)
-        for q in allocation.quantiles
+    totals = noisy_totals(allocation, resolved, exact, source)
+    selected = {  # after every measurement's noise; each draws a public number of variates
+        a.statistic.name: a.select(exact, resolved.cells, source) for a in allocation.statistics
     }
-    table = pl.DataFrame(
-        [
-            *keys.get_columns(),
-            *(
-                col
-                for a in allocation.statistics
-                for col in (
-                    quantile_columns(a, drawn[a.statistic.name])
-                    if isinstance(a, QuantileAllocation)
-                    else columns(a, measured, post)
-                )
-            ),
-        ]
-    )
+    table, outcome = released_table(resolved, allocation, margins, totals, selected)
     return Computed(table, outcome, exact.summary)
-
-
-def _quantiles(
-    q: QuantileAllocation, histogram: pl.DataFrame, resolved: ResolvedSpec, source: NoiseSource
-) -> QuantileRelease:
-    """One quantile statistic drawn for every cell of the key grid, from the observed
-    (cell, grid point) counts; an unobserved cell is an empty histogram, drawn like any other."""
-    return release_observed_quantiles(
-        resolved.cells,
-        histogram.get_column("cell").to_numpy(),
-        histogram.get_column("point").to_numpy(),
-        histogram.get_column("rows").to_numpy(),
-        q.plan,
-        source,
-    )

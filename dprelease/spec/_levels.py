@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from dprelease.spec._statistics import LEVEL_COLUMN
+from dprelease.spec._values import LEVEL_COLUMN
 
 if TYPE_CHECKING:
     import scipy.sparse as sp  # type: ignore[import-untyped]

@@ -22,18 +22,18 @@ from dprelease.period import Period
 from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Renamed, Strict
 from dprelease.spec._domains import GroupBy
 from dprelease.spec._statistics import (
+    MeanReuse,
+    MeanStatistic,
+    Statistic,
+    StatisticModel,
+    output_columns,
+)
+from dprelease.spec._values import (
     LEVEL_COLUMN,
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
     UNINFORMATIVE_SUFFIX,
-    CountStatistic,
-    MeanReuse,
-    MeanStatistic,
-    QuantileStatistic,
-    Statistic,
-    SumStatistic,
     SurveyWeight,
-    output_columns,
 )
 
 
@@ -160,7 +160,7 @@ class ReleaseSpec(Strict):
         if len(set(columns)) != len(columns):
             raise ValueError("a group-by column is listed twice")
         self._check_margins()
-        self._check_weighted_quantiles()
+        self._check_weights()
         outputs = (
             ([LEVEL_COLUMN] if self.margins else [])
             + columns
@@ -178,30 +178,16 @@ class ReleaseSpec(Strict):
         self._check_split()
         return self
 
-    def _check_weighted_quantiles(self) -> None:
-        """A quantile is of the rows as they are: a survey-weighted quantile needs another
-        mechanism (a weighted rank), so a weight that would apply to one is refused, never
-        silently ignored."""
+    def _check_weights(self) -> None:
+        """A survey weight that would apply to a statistic whose kind cannot be weighted is
+        refused, never silently ignored."""
         for index, stat in enumerate(self.statistics):
-            if not isinstance(stat, QuantileStatistic):
-                continue
-            if stat.survey_weight is not None:
-                raise SpecError(
-                    f"statistics[{index}].survey_weight",
-                    f"{stat.name!r} is a {stat.kind.value}, which is not survey-weighted: "
-                    "remove its survey_weight",
-                )
-            if self.survey_weight is not None:
-                raise SpecError(
-                    "survey_weight",
-                    f"{stat.name!r} is a {stat.kind.value}, which is not survey-weighted: put "
-                    "survey_weight on each count, sum and mean instead of on the release",
-                )
+            stat.check_weights(self, index)
 
     def _check_margins(self) -> None:
         """Margins are distinct proper subsets of the group-by columns, and form at most two
         nested chains: then an integer rounding that keeps every margin the sum of its cells
-        always exists (see `consistency.round_additive`)."""
+        always exists (see `mechanism.margins`, its controlled rounding)."""
         if self.margins is None:
             if self.level_weights is not None:
                 raise SpecError("level_weights", "level_weights split ε over margins: add them")
@@ -211,14 +197,9 @@ class ReleaseSpec(Strict):
             raise SpecError(
                 "margins", "margins need group_by (an ungrouped release is its own grand total)"
             )
-        quantile = next((s for s in self.statistics if isinstance(s, QuantileStatistic)), None)
-        if quantile is not None:
-            raise SpecError(
-                "margins",
-                f"{quantile.name!r} is a {quantile.kind.value}: a quantile of a margin is not a "
-                "sum of its cells' quantiles, so no consistent table holds both; release the "
-                "margin's quantiles from a spec grouped by the margin's columns",
-            )
+        refusal = next(filter(None, (s.refuse_margins() for s in self.statistics)), None)
+        if refusal is not None:
+            raise SpecError("margins", refusal)
         sets: list[frozenset[str]] = []
         for index, margin in enumerate(self.margins):
             unknown = [column for column in margin if column not in keys]
@@ -257,43 +238,16 @@ class ReleaseSpec(Strict):
             )
 
     def _check_split(self) -> None:
-        """Accuracy targets split ε only if every statistic that spends has one; a mean that
-        reuses everything spends nothing, so it takes no weight either."""
-        targeted = [
-            s.target_moe95 is not None
-            for s in self.statistics
-            if isinstance(s, CountStatistic | SumStatistic)
-        ]
+        """Accuracy targets split ε only if every statistic that spends has one; a kind that
+        cannot target a margin says whether it can take part (`check_split`)."""
+        targeted = [s.target() is not None for s in self.statistics if s.targetable()]
         if any(targeted) and not all(targeted):
             raise ValueError(
                 "either every count and sum has 'target_moe95' (accuracy-first split) "
                 "or none has (split by weights)"
             )
         for index, stat in enumerate(self.statistics):
-            if any(targeted) and isinstance(stat, QuantileStatistic):
-                raise SpecError(
-                    f"statistics[{index}]",
-                    f"a {stat.kind.value} has no margin of error to target (its error is stated "
-                    "in ranks), so it cannot join an accuracy-first split: split by weights "
-                    "(drop the targets; `dprelease plan --target` still finds the ε for them) or "
-                    "release it in a spec of its own",
-                )
-        for index, stat in enumerate(self.statistics):
-            if not isinstance(stat, MeanStatistic):
-                continue
-            reuse = self.reuse_of(stat)
-            if reuse.spends and any(targeted):
-                raise SpecError(
-                    f"statistics[{index}]",
-                    "with accuracy targets a mean must reuse a count and a sum of its column "
-                    "and bounds (it has no margin of its own to target): add them",
-                )
-            if not reuse.spends and stat.weight is not None:
-                raise SpecError(
-                    f"statistics[{index}].weight",
-                    f"this mean reuses {reuse.count!r} and {reuse.sum!r} and spends no ε of its "
-                    "own; remove 'weight'",
-                )
+            stat.check_split(self, index, any(targeted))
 
     def _check_contribution_bounds(self) -> None:
         """Bounds say what they do: only those the engine enforces may be set, R is explicit
@@ -327,38 +281,16 @@ class ReleaseSpec(Strict):
                 "or leave it out (it defaults to that product)",
             )
 
-    def survey_weight_of(self, stat: Statistic) -> SurveyWeight | None:
+    def survey_weight_of(self, stat: StatisticModel) -> SurveyWeight | None:
         """The survey weight a statistic is weighted by: its own, else the release's (None:
-        every row counts once)."""
-        if isinstance(stat, QuantileStatistic):
-            return None  # never weighted (`_check_weighted_quantiles`)
+        every row counts once, and always for a kind that is never weighted)."""
+        if not stat.weighted:
+            return None
         return stat.survey_weight or self.survey_weight
 
     def reuse_of(self, mean: MeanStatistic) -> MeanReuse:
-        """The release's first count, and its first sum of the mean's column and bounds (and
-        granularity, if the mean declares one), each weighted as the mean is: dividing those
-        costs no ε and keeps the published sum, count and mean consistent."""
-        weight = self.survey_weight_of(mean)
-        count = next(
-            (
-                s.name
-                for s in self.statistics
-                if isinstance(s, CountStatistic) and self.survey_weight_of(s) == weight
-            ),
-            None,
-        )
-        total = next(
-            (
-                s.name
-                for s in self.statistics
-                if isinstance(s, SumStatistic)
-                and (s.column, s.lower, s.upper) == (mean.column, mean.lower, mean.upper)
-                and mean.granularity in (None, s.granularity)
-                and self.survey_weight_of(s) == weight
-            ),
-            None,
-        )
-        return MeanReuse(count, total)
+        """What a mean divides (see `MeanStatistic.reuse`)."""
+        return mean.reuse(self)
 
     @property
     def rows_per_unit(self) -> int:

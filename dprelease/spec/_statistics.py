@@ -1,24 +1,41 @@
-"""Statistic kinds: what one released column computes, with the bounds its sensitivity rests on.
+"""Statistic kinds' spec models: what one released column computes, with the bounds its
+sensitivity rests on, and the rules a spec checks about it.
 
-A new statistic kind starts here (its model and its output columns), then gets its sensitivity in
-`mechanism` (accounting), its aggregate in both engines, its released columns in post-processing
-and its manifest entry in `statement`.
+Each model says what a spec needs to know of its kind without asking which kind it is: the
+columns it releases, whether a survey weight applies, whether it may target a margin, what its
+own measurement measures (`provides`, `row_value`: for a mean to reuse), and its own refusals.
+Everything else about a kind (its aggregate, sensitivity, noise, post-processing and manifest
+entry) is its module in `mechanism.kinds`, which links to its model here.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import StrEnum
 from fractions import Fraction
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from dprelease.errors import SpecError
 from dprelease.spec._base import NAME_PATTERN, Positive, Renamed
+from dprelease.spec._values import (
+    HIGH_SUFFIX,
+    LOW_SUFFIX,
+    MOE95_SUFFIX,
+    UNDEFINED_SUFFIX,
+    UNINFORMATIVE_SUFFIX,
+    RowValue,
+    SurveyWeight,
+    check_bounds,
+    check_quantile_levels,
+    exact_decimal,
+    grid_points,
+    percent_text,
+)
+
+if TYPE_CHECKING:
+    from dprelease.spec._model import ReleaseSpec
 
 
 class StatisticKind(StrEnum):
@@ -27,67 +44,6 @@ class StatisticKind(StrEnum):
     MEAN = "mean"
     QUANTILE = "quantile"
     MEDIAN = "median"  # a quantile at p = 1/2
-
-
-#: Suffix of the generated margin-of-error column of a statistic: the half-width of its 95%
-#: interval (value ± margin).
-MOE95_SUFFIX = "_moe95"
-#: Suffix of a mean's flag column: true where the noisy count is ≤ 0 and the mean is null.
-UNDEFINED_SUFFIX = "_undefined"
-#: A mean's flag column: true where its margin covers its whole [lower, upper].
-UNINFORMATIVE_SUFFIX = "_uninformative"
-#: The column that names each row's level in a release with margins ("region,clinic", "total").
-LEVEL_COLUMN = "level"
-#: Suffixes of a quantile's interval columns: the 95% interval [low, high] around each value.
-LOW_SUFFIX = "_low"
-HIGH_SUFFIX = "_high"
-#: Most grid points a quantile's column may have (the mechanism draws one coin per point).
-MAX_GRID_POINTS = 1 << 20
-#: Largest |bound| a sum or mean may declare: beyond 2^53 a float no longer holds every integer,
-#: and the noise scale and variance stated in the manifest could overflow.
-MAX_ABS_BOUND = 2.0**53
-
-
-def check_quantile_levels(ps: Sequence[Fraction], field: str) -> None:
-    """Refuse a list of quantile levels p that is empty, repeats one, or has one outside (0, 1).
-
-    The spec and `plan_quantiles` both take p from users; one check keeps their words the same.
-    A p's denominator is bounded so that its rank target stays exact at any cell size.
-    """
-    if not ps:
-        raise SpecError(field, "name at least one p")
-    if len(set(ps)) != len(ps):
-        raise SpecError(field, "each p may appear once")
-    for p in ps:
-        if not 0 < p < 1:
-            raise SpecError(field, f"{float(p):g} is not strictly between 0 and 1")
-        if p.denominator > MAX_GRID_POINTS:
-            raise SpecError(
-                field,
-                f"{float(p):g}: give p with at most 6 decimals (a denominator of at most 2^20)",
-            )
-
-
-class SurveyWeight(Renamed):
-    """A survey weight column and its declared upper bound W: every row counts w times.
-
-    A weighted count is Σ w, a weighted sum Σ w·x, a weighted mean Σ w·x / Σ w. Each row's w is
-    clamped to [0, W] like any value (null, NaN or text that does not parse counts as 0, the
-    nulls rule for bounds that hold 0), so one row moves a weighted count by at most W and a
-    weighted sum by at most W·max(|lower|, |upper|): W sets the sensitivity, as bounds do.
-    """
-
-    column: str
-    upper: Positive = Field(description="W: the largest weight one row counts with")
-
-    @field_validator("upper")
-    @classmethod
-    def _representable(cls, upper: float) -> float:
-        if upper > MAX_ABS_BOUND:
-            raise ValueError(
-                "must be at most 2^53 (about 9.007e15); express the weights in larger units"
-            )
-        return upper
 
 
 class _StatisticBase(Renamed):
@@ -102,6 +58,47 @@ class _StatisticBase(Renamed):
         "survey_weight, if any)",
     )
 
+    #: Whether a survey weight applies to it (its own, else the release's).
+    weighted: ClassVar[bool] = True
+    #: What its own measurement is, for a mean to reuse: "count", "sum", or None (none).
+    provides: ClassVar[str | None] = None
+
+    def target(self) -> float | None:
+        """The 95% margin it targets (an accuracy-first split), if its kind can have one."""
+        return None
+
+    def targetable(self) -> bool:
+        """Whether its kind can target a margin (`target_moe95`)."""
+        return False
+
+    def row_value(self, spec: ReleaseSpec) -> RowValue | None:
+        """What each kept row adds to its own measurement (None: a count of rows); only a kind
+        that `provides` a measurement has one."""
+        raise TypeError(f"a {self.kind.value} is not one measurement")
+
+    def reads(self) -> list[str]:
+        """The input columns it reads as values (each named by its `column` field)."""
+        return []
+
+    def output_columns(self) -> list[str]:
+        """The released columns it makes: its values and its margin of error."""
+        return [self.name, f"{self.name}{MOE95_SUFFIX}"]
+
+    def refuse_margins(self) -> str | None:
+        """Why a release with margins cannot hold it (None: it can)."""
+        return None
+
+    def check_weights(self, spec: ReleaseSpec, index: int) -> None:
+        """Refuse a survey weight that would apply to it but cannot (SpecError)."""
+
+    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+        """Refuse it in the release's split of ε (`targeted`: accuracy-first) where it cannot
+        take part, or a weight it cannot use (SpecError)."""
+
+
+#: What every kind's spec model is (for code that treats statistics alike).
+StatisticModel = _StatisticBase
+
 
 class CountStatistic(_StatisticBase):
     """Rows per cell (after contribution bounding)."""
@@ -110,6 +107,17 @@ class CountStatistic(_StatisticBase):
     target_moe95: Positive | None = Field(
         default=None, description="wanted 95% margin of error: splits ε by accuracy targets"
     )
+
+    provides: ClassVar[str | None] = "count"
+
+    def target(self) -> float | None:
+        return self.target_moe95
+
+    def targetable(self) -> bool:
+        return True
+
+    def row_value(self, spec: ReleaseSpec) -> RowValue | None:
+        return RowValue.count(spec.survey_weight_of(self))
 
 
 class _Bounded(_StatisticBase):
@@ -136,16 +144,16 @@ class _Bounded(_StatisticBase):
 
     @model_validator(mode="after")
     def _bounds(self) -> _Bounded:
-        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
-            raise ValueError("bounds must be finite numbers")
-        if max(abs(self.lower), abs(self.upper)) > MAX_ABS_BOUND:
-            raise ValueError(
-                "bounds must lie within ±2^53 (about ±9.007e15); express the column in larger "
-                "units (thousands, millions)"
-            )
-        if self.lower >= self.upper:
-            raise ValueError(f"lower ({self.lower}) must be < upper ({self.upper})")
+        check_bounds(self.lower, self.upper)
         return self
+
+    def reads(self) -> list[str]:
+        return [self.column]
+
+    def value(self, spec: ReleaseSpec) -> RowValue:
+        """What each kept row adds to a sum of its column (weighted as it is)."""
+        weight = spec.survey_weight_of(self)
+        return RowValue(self.column, self.lower, self.upper, weight, self.granularity)
 
 
 class SumStatistic(_Bounded):
@@ -156,11 +164,22 @@ class SumStatistic(_Bounded):
         default=None, description="wanted 95% margin of error: splits ε by accuracy targets"
     )
 
+    provides: ClassVar[str | None] = "sum"
+
     @model_validator(mode="after")
     def _one_split(self) -> SumStatistic:
         if self.weight is not None and self.target_moe95 is not None:
             raise ValueError("give either 'weight' or 'target_moe95', not both")
         return self
+
+    def target(self) -> float | None:
+        return self.target_moe95
+
+    def targetable(self) -> bool:
+        return True
+
+    def row_value(self, spec: ReleaseSpec) -> RowValue | None:
+        return self.value(spec)
 
 
 class MeanStatistic(_Bounded):
@@ -180,17 +199,58 @@ class MeanStatistic(_Bounded):
             )
         return data
 
+    def output_columns(self) -> list[str]:
+        """Its value and margin, and the flags of cells where it is undefined and where it is
+        uninformative."""
+        return [
+            *super().output_columns(),
+            f"{self.name}{UNDEFINED_SUFFIX}",
+            f"{self.name}{UNINFORMATIVE_SUFFIX}",
+        ]
 
-def exact_decimal(value: float | str, what: str) -> Fraction:
-    """A number as the decimal it was written as (YAML's 0.1 is 1/10, not the nearest binary
-    float), so grids and p's are exact rationals; ValueError naming `what` otherwise."""
-    try:
-        exact = Fraction(str(value))
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"{what} must be a number, got {value!r}") from None
-    if not math.isfinite(float(exact)):
-        raise ValueError(f"{what} must be finite")
-    return exact
+    def reuse(self, spec: ReleaseSpec) -> MeanReuse:
+        """The release's first count, and its first sum of the mean's column and bounds (and
+        granularity, if the mean declares one), each weighted as the mean is: dividing those
+        costs no ε and keeps the published sum, count and mean consistent."""
+        count = RowValue.count(spec.survey_weight_of(self))
+        total = self.value(spec)
+        return MeanReuse(
+            next(
+                (
+                    s.name
+                    for s in spec.statistics
+                    if s.provides == "count" and s.row_value(spec) == count
+                ),
+                None,
+            ),
+            next(
+                (
+                    s.name
+                    for s in spec.statistics
+                    if s.provides == "sum" and _serves(s.row_value(spec), total)
+                ),
+                None,
+            ),
+        )
+
+    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+        reuse = self.reuse(spec)
+        if reuse.spends and targeted:
+            raise SpecError(
+                f"statistics[{index}]",
+                "with accuracy targets a mean must reuse a count and a sum of its column "
+                "and bounds (it has no margin of its own to target): add them",
+            )
+        if not reuse.spends and self.weight is not None:
+            raise SpecError(
+                f"statistics[{index}].weight",
+                f"this mean reuses {reuse.count!r} and {reuse.sum!r} and spends no ε of its "
+                "own; remove 'weight'",
+            )
+
+
+def _serves(provided: RowValue | None, wanted: RowValue) -> bool:
+    return provided is not None and provided.serves(wanted)
 
 
 class QuantileStatistic(_StatisticBase):
@@ -246,30 +306,61 @@ class QuantileStatistic(_StatisticBase):
 
     @model_validator(mode="after")
     def _grid(self) -> QuantileStatistic:
-        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
-            raise ValueError("bounds must be finite numbers")
-        if max(abs(self.lower), abs(self.upper)) > MAX_ABS_BOUND:
-            raise ValueError("bounds must lie within ±2^53 (about ±9.007e15)")
-        if self.lower >= self.upper:
-            raise ValueError(f"lower ({self.lower}) must be < upper ({self.upper})")
-        steps = (self.upper_exact - self.lower_exact) / self.resolution_exact
-        if steps.denominator != 1:
-            raise SpecError(
-                "resolution",
-                f"must divide upper − lower ({self.upper:g} − {self.lower:g}) so both bounds are "
-                "grid points",
-            )
-        if steps + 1 > MAX_GRID_POINTS:
-            raise SpecError(
-                "resolution",
-                f"gives {steps + 1} grid points; at most {MAX_GRID_POINTS}: make it coarser",
-            )
+        check_bounds(self.lower, self.upper)
+        grid_points(self.lower_exact, self.upper_exact, self.resolution_exact)
         if self.interval_share is not None:
             share = exact_decimal(self.interval_share, "interval_share")
             if not 0 < share < 1:
                 raise SpecError("interval_share", "must be strictly between 0 and 1")
         check_quantile_levels(self.ps, "p")
         return self
+
+    weighted: ClassVar[bool] = False  # a weighted quantile needs another mechanism
+
+    def reads(self) -> list[str]:
+        return [self.column]
+
+    def output_columns(self) -> list[str]:
+        """Each p's value and its interval."""
+        return [
+            name
+            for value in self.value_columns()
+            for name in (value, f"{value}{LOW_SUFFIX}", f"{value}{HIGH_SUFFIX}")
+        ]
+
+    def refuse_margins(self) -> str | None:
+        return (
+            f"{self.name!r} is a {self.kind.value}: a quantile of a margin is not a sum of its "
+            "cells' quantiles, so no consistent table holds both; release the margin's "
+            "quantiles from a spec grouped by the margin's columns"
+        )
+
+    def check_weights(self, spec: ReleaseSpec, index: int) -> None:
+        """A quantile is of the rows as they are: a survey-weighted quantile needs another
+        mechanism (a weighted rank), so a weight that would apply to one is refused, never
+        silently ignored."""
+        if self.survey_weight is not None:
+            raise SpecError(
+                f"statistics[{index}].survey_weight",
+                f"{self.name!r} is a {self.kind.value}, which is not survey-weighted: "
+                "remove its survey_weight",
+            )
+        if spec.survey_weight is not None:
+            raise SpecError(
+                "survey_weight",
+                f"{self.name!r} is a {self.kind.value}, which is not survey-weighted: put "
+                "survey_weight on each count, sum and mean instead of on the release",
+            )
+
+    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+        if targeted:
+            raise SpecError(
+                f"statistics[{index}]",
+                f"a {self.kind.value} has no margin of error to target (its error is stated "
+                "in ranks), so it cannot join an accuracy-first split: split by weights "
+                "(drop the targets; `dprelease plan --target` still finds the ε for them) or "
+                "release it in a spec of its own",
+            )
 
     @property
     def lower_exact(self) -> Fraction:
@@ -286,7 +377,7 @@ class QuantileStatistic(_StatisticBase):
     @property
     def grid_points(self) -> int:
         """B: the grid's points lower, lower + resolution, …, upper."""
-        return int((self.upper_exact - self.lower_exact) / self.resolution_exact) + 1
+        return grid_points(self.lower_exact, self.upper_exact, self.resolution_exact)
 
     @property
     def ps(self) -> tuple[Fraction, ...]:
@@ -301,12 +392,6 @@ class QuantileStatistic(_StatisticBase):
         if self.kind is StatisticKind.MEDIAN:
             return [self.name]
         return [f"{self.name}_p{percent_text(p)}" for p in self.ps]
-
-
-def percent_text(p: Fraction) -> str:
-    """100·p as a column name's digits: 25, 50, 99_9 (decimal point as '_')."""
-    percent = Decimal(p.numerator * 100) / Decimal(p.denominator)
-    return format(percent.normalize(), "f").replace(".", "_")
 
 
 #: One released column; `kind` says which (the YAML's `kind:` key).
@@ -331,16 +416,5 @@ class MeanReuse:
 
 
 def output_columns(stat: Statistic) -> list[str]:
-    """The released columns a statistic makes: its values, its margin of error, and for a mean
-    the flags of cells where it is undefined and where it is uninformative; for a quantile each
-    p's value and interval."""
-    if isinstance(stat, QuantileStatistic):
-        return [
-            name
-            for value in stat.value_columns()
-            for name in (value, f"{value}{LOW_SUFFIX}", f"{value}{HIGH_SUFFIX}")
-        ]
-    columns = [stat.name, f"{stat.name}{MOE95_SUFFIX}"]
-    if isinstance(stat, MeanStatistic):
-        columns += [f"{stat.name}{UNDEFINED_SUFFIX}", f"{stat.name}{UNINFORMATIVE_SUFFIX}"]
-    return columns
+    """The released columns a statistic makes (`output_columns` of its model)."""
+    return stat.output_columns()

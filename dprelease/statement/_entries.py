@@ -8,9 +8,6 @@ planner (which states the same entries before any data is read) can say it anywh
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
-
-import numpy as np
 
 from dprelease._version import version
 from dprelease.change import ProtectedChange
@@ -18,58 +15,31 @@ from dprelease.loss import Measure, Mechanism
 from dprelease.mechanism import (
     ROUNDING_RULE,
     WEIGHTED_ROUNDING,
+    Allocated,
     Allocation,
-    LevelNoise,
     MarginAccuracy,
-    Measurement,
     Outcome,
-    QuantileAllocation,
-    StatisticAllocation,
-    sum_decimals,
+    noise_family,
 )
-from dprelease.mechanism.noise import noise_family
-from dprelease.spec import (
-    MOE95_SUFFIX,
-    UNDEFINED_SUFFIX,
-    UNINFORMATIVE_SUFFIX,
-    CountStatistic,
-    PostProcessing,
-    ReleaseSpec,
-    ResolvedSpec,
-    StatisticKind,
-    SumStatistic,
-)
+from dprelease.spec import PostProcessing, ReleaseSpec, ResolvedSpec
 from dprelease.statement._manifest import (
     MANIFEST_FORMAT,
     ZCDP_MANIFEST_FORMAT,
     ContributionBounds,
-    CountEntry,
     GroupByEntry,
     LevelEntry,
-    LevelMeasurementEntry,
     Manifest,
     MarginsEntry,
-    MeanEntry,
-    MeasurementEntry,
-    MoeRange,
     NoiseSourceEntry,
     PostprocessingEntry,
     StatisticEntry,
-    SumEntry,
-    SurveyWeightEntry,
     spent,
 )
-from dprelease.statement._quantile_entry import quantile_entry
 
 
 def mechanism_text(mechanism: Mechanism, measure: Measure) -> str:
     """How a release's noise was drawn, in words."""
     return noise_family(mechanism).text(measure)
-
-
-def _noise_fields(level: LevelNoise) -> dict[str, Any]:
-    """A level's sensitivity and exact noise parameter, as its noise family states them."""
-    return level.family.stated(level)
 
 
 ESTIMATOR = (
@@ -259,135 +229,12 @@ def margins_entry(margins: MarginAccuracy, outcome: Outcome) -> MarginsEntry:
     )
 
 
-def _measured(
-    m: Measurement, margins: MarginAccuracy | None, outcome: Outcome | None
-) -> dict[str, Any]:
-    """The fields every measurement states (see `manifest._Measured`), and with margins each
-    level's."""
-    fields = {
-        **spent(m.loss_spent),
-        **_noise_fields(m),
-        "derivation": m.derivation,
-        "granularity": float(m.granularity),
-        "moe95": m.moe95,
-        "variance": m.variance,
-        "survey_weight": _weight_entry(m),
-    }
-    fields.update(m.family.stated_measurement(m))
-    if margins is None or outcome is None:
-        return fields
-    laws = margins.accuracy[m.name]
-    shifts = outcome.shifts[m.name]
-    published = laws.published_moe95(shifts)
-    fields["moe95"] = float(published[0].max())
-    fields["levels"] = [
-        LevelMeasurementEntry(
-            level=margins.levels.name(k),
-            **spent(level.loss),
-            **_noise_fields(level),
-            derivation=level.derivation,
-            measured_moe95=level.moe95,
-            moe95=_moe_range(moe),
-            max_shift=shift * laws.unit if laws.rounded else None,
-        )
-        for k, (level, moe, shift) in enumerate(zip(m.levels, published, shifts, strict=True))
-    ]
-    return fields
-
-
-def _weight_entry(m: Measurement) -> SurveyWeightEntry | None:
-    weight = m.survey_weight
-    return None if weight is None else SurveyWeightEntry(column=weight.column, upper=weight.upper)
-
-
-def _moe_range(moe: np.ndarray) -> float | MoeRange:
-    """One number when every row of a level has the same margin of error, else its range."""
-    low, high = float(moe.min()), float(moe.max())
-    return low if low == high else MoeRange(min=low, max=high)
-
-
-def _decimals(
-    p: StatisticAllocation, post: PostProcessing, margins: MarginAccuracy | None
-) -> int | None:
-    if margins is None:
-        return sum_decimals(p, post)
-    return margins.accuracy[p.measurement.name].places
-
-
 def statistic_entry(
-    p: StatisticAllocation | QuantileAllocation,
+    p: Allocated,
     post: PostProcessing,
     margins: MarginAccuracy | None = None,
     outcome: Outcome | None = None,
 ) -> StatisticEntry:
-    """What the manifest says about one statistic (the planner states the same)."""
-    if isinstance(p, QuantileAllocation):
-        return quantile_entry(p)
-    stat, m = p.statistic, p.measurement
-    if isinstance(stat, CountStatistic | SumStatistic):
-        measured = _measured(m, margins, outcome)
-        target = stat.target_moe95
-        met = None if target is None else measured["moe95"] <= target
-    mechanism = mechanism_text(m.mechanism, p.loss.measure)
-    if isinstance(stat, CountStatistic):
-        return CountEntry(
-            **measured,
-            name=stat.name,
-            kind="count",
-            mechanism=mechanism,
-            target_moe95=target,
-            target_met=met,
-        )
-    if isinstance(stat, SumStatistic):
-        return SumEntry(
-            **measured,
-            name=stat.name,
-            kind="sum",
-            mechanism=mechanism,
-            column=stat.column,
-            lower=stat.lower,
-            upper=stat.upper,
-            decimals=_decimals(p, post, margins),
-            target_moe95=target,
-            target_met=met,
-        )
-    reused = " and ".join(repr(name) for name in p.reused)
-    return MeanEntry(
-        name=stat.name,
-        kind="mean",
-        **spent(p.loss),
-        mechanism=mechanism,
-        column=stat.column,
-        lower=stat.lower,
-        upper=stat.upper,
-        how=(
-            "noisy weighted sum / noisy weighted count"
-            if m.survey_weight
-            else "noisy sum / noisy count"
-        )
-        + " (post-processing), clamped to [lower, upper]; "
-        + (
-            f"reuses {reused} at no extra {p.loss.measure.symbol}"
-            if p.reused
-            else "with a sum and a count of its own"
-        ),
-        reuses=list(p.reused),
-        margin_of_error=f"per cell in {stat.name}{MOE95_SUFFIX}: first-order propagation of "
-        "the sum's and the count's margins",
-        undefined=f"null where the noisy count is ≤ 0 (no mean is defined there); "
-        f"{stat.name}{UNDEFINED_SUFFIX} is true in those cells",
-        uninformative=f"the truth lies in [{stat.lower:.15g}, {stat.upper:.15g}], so the mean "
-        "is rounded within it and its margin of error is at most the distance to the farther "
-        "bound (a sure bound); where the margin reaches that far the mean ± margin covers the "
-        "whole range and says nothing beyond the bounds: "
-        f"{stat.name}{UNINFORMATIVE_SUFFIX} is true in those cells (null where undefined)",
-        measurements=[
-            MeasurementEntry(
-                name=own.name,
-                kind="count" if own.kind is StatisticKind.COUNT else "sum",
-                **_measured(own, margins, outcome),
-            )
-            for own in p.own()
-        ],
-        survey_weight=_weight_entry(m),
-    )
+    """What the manifest says about one statistic (its kind's entry; the planner states the
+    same)."""
+    return p.entry(post, margins, outcome)

@@ -20,7 +20,7 @@ import functools
 import math
 from collections.abc import Collection, Mapping
 from fractions import Fraction
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,36 +31,22 @@ from dprelease.mechanism import (
     LN_20,
     Allocation,
     Outcome,
-    StatisticAllocation,
     allocate,
+    kind_of,
     margin_accuracy,
     rows_reach,
     sensitivity_bound,
 )
-from dprelease.spec import (
-    CountStatistic,
-    PostProcessing,
-    QuantileStatistic,
-    ReleaseSpec,
-    ResolvedSpec,
-    SumStatistic,
-)
+from dprelease.spec import PostProcessing, ReleaseSpec, ResolvedSpec
 from dprelease.statement._compare import MeasureComparison
 from dprelease.statement._entries import statistic_entry
 from dprelease.statement._manifest import (
-    CountEntry,
     ExactRational,
-    LevelMeasurementEntry,
-    MeanEntry,
-    MeasurementEntry,
     MoeRange,
-    QuantileEntry,
     StatisticEntry,
-    SumEntry,
     spent,
 )
 from dprelease.statement._search import (
-    _counts_rows,
     _granularity_cuts,
     _shares,
     _smallest,
@@ -130,7 +116,7 @@ class StatisticAccuracy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    kind: Literal["count", "sum", "mean", "quantile", "median"]
+    kind: str = Field(description="the statistic's kind, as its spec's `kind:`")
     epsilon: float | None = Field(description="ε this statistic spends itself (None: ρ)")
     epsilon_exact: ExactRational | None
     rho: float | None = Field(default=None, description="zCDP: ρ this statistic spends itself")
@@ -196,108 +182,10 @@ def accuracy_of(
     entries: list[StatisticEntry], targets: Mapping[str, float] | None = None
 ) -> list[StatisticAccuracy]:
     """Per statistic accuracy from manifest entries (a plan's or a release's), with `targets`
-    (default: the entries' own) checked against the margins."""
+    (default: the entries' own) checked against the margins: what each kind's entry says of
+    itself (`ReleasedEntry.accuracy`)."""
     by_name = {entry.name: entry for entry in entries}
-    rows = []
-    for entry in entries:
-        if isinstance(entry, QuantileEntry):
-            rows.append(_quantile_accuracy(entry))
-            continue
-        if isinstance(entry, MeanEntry):
-            total = _sum_of(entry, by_name)
-            rows.append(
-                StatisticAccuracy(
-                    **_spent_by(entry),
-                    sensitivity=total.sensitivity,
-                    derivation=total.derivation,
-                    scale=total.noise_scale,
-                    moe95=None,
-                    reuses=entry.reuses,
-                    measurements=[
-                        MeasurementAccuracy(
-                            kind=own.kind, **_noise_of(own), levels=_levels(own.levels)
-                        )
-                        for own in entry.measurements
-                    ],
-                )
-            )
-            continue
-        target = (targets or {}).get(entry.name, entry.target_moe95)
-        rows.append(
-            StatisticAccuracy(
-                **_spent_by(entry),
-                sensitivity=entry.sensitivity,
-                derivation=entry.derivation,
-                scale=entry.noise_scale,
-                moe95=entry.moe95,
-                target_moe95=target,
-                target_met=None if target is None else entry.moe95 <= target,
-                levels=_levels(entry.levels),
-            )
-        )
-    return rows
-
-
-def _quantile_accuracy(entry: QuantileEntry) -> StatisticAccuracy:
-    return StatisticAccuracy(
-        **_spent_by(entry),
-        sensitivity=max(q.score_sensitivity for q in entry.quantiles),
-        derivation=entry.derivation,
-        scale=None,
-        moe95=None,
-        quantiles=[
-            QuantileAccuracy(
-                p=q.p,
-                column=q.column,
-                rank_error95=q.rank_error95,
-                interval_rank_halfwidth95=q.interval_rank_halfwidth95,
-            )
-            for q in entry.quantiles
-        ],
-        error_in_units=entry.error_in_units,
-    )
-
-
-def _spent_by(entry: StatisticEntry) -> dict[str, Any]:
-    """What a statistic's accuracy states as its manifest entry does, whatever its kind: its
-    name and kind, and the loss it spends itself (ε, or ρ)."""
-    return {
-        "name": entry.name,
-        "kind": entry.kind,
-        "epsilon": entry.epsilon,
-        "epsilon_exact": entry.epsilon_exact,
-        "rho": entry.rho,
-        "rho_exact": entry.rho_exact,
-    }
-
-
-def _levels(levels: list[LevelMeasurementEntry] | None) -> list[LevelAccuracy] | None:
-    """Each level's ε (or ρ), Δ, scale and margin of error, as the manifest states them."""
-    if levels is None:
-        return None
-    return [LevelAccuracy(level=level.level, **_noise_of(level)) for level in levels]
-
-
-def _noise_of(measured: MeasurementEntry | LevelMeasurementEntry) -> dict[str, Any]:
-    """What the accuracy of one noisy vector (a mean's own measurement, or one level) states as
-    the manifest does: the loss it spends, its Δ, its noise scale and its margin of error."""
-    return {
-        "epsilon": measured.epsilon,
-        "rho": measured.rho,
-        "sensitivity": measured.sensitivity,
-        "scale": measured.noise_scale,
-        "moe95": measured.moe95,
-    }
-
-
-def _sum_of(mean: MeanEntry, by_name: Mapping[str, StatisticEntry]) -> MeasurementEntry | SumEntry:
-    """The sum a mean divides: its own measurement, or the sum statistic it reuses."""
-    own = [part for part in mean.measurements if part.kind == "sum"]
-    if own:
-        return own[0]
-    reused = by_name[mean.reuses[0]]  # the sum comes first in `reuses`
-    assert isinstance(reused, SumEntry)
-    return reused
+    return [StatisticAccuracy(**entry.accuracy(by_name, targets or {})) for entry in entries]
 
 
 def plan(
@@ -364,13 +252,7 @@ def _entries(
     """The manifest's statistic entries of the planned release (only the statistics `names`,
     if given); with margins every level's margins of error."""
     chosen = [p for p in planned.statistics if names is None or p.statistic.name in names]
-    measured = {
-        m.name
-        for p in chosen
-        if isinstance(p, StatisticAllocation)
-        for m in (p.measurement, p.count)
-        if m is not None
-    }
+    measured = {m.name for p in chosen for m in p.vectors}
     margins = margin_accuracy(resolved, planned, measured)
     outcome = None if margins is None else Outcome.planned(margins)
     return [statistic_entry(p, post, margins, outcome) for p in chosen]
@@ -378,28 +260,19 @@ def _entries(
 
 def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
     """The spec's targets with `given` on top; only counts and sums have a margin to target."""
-    kinds = {s.name: s for s in spec.statistics}
+    statistics = {s.name: s for s in spec.statistics}
     for name, value in given.items():
-        if name not in kinds:
+        if name not in statistics:
             raise SpecError("target", f"no statistic {name!r} in release {spec.name!r}")
-        if isinstance(kinds[name], QuantileStatistic):
-            raise SpecError(
-                "target",
-                f"{name!r} is a {kinds[name].kind.value}: it has no margin of error in the "
-                "column's units (its 95% rank error is in the plan); target counts and sums",
-            )
-        if not isinstance(kinds[name], CountStatistic | SumStatistic):
-            raise SpecError(
-                "target",
-                f"{name!r} is a mean: its margin depends on each cell's count; target the "
-                "count and the sum it reuses",
-            )
+        stat = statistics[name]
+        if not stat.targetable():
+            raise SpecError("target", kind_of(stat).no_target(stat))
         if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
             raise SpecError("target", f"the target of {name!r} must be a number > 0")
     found = {
-        s.name: s.target_moe95
+        s.name: target
         for s in spec.statistics
-        if isinstance(s, CountStatistic | SumStatistic) and s.target_moe95 is not None
+        if s.targetable() and (target := s.target()) is not None
     }
     return {**found, **{name: float(value) for name, value in given.items()}}
 
@@ -423,8 +296,10 @@ def epsilon_for_targets(
         except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
             return False
         entries = _entries(planned, spec.postprocess, resolved, targets)
-        margin = {e.name: e.moe95 for e in entries if isinstance(e, CountEntry | SumEntry)}
-        return all(margin[name] <= target for name, target in targets.items())
+        margin = {e.name: getattr(e, "moe95", None) for e in entries}  # a targeted kind's
+        return all(
+            (moe := margin[name]) is not None and moe <= target for name, target in targets.items()
+        )
 
     low = (
         _lower_bound(resolved, targets, neighbours)
@@ -466,10 +341,11 @@ def _lower_bound(
     bounds = [Fraction(1, 10**12)]
     for stat in _targeted(spec, targets):
         target = Fraction(targets[stat.name])
-        granularity = stat.granularity if isinstance(stat, SumStatistic) else None
-        if _counts_rows(stat, spec):
+        value = stat.row_value(spec)
+        if value is None:  # a count of rows: integers, without a granularity
             slack, rounding = Fraction(1), Fraction(0)
         else:
+            granularity = value.granularity
             slack = target if granularity is None else Fraction(granularity)
             rounding = rows_reach(spec, neighbours) * slack / 2
         delta = max(sensitivity_bound(stat, spec, neighbours) - rounding, Fraction(0))

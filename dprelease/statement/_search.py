@@ -11,7 +11,7 @@ from fractions import Fraction
 from dprelease.change import ProtectedChange
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.mechanism import allocate, granularity_references
-from dprelease.spec import CountStatistic, ReleaseSpec, ResolvedSpec, SumStatistic
+from dprelease.spec import ReleaseSpec, ResolvedSpec, StatisticModel
 
 SIGNIFICANT_DIGITS = 6
 
@@ -27,20 +27,9 @@ def _shares(
     return {p.statistic.name: p.loss.amount for p in planned.statistics}
 
 
-def _counts_rows(stat: CountStatistic | SumStatistic, spec: ReleaseSpec) -> bool:
-    """An unweighted count: integers, without a granularity (every other statistic is a sum of
-    row values in units of one)."""
-    return isinstance(stat, CountStatistic) and spec.survey_weight_of(stat) is None
-
-
-def _targeted(
-    spec: ReleaseSpec, targets: Mapping[str, float]
-) -> list[CountStatistic | SumStatistic]:
-    return [
-        s
-        for s in spec.statistics
-        if isinstance(s, CountStatistic | SumStatistic) and s.name in targets
-    ]
+def _targeted(spec: ReleaseSpec, targets: Mapping[str, float]) -> list[StatisticModel]:
+    """The statistics with a target margin (of a kind that can have one)."""
+    return [s for s in spec.statistics if s.targetable() and s.name in targets]
 
 
 def _granularity_cuts(
@@ -59,11 +48,11 @@ def _granularity_cuts(
     share = _shares(resolved, neighbours, measure, mechanism)
     cuts = []
     for stat in _targeted(resolved.spec, targets):
-        declared = isinstance(stat, SumStatistic) and stat.granularity is not None
-        if declared or _counts_rows(stat, resolved.spec):
+        value = stat.row_value(resolved.spec)
+        if value is None or value.granularity is not None:  # rows, or a declared granularity
             continue
         for ref in granularity_references(
-            stat, resolved, neighbours, PrivacyLoss(measure, share[stat.name])
+            value, resolved, neighbours, PrivacyLoss(measure, share[stat.name])
         ):
             # the loss at which the scale crosses 2^j: ref/2^j (ε) or (ref/2^j)² (ρ)
             def at(k: int, ref: Fraction = ref) -> Fraction:

@@ -193,8 +193,9 @@ def test_salts_never_appear_in_query_plans(parquet: Path, spark, capsys) -> None
     resolved = parse_spec({**SPEC, "statistics": [*SPEC["statistics"], median]})
     allocation = prepare_release(parquet, resolved).allocation
     salt = new_salt()
-    selected = spark_engine._selected(spark.read.parquet(str(parquet)), resolved, allocation)
-    cells, histograms = spark_engine._cells(selected, resolved, allocation, None, salt)
+    plan = EngineJob(parquet, resolved, allocation, None).plan  # the row plan the engine runs
+    selected = spark_engine._selected(spark.read.parquet(str(parquet)), plan)
+    cells, histograms = spark_engine._cells(selected, plan, salt)
     assert histograms is not None
     for frame in (cells, histograms):
         frame.explain("extended")

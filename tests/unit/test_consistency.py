@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest, dlaplace
 
 from dprelease.loss import split_by_weights
-from dprelease.mechanism._consistency import (
+from dprelease.mechanism.margins._consistency import (
     Estimate,
     consistent,
     consistent_nonnegative,
     level_variances,
 )
-from dprelease.mechanism._moe import moe95
-from dprelease.mechanism._rounding import round_additive, rounded_moe95
+from dprelease.mechanism.margins._moe import moe95
+from dprelease.mechanism.margins._rounding import round_additive, rounded_moe95
 from dprelease.mechanism.noise import (
     NoiseLaw,
     NoiseSource,

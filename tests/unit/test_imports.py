@@ -128,3 +128,36 @@ def test_no_module_is_over_500_lines() -> None:
         if (n := len(p.read_text().splitlines())) > 500
     }
     assert long == {}
+
+
+def _private_imports(path: object) -> set[str]:
+    """Every module `path` imports whose dotted name has a private part (`_x`) below the
+    package: `import a._b`, `from a._b import c` and `from a import _b` alike."""
+    tree = ast.parse(path.read_text())  # type: ignore[attr-defined]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {name for name in found if name.startswith("dprelease.")}
+
+
+def test_private_modules_stay_private_to_their_folder() -> None:
+    """A folder's `_x.py` is its own business: other folders go through its face
+    (`__init__.py`), so a folder can be rearranged inside without edits elsewhere. (The
+    package's top-level modules are rooms of the house, ordered by the floors above.)"""
+    package = ROOT / "dprelease"
+    reaching = []
+    for path in sorted(package.rglob("*.py")):
+        folder = ".".join(path.relative_to(ROOT).parent.parts)
+        for name in _private_imports(path):
+            parts = name.split(".")
+            private = next((k for k in range(2, len(parts)) if parts[k].startswith("_")), None)
+            module = ROOT.joinpath(*parts[: (private or 0) + 1]).with_suffix(".py")
+            if private is None or not (module.exists() or module.with_suffix("").is_dir()):
+                continue  # a public module, or a private name that is not a module
+            if ".".join(parts[:private]) != folder:
+                reaching.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert reaching == []

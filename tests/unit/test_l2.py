@@ -15,7 +15,7 @@ import math
 import pytest
 
 from dprelease.change import ProtectedChange
-from dprelease.mechanism._l2 import contribution, l2_squared
+from dprelease.mechanism.sensitivity import contribution, l2_squared
 
 BOUNDS = [(1, 1), (0, 3), (2, 5), (-2, 2), (-1, 2), (-3, 1), (-4, -1)]
 

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 import dprelease as dp
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
-from dprelease.mechanism import _consistency, _margins, _rounding
+from dprelease.mechanism.margins import _consistency, _rounding
+from dprelease.mechanism.margins import _levels as _margins
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.publish import decide_budget, prepare
 from dprelease.spec import LEVEL_COLUMN, parse_spec

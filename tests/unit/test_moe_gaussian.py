@@ -20,8 +20,8 @@ from scipy.special import logsumexp
 from scipy.stats import dlaplace
 
 from dprelease.loss import Mechanism
-from dprelease.mechanism._consistency import consistent, level_variances
-from dprelease.mechanism._moe import _abs_quantile95, _Laws, moe95
+from dprelease.mechanism.margins._consistency import consistent, level_variances
+from dprelease.mechanism.margins._moe import _abs_quantile95, _Laws, moe95
 from dprelease.mechanism.noise import (
     DiscreteGaussian,
     NoiseLaw,

@@ -32,7 +32,7 @@ from helpers import (
 from dprelease.budget import PrivacyConfig, cap_from_profile, choose_budget, load_privacy_profiles
 from dprelease.change import ProtectedChange
 from dprelease.errors import SchemaError, SpecError
-from dprelease.mechanism._postprocess import Measured, columns
+from dprelease.mechanism.margins import Measured
 from dprelease.mechanism.noise import NoiseSource, discrete_laplace
 from dprelease.spec import ResolvedSpec, load_spec
 
@@ -346,7 +346,7 @@ def published_means(lower: float, upper: float, decimals: int | None) -> pl.Data
             pl.Series(total), np.full(cells, mean.measurement.moe95), np.zeros(cells)
         ),
     }
-    return pl.DataFrame(columns(mean, measured, spec.spec.postprocess))
+    return pl.DataFrame(mean.columns(measured, None, spec.spec.postprocess))
 
 
 @pytest.mark.parametrize(("lower", "upper", "decimals"), BOUNDS)

@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from dprelease.change import ProtectedChange
 from dprelease.loss import Mechanism, PrivacyLoss
 from dprelease.mechanism import allocate
-from dprelease.mechanism._margins import level_sums
 from dprelease.mechanism.engines import EngineJob, get_engine
+from dprelease.mechanism.margins import level_sums
 from dprelease.mechanism.quantiles._release import _cumulative, _value_scores
 from dprelease.spec import parse_spec
 

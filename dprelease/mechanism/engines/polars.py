@@ -1,12 +1,13 @@
 """The polars engine: from confidential rows to exact Int128 aggregates, in bounded memory.
 
-One direction: select the spec's columns under internal names → type them non-strictly → (the
-private input summary branches off here) → drop rows with a null unit → period filter → drop keys
-outside the public domain → clamp and discretize → bound each unit's contributions (by a salted
-hash of what each row contributes) → exact group-by → lay the result on the full key grid
-(missing groups are 0). The summary and the aggregation are collected together (sharing one
-read of the input when it is not partitioned). Every step is total: no value in the data can
-make it fail, overflow, or change anything but the aggregates.
+It translates the row plan (`_plan.RowPlan`), one direction: select the plan's columns under
+internal names → type them non-strictly → (the private input summary branches off here) → drop
+rows with a null unit → period filter → drop keys outside the public domain → each row's integer
+units and grid points → bound each unit's contributions (by a salted hash of what each row
+contributes) → exact group-by → lay the result on the full key grid (missing groups are 0). The
+summary and the aggregation are collected together (sharing one read of the input when it is not
+partitioned). Every step is total: no value in the data can make it fail, overflow, or change
+anything but the aggregates.
 
 Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
 once, which would hold the whole input in memory; but units are independent, so an input of more
@@ -27,23 +28,21 @@ from pathlib import Path
 
 import polars as pl
 
-from dprelease.mechanism._accounting import Allocation, Measurement
-from dprelease.mechanism._quantile_accounting import QuantileAllocation
-from dprelease.mechanism.engines import (
-    Declared,
+from dprelease.mechanism.engines._contract import (
     EngineJob,
     ExactAggregates,
     InputSummary,
-    declared,
     fingerprint,
+)
+from dprelease.mechanism.engines._inputs import (
+    Declared,
+    declared,
     scan,
-    summed,
-    validate_schema,
-    values_read,
     withholding_engine_errors,
 )
+from dprelease.mechanism.engines._plan import GridPoint, Number, RowPlan, Units
+from dprelease.mechanism.engines._schema import validate_schema
 from dprelease.period import Period
-from dprelease.spec import ResolvedSpec
 
 #: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
 #: for a query with two keys and two sums), so peak memory stays flat however long the input.
@@ -64,9 +63,9 @@ FINGERPRINT_SEED = 0x6470_7265_6C65_6173
 FINGERPRINT_SCHEME = f"polars-{pl.__version__}"
 
 
-def _keys(loaded: ResolvedSpec) -> dict[str, str]:
+def _keys(plan: RowPlan) -> dict[str, str]:
     """Internal name of each key column."""
-    return {column: f":key{i}" for i, column in enumerate(loaded.spec.key_columns)}
+    return {column: f":key{i}" for i, column in enumerate(plan.key_columns)}
 
 
 def _value(index: int) -> str:
@@ -81,12 +80,12 @@ def _point(index: int) -> str:
     return f":point{index}"
 
 
-def _encoded_dtypes(loaded: ResolvedSpec) -> pl.Schema:
+def _encoded_dtypes(plan: RowPlan) -> pl.Schema:
     """The type each key is held in once it is known to be in its domain: text keys as an Enum
     of the domain's values (one small integer per row instead of a string, to hash, write to a
     partition and group by), other keys as their domain's."""
     dtypes = pl.Schema()
-    for domain in loaded.domains:
+    for domain in plan.resolved.domains:
         for column, dtype in domain.schema.items():
             keys = domain.get_column(column).unique(maintain_order=True)
             dtypes[column] = pl.Enum(keys) if dtype == pl.String else dtype
@@ -114,47 +113,31 @@ def _as_date(column: str, data: pl.DataType) -> pl.Expr:
     return expr.cast(pl.Date) if data == pl.Null else expr
 
 
-def _clamped(column: str, lower: float, upper: float) -> pl.Expr:
-    """The value as a number, null/NaN filled by the nulls rule, clamped to [lower, upper].
-
-    A null or NaN (or text that does not parse) counts as 0 when 0 lies in [lower, upper], else
-    as lower; ±inf is clamped.
-    """
-    fill = 0.0 if lower <= 0.0 <= upper else lower
-    number = pl.col(column).cast(pl.Float64, strict=False).fill_nan(None).fill_null(fill)
-    return number.clip(lower, upper)
+def _number(number: Number) -> pl.Expr:
+    """A value column as a number: null, NaN or text that does not parse → the plan's fill (the
+    nulls rule), then clamped (±inf too)."""
+    value = pl.col(_value(number.read)).cast(pl.Float64, strict=False)
+    return value.fill_nan(None).fill_null(number.fill).clip(number.lower, number.upper)
 
 
-def _units_of(m: Measurement, read: list[str]) -> pl.Expr:
-    """What a row adds to `m` in integer units: its value clamped, times its survey weight
-    clamped to [0, W] (a weighted count: the weight alone), rounded half to even to units of
-    the granularity, then clamped to the range in units, so Δ holds in the integers noised.
-
-    `read` are the summed columns (`values_read`), the internal `:value{i}` of each."""
-    factors = []
-    if m.column is not None:
-        assert m.lower is not None and m.upper is not None
-        factors.append(_clamped(_value(read.index(m.column)), m.lower, m.upper))
-    if m.survey_weight is not None:
-        weight = _value(read.index(m.survey_weight.column))
-        factors.append(_clamped(weight, 0.0, m.survey_weight.upper))
+def _units_of(units: Units) -> pl.Expr:
+    """What a row adds to a sum in integer units: the product of its factors, rounded half to
+    even to units of the granularity, then clamped to the range in units."""
+    factors = [_number(factor) for factor in units.factors]
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
-    units = (product / float(m.granularity)).round()
+    rounded = (product / units.granularity).round()
     # clamped while still a float (the unit bounds are at most 2^53, so exact as floats: Δ is
-    # at least the largest bound and `_law` refuses a Δ above 2^53), then cast once: the cast
+    # at least the largest bound and a Δ above 2^53 is refused), then cast once: the cast
     # cannot fail, as every value is a whole number within the bounds
-    units = units.clip(float(m.lower_units), float(m.upper_units))
-    return units.cast(_narrowest_int(m.lower_units, m.upper_units), strict=False)
+    rounded = rounded.clip(float(units.lower_units), float(units.upper_units))
+    return rounded.cast(_narrowest_int(units.lower_units, units.upper_units), strict=False)
 
 
-def _point_of(q: QuantileAllocation, value: str) -> pl.Expr:
-    """The value's grid point: the nulls rule of a sum, clamped, (x − lower)/resolution rounded
-    half to even, as an index 0 … B − 1 (`QuantileGrid.discretize`)."""
-    stat = q.statistic
-    number = _clamped(value, stat.lower, stat.upper)
-    steps = ((number - stat.lower) / float(q.grid.resolution)).round()
-    points = steps.cast(pl.Int64, strict=False).clip(0, q.grid.bins - 1)
-    return points.cast(_narrowest_int(0, q.grid.bins - 1))
+def _point_of(point: GridPoint) -> pl.Expr:
+    """The value's grid point: (x − lower)/resolution rounded half to even, as an index."""
+    steps = ((_number(point.number) - point.lower) / point.resolution).round()
+    points = steps.cast(pl.Int64, strict=False).clip(0, point.bins - 1)
+    return points.cast(_narrowest_int(0, point.bins - 1))
 
 
 def _narrowest_int(low: int, high: int) -> pl.DataType:
@@ -166,27 +149,26 @@ def _narrowest_int(low: int, high: int) -> pl.DataType:
     return pl.Int64()
 
 
-def _selected(
-    lf: pl.LazyFrame, declaration: Declared, loaded: ResolvedSpec, plan: Allocation
-) -> pl.LazyFrame:
-    """The columns the spec reads, typed, under internal names; checked against the declared
+def _selected(lf: pl.LazyFrame, declaration: Declared, plan: RowPlan) -> pl.LazyFrame:
+    """The columns the plan reads, typed, under internal names; checked against the declared
     schema first. (A spec that reads no column keeps a row number, so its rows still count.)
     A unit column that is float is made NaN-free (NaN → null) here, so nulls are one test."""
     schema = lf.collect_schema()
-    validate_schema(schema, loaded, declaration)
-    spec = loaded.spec
-    keys = _keys(loaded)
+    validate_schema(schema, plan, declaration)
+    keys = _keys(plan)
+    key_dtype = plan.resolved.key_dtype
     selected = [
-        *(_as_key(c, schema[c], loaded.key_dtype(c)).alias(keys[c]) for c in spec.key_columns),
-        *(pl.col(c).alias(_value(i)) for i, c in enumerate(values_read(plan))),
+        *(_as_key(c, schema[c], key_dtype(c)).alias(keys[c]) for c in plan.key_columns),
+        *(pl.col(c).alias(_value(i)) for i, c in enumerate(plan.reads)),
     ]
-    if spec.privacy_unit is not None:
-        unit = pl.col(spec.privacy_unit)
+    if plan.unit is not None:
+        unit = pl.col(plan.unit)
         selected.append(
-            (unit.fill_nan(None) if schema[spec.privacy_unit].is_float() else unit).alias(_UNIT)
+            (unit.fill_nan(None) if schema[plan.unit].is_float() else unit).alias(_UNIT)
         )
-    if spec.period is not None:
-        selected.append(_as_date(spec.period.column, schema[spec.period.column]).alias(_PERIOD))
+    if plan.period_column is not None:
+        period = plan.period_column
+        selected.append(_as_date(period, schema[period]).alias(_PERIOD))
     if not selected:
         selected.append(pl.int_range(pl.len(), dtype=pl.UInt64).alias(_ROW))
     return lf.select(selected)
@@ -199,22 +181,19 @@ def _in_period(month: Period | None) -> pl.Expr:
     return (period.dt.year() == month.year) & (period.dt.month() == month.month)
 
 
-def _row_local(
-    selected: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None
-) -> pl.LazyFrame:
+def _row_local(selected: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
     """Every step before the bounding, row by row (so it streams): the in-domain rows of the
-    period with a unit, keys encoded (`_encoded_dtypes`), the integer units of each sum and,
-    with a unit, only the keys, the unit and the units: all the bounding and the aggregation
-    read, and all a partition holds."""
-    spec = loaded.spec
-    keys = _keys(loaded)
-    dtypes = _encoded_dtypes(loaded)
+    period with a unit, keys encoded (`_encoded_dtypes`), the integer units of each sum and
+    each grid point and, with a unit, only the keys, the unit and those: all the bounding and
+    the aggregation read, and all a partition holds."""
+    keys = _keys(plan)
+    dtypes = _encoded_dtypes(plan)
     lf = selected
-    if spec.privacy_unit is not None:  # never one shared allowance for all unknown units
+    if plan.unit is not None:  # never one shared allowance for all unknown units
         lf = lf.filter(pl.col(_UNIT).is_not_null())
-    if month is not None:
-        lf = lf.filter(_in_period(month))
-    for domain in loaded.domains:  # keys outside the public domain (or null) are dropped here
+    if plan.period is not None:
+        lf = lf.filter(_in_period(plan.period))
+    for domain in plan.resolved.domains:  # keys outside the domain (or null) are dropped here
         domain = domain.cast({column: dtypes[column] for column in domain.columns})
         names = {column: keys[column] for column in domain.columns}
         lf = lf.with_columns(  # text outside its Enum becomes null, so it is dropped too
@@ -230,75 +209,73 @@ def _row_local(
                 lf = lf.filter(key.is_in(domain.get_column(column).implode()))
         else:
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
-    read = values_read(plan)
-    sums = [_units_of(m, read).alias(_units(i)) for i, m in enumerate(summed(plan))] + [
-        _point_of(q, _value(read.index(q.statistic.column))).alias(_point(i))
-        for i, q in enumerate(plan.quantiles)
+    sums = [_units_of(units).alias(_units(i)) for i, units in enumerate(plan.sums)] + [
+        _point_of(point).alias(_point(i)) for i, point in enumerate(plan.histograms)
     ]
-    if spec.privacy_unit is None:
+    if plan.unit is None:
         return lf.with_columns(sums)
     return lf.select(*keys.values(), _UNIT, *sums)
 
 
-def _bounded(lf: pl.LazyFrame, loaded: ResolvedSpec, salt: int) -> pl.LazyFrame:
+def _bounded(lf: pl.LazyFrame, plan: RowPlan, salt: int) -> pl.LazyFrame:
     """Per unit, keep a random choice of rows: ≤ G groups (smallest salted hash of the unit and
     keys), ≤ R_g rows per group and ≤ R rows (smallest salted order). Needs all of a unit's rows
     at once, and only them."""
-    spec = loaded.spec
-    if spec.privacy_unit is None:
+    bounding = plan.bounding
+    if bounding is None:
         return lf
-    keys = list(_keys(loaded).values())
+    keys = list(_keys(plan).values())
     # a row's order is a salted hash of all it contributes (its unit, keys and integer units), so
     # a unit's order depends on its own rows only, and rows that tie contribute alike
     lf = lf.with_columns(pl.struct(pl.all()).hash(seed=salt).alias(_ORDER))
-    if spec.max_groups_per_unit is not None:
+    if bounding.groups is not None:
         group_order = pl.struct(_UNIT, *keys).hash(seed=salt).rank("dense").over(_UNIT)
-        lf = lf.filter(group_order <= spec.max_groups_per_unit)
-    if spec.max_rows_per_group is not None:
-        lf = lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT, *keys) <= spec.max_rows_per_group)
-    return lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT) <= spec.rows_per_unit)
+        lf = lf.filter(group_order <= bounding.groups)
+    if bounding.rows_per_group is not None:
+        in_group = pl.col(_ORDER).rank("ordinal").over(_UNIT, *keys)
+        lf = lf.filter(in_group <= bounding.rows_per_group)
+    return lf.filter(pl.col(_ORDER).rank("ordinal").over(_UNIT) <= bounding.rows)
 
 
-def _aggregated(lf: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation) -> pl.LazyFrame:
+def _aggregated(lf: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
     """Rows and Int128 sums of units per observed in-domain group."""
     aggregations = [
         pl.len().cast(pl.Int128).alias(_ROWS),
-        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(summed(plan)))),
+        *(pl.col(_units(i)).cast(pl.Int128).sum() for i in range(len(plan.sums))),
     ]
-    keys = list(_keys(loaded).values())
+    keys = list(_keys(plan).values())
     return lf.group_by(keys).agg(aggregations) if keys else lf.select(aggregations)
 
 
-def _histograms(lf: pl.LazyFrame, loaded: ResolvedSpec, plan: Allocation) -> list[pl.LazyFrame]:
-    """Per quantile statistic, the rows of each observed (group, grid point)."""
-    keys = list(_keys(loaded).values())
+def _histograms(lf: pl.LazyFrame, plan: RowPlan) -> list[pl.LazyFrame]:
+    """Per histogram, the rows of each observed (group, grid point)."""
+    keys = list(_keys(plan).values())
     return [
         lf.group_by([*keys, _point(i)]).agg(pl.len().cast(pl.Int64).alias(_ROWS))
-        for i in range(len(plan.quantiles))
+        for i in range(len(plan.histograms))
     ]
 
 
-def _kept(bounded: pl.LazyFrame, plan: Allocation) -> pl.LazyFrame:
+def _kept(bounded: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
     """The rows a partition keeps, collected once when several aggregations read them (the
-    counts and sums, and each quantile's histogram): bounding holds a partition's rows in
-    memory anyway, and polars would otherwise bound it again for every aggregation."""
-    if not plan.quantiles:
+    counts and sums, and each histogram): bounding holds a partition's rows in memory anyway,
+    and polars would otherwise bound it again for every aggregation."""
+    if not plan.histograms:
         return bounded
     return bounded.collect(engine="streaming").lazy()
 
 
-def _histogram_sum(parts: list[pl.DataFrame], loaded: ResolvedSpec, index: int) -> pl.DataFrame:
-    """Partitions' histograms of one quantile statistic added up."""
-    keys = [*_keys(loaded).values(), _point(index)]
+def _histogram_sum(parts: list[pl.DataFrame], plan: RowPlan, index: int) -> pl.DataFrame:
+    """Partitions' histograms of one statistic added up."""
+    keys = [*_keys(plan).values(), _point(index)]
     return pl.concat(parts).group_by(keys).agg(pl.col(_ROWS).sum())
 
 
-def _summary_plan(
-    selected: pl.LazyFrame, loaded: ResolvedSpec, month: Period | None
-) -> pl.LazyFrame:
+def _summary_plan(selected: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
     """One row of private facts for the operator and the ledger (see `InputSummary`), from the
     same typed rows as the aggregation, so `pl.collect_all` reads the input once for both.
     Every output name is internal, so no user column name can collide with one."""
+    month = plan.period
 
     def in_period(expr: pl.Expr) -> pl.Expr:
         return expr if month is None else expr.filter(_in_period(month))
@@ -311,16 +288,16 @@ def _summary_plan(
         (pl.len() if month is None else _in_period(month).sum()).alias(":period_rows"),
         unit_rows.alias(":unit_rows"),
         in_period(row_hash).sum().alias(":hash_sum"),
-        *(in_period(pl.col(key)).is_not_null().sum().alias(key) for key in _keys(loaded).values()),
+        *(in_period(pl.col(key)).is_not_null().sum().alias(key) for key in _keys(plan).values()),
     )
 
 
-def _summary(row: dict[str, int], loaded: ResolvedSpec) -> InputSummary:
+def _summary(row: dict[str, int], plan: RowPlan) -> InputSummary:
     return InputSummary(
         rows=row[":input_rows"],
         period_rows=row[":period_rows"],
         unit_rows=row[":unit_rows"],
-        keyed_rows={column: row[key] for column, key in _keys(loaded).items()},
+        keyed_rows={column: row[key] for column, key in _keys(plan).items()},
         fingerprint=fingerprint(FINGERPRINT_SCHEME, row[":period_rows"], row[":hash_sum"] or 0),
     )
 
@@ -328,23 +305,23 @@ def _summary(row: dict[str, int], loaded: ResolvedSpec) -> InputSummary:
 def _partitioned(
     row_local: pl.LazyFrame,
     summary: pl.LazyFrame,
-    loaded: ResolvedSpec,
-    plan: Allocation,
+    keys: list[str],
+    plan: RowPlan,
     partitions: int,
     salt: int,
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
-    """The aggregation (and each quantile's histogram) as a sum over partitions of the units, in
-    memory for one partition, and the input summary, computed while the partitions are written.
+    """The aggregation (and each histogram) as a sum over partitions of the units, in memory for
+    one partition, and the input summary, computed while the partitions are written. `keys` are
+    the internal key columns.
 
     The row-local plan streams into a private temporary directory (mode 0700, removed whether
     this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
     and aggregated alone and added to the total. A unit's rows all land in one partition, in the
     order they had.
     """
-    keys = list(_keys(loaded).values())
     nothing = pl.LazyFrame(schema=row_local.collect_schema())
-    total = _aggregated(nothing, loaded, plan).collect()  # ungrouped: one row of zeros
-    histograms = [[h.collect()] for h in _histograms(nothing, loaded, plan)]
+    total = _aggregated(nothing, plan).collect()  # ungrouped: one row of zeros
+    histograms = [[h.collect()] for h in _histograms(nothing, plan)]
     with tempfile.TemporaryDirectory(prefix="dprelease-") as tmp:
         partition = (pl.col(_UNIT).hash(seed=salt) % partitions).alias("partition")
         sink = row_local.sink_ipc(
@@ -357,16 +334,16 @@ def _partitioned(
         separate = pl.QueryOptFlags(comm_subplan_elim=False)
         _, facts = pl.collect_all([sink, summary], engine="streaming", optimizations=separate)
         for directory in sorted(Path(tmp).iterdir()):
-            bounded = _kept(_bounded(pl.scan_ipc(directory / "*.ipc"), loaded, salt), plan)
+            bounded = _kept(_bounded(pl.scan_ipc(directory / "*.ipc"), plan, salt), plan)
             part, *hists = pl.collect_all(
-                [_aggregated(bounded, loaded, plan), *_histograms(bounded, loaded, plan)],
+                [_aggregated(bounded, plan), *_histograms(bounded, plan)],
                 engine="streaming",
             )
             both = pl.concat([total, part])
             total = both.group_by(keys).agg(pl.all().sum()) if keys else both.sum()
             for parts, hist in zip(histograms, hists, strict=True):
                 parts.append(hist)
-    summed = [_histogram_sum(parts, loaded, i) for i, parts in enumerate(histograms)]
+    summed = [_histogram_sum(parts, plan, i) for i, parts in enumerate(histograms)]
     return total, facts, summed
 
 
@@ -380,35 +357,38 @@ class PolarsEngine:
 
     def check(self, job: EngineJob) -> None:
         """Validate the declared schema and let polars type the whole plan; reads no rows."""
-        loaded, plan = job.resolved, job.allocation
+        plan = job.plan
         with withholding_engine_errors("planning the aggregation"):
-            selected = _selected(scan(job.data), declared(job.data), loaded, plan)
-            row_local = _row_local(selected, loaded, plan, job.period)
-            bounded = _bounded(row_local, loaded, salt=0)
-            for query in (_aggregated(bounded, loaded, plan), *_histograms(bounded, loaded, plan)):
+            selected = _selected(scan(job.data), declared(job.data), plan)
+            bounded = _bounded(_row_local(selected, plan), plan, salt=0)
+            for query in (_aggregated(bounded, plan), *_histograms(bounded, plan)):
                 query.collect_schema()
-            _summary_plan(selected, loaded, job.period).collect_schema()
+            _summary_plan(selected, plan).collect_schema()
 
     def aggregate(self, job: EngineJob, salt: int) -> ExactAggregates:
         """Run the plan and lay it on the full public key grid, missing groups = 0; the input
         summary is computed alongside."""
-        loaded, plan = job.resolved, job.allocation
-        with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
+        plan = job.plan
+        with withholding_engine_errors(f"aggregating the input of release {plan.name!r}"):
             observed, summary, histograms = self._observed(job, salt)
-        grid = loaded.key_grid
-        internal = grid.cast(_encoded_dtypes(loaded)).rename(_keys(loaded))
+        grid = plan.resolved.key_grid
+        internal = grid.cast(_encoded_dtypes(plan)).rename(_keys(plan))
         if grid.width:
             observed = internal.join(
                 observed, on=internal.columns, how="left", maintain_order="left"
             )
-        column = {m.name: _units(i) for i, m in enumerate(summed(plan))}
+
+        def column(vector: str) -> str:
+            at = plan.column_of(vector)
+            return _ROWS if at is None else _units(at)
+
         values = {
-            m.name: observed.get_column(column.get(m.name, _ROWS)).fill_null(0).alias(m.name)
-            for m in plan.measurements
+            name: observed.get_column(column(name)).fill_null(0).alias(name)
+            for name in plan.vectors
         }
         cells = internal.with_row_index(":cell")
         laid = {
-            q.statistic.name: (
+            point.name: (
                 hist.join(cells, on=internal.columns)
                 if grid.width
                 else hist.with_columns(pl.lit(0).alias(":cell"))
@@ -417,36 +397,37 @@ class PolarsEngine:
                 pl.col(_point(i)).cast(pl.Int64).alias("point"),
                 pl.col(_ROWS).cast(pl.Int64).alias("rows"),
             )
-            for i, (q, hist) in enumerate(zip(plan.quantiles, histograms, strict=True))
+            for i, (point, hist) in enumerate(zip(plan.histograms, histograms, strict=True))
         }
-        facts = _summary(summary.row(0, named=True), loaded)
+        facts = _summary(summary.row(0, named=True), plan)
         return ExactAggregates(grid, values, facts, laid)
 
     def summarize(self, job: EngineJob) -> InputSummary:
         """The input summary alone (one pass): for a re-run that returns a stored release."""
-        loaded = job.resolved
-        with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
-            selected = _selected(scan(job.data), declared(job.data), loaded, job.allocation)
-            row = _summary_plan(selected, loaded, job.period).collect(engine="streaming")
-        return _summary(row.row(0, named=True), loaded)
+        plan = job.plan
+        with withholding_engine_errors(f"reading the input of release {plan.name!r}"):
+            selected = _selected(scan(job.data), declared(job.data), plan)
+            row = _summary_plan(selected, plan).collect(engine="streaming")
+        return _summary(row.row(0, named=True), plan)
 
     def _observed(
         self, job: EngineJob, salt: int
     ) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
-        """Aggregates of the observed groups, the summary row and each quantile's histogram of
-        the observed groups; partitioned when bounding all units at once would hold more than
+        """Aggregates of the observed groups, the summary row and each histogram of the observed
+        groups; partitioned when bounding all units at once would hold more than
         `rows_per_partition` rows (the count is the input's, before any filter)."""
-        loaded, plan = job.resolved, job.allocation
+        plan = job.plan
         lf = scan(job.data)
-        selected = _selected(lf, declared(job.data), loaded, plan)
-        row_local = _row_local(selected, loaded, plan, job.period)
-        summary = _summary_plan(selected, loaded, job.period)
-        if loaded.spec.privacy_unit is not None:
+        selected = _selected(lf, declared(job.data), plan)
+        row_local = _row_local(selected, plan)
+        summary = _summary_plan(selected, plan)
+        if plan.unit is not None:
             rows = lf.select(pl.len()).collect(engine="streaming").item()
             partitions = -(-rows // self.rows_per_partition)
             if partitions > 1:
-                return _partitioned(row_local, summary, loaded, plan, partitions, salt)
-        bounded = _bounded(row_local, loaded, salt)  # one plan: the queries share its scan
-        queries = [_aggregated(bounded, loaded, plan), summary, *_histograms(bounded, loaded, plan)]
+                keys = list(_keys(plan).values())
+                return _partitioned(row_local, summary, keys, plan, partitions, salt)
+        bounded = _bounded(row_local, plan, salt)  # one plan: the queries share its scan
+        queries = [_aggregated(bounded, plan), summary, *_histograms(bounded, plan)]
         observed, facts, *histograms = pl.collect_all(queries, engine="streaming")
         return observed, facts, histograms

@@ -1,6 +1,7 @@
 """The Spark engine: the same release semantics (PRIVACY.md), run by PySpark where the data lives.
 
-One direction, as in the polars engine: select the spec's columns under internal names → type
+It translates the row plan (`_plan.RowPlan`), one direction, as the polars engine does: select
+the plan's columns under internal names → type
 them without ever failing (a value that does not convert is null) → drop rows with a null unit
 → period filter → a broadcast inner join on each public domain, which drops null and
 out-of-domain keys and numbers the cell of the key grid → bound each unit's contributions by a
@@ -25,20 +26,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import WindowSpec
 
-from dprelease.errors import SchemaError
-from dprelease.mechanism._accounting import Allocation, Measurement
-from dprelease.mechanism.engines import (
+from dprelease.errors import DataError, SchemaError
+from dprelease.mechanism.engines._contract import (
     EngineJob,
     ExactAggregates,
     InputSummary,
-    columns_read,
     fingerprint,
-    summed,
-    validate_schema,
-    values_read,
-    withholding_engine_errors,
 )
-from dprelease.mechanism.engines._spark_quantiles import grid_point, histograms
+from dprelease.mechanism.engines._inputs import withholding_engine_errors
+from dprelease.mechanism.engines._plan import Bounding, GridPoint, Number, RowPlan, Units
+from dprelease.mechanism.engines._schema import validate_schema
 from dprelease.mechanism.engines._spark_session import (
     DEFAULT_MASTER,
     MASTER_ENV,
@@ -48,7 +45,6 @@ from dprelease.mechanism.engines._spark_session import (
     spark_session,
 )
 from dprelease.period import Period
-from dprelease.spec import ResolvedSpec
 
 #: The fingerprint's hash seed is fixed (not the per-release salt): fingerprints of the same rows
 #: must agree across runs. Spark's xxhash64 is stable across versions.
@@ -61,10 +57,10 @@ def _column(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _key_types(loaded: ResolvedSpec, column: str) -> tuple[pl.DataType, T.DataType]:
+def _key_types(plan: RowPlan, column: str) -> tuple[pl.DataType, T.DataType]:
     """How a key column's domain travels to Spark (polars dtype) and compares there (Spark type):
     every integer type as BIGINT (a key outside BIGINT is in no integer domain's data either)."""
-    dtype = loaded.key_dtype(column)
+    dtype = plan.resolved.key_dtype(column)
     if dtype.is_integer():
         return pl.Int64(), T.LongType()
     if dtype.is_float():
@@ -83,7 +79,7 @@ def _key_types(loaded: ResolvedSpec, column: str) -> tuple[pl.DataType, T.DataTy
         column,
         f"its public key domain holds {dtype} keys, which the spark engine cannot compare; use "
         "integer, text, boolean, date or timestamp keys",
-        columns_read(loaded)[column],
+        plan.paths[column],
     )
 
 
@@ -153,30 +149,41 @@ def _epoch_seconds(day: date) -> int:
     return (day - date(1970, 1, 1)).days * 86_400
 
 
-def _clamped(value: Column, lower: float, upper: float) -> Column:
-    """The value, null/NaN filled by the nulls rule (0 if within the bounds, else lower),
-    clamped to [lower, upper]."""
-    fill = 0.0 if lower <= 0.0 <= upper else lower
-    number = F.when(value.isNull() | F.isnan(value), F.lit(fill)).otherwise(value)
-    return F.least(F.greatest(number, F.lit(lower)), F.lit(upper))
+def _value(number: Number) -> Column:
+    """A value column as a number: null or NaN → the plan's fill (the nulls rule), clamped."""
+    value = F.col(f"value{number.read}")
+    filled = F.when(value.isNull() | F.isnan(value), F.lit(number.fill)).otherwise(value)
+    return F.least(F.greatest(filled, F.lit(number.lower)), F.lit(number.upper))
 
 
-def _units(m: Measurement, read: list[str]) -> Column:
-    """What a row adds to `m` in integer units, as the polars engine computes it: the value
-    clamped, times the survey weight clamped to [0, W] (a weighted count: the weight alone),
-    rounded half to even (as polars' `round`), clamped to the range in units: a BIGINT
-    (|units| ≤ 2^53), narrower than the DECIMAL(38,0) sums while rows are shuffled and sorted.
-    `read` are the summed columns (`values_read`), the `value{i}` of each."""
-    factors = []
-    if m.column is not None:
-        assert m.lower is not None and m.upper is not None
-        factors.append(_clamped(F.col(f"value{read.index(m.column)}"), m.lower, m.upper))
-    if m.survey_weight is not None:
-        weight = F.col(f"value{read.index(m.survey_weight.column)}")
-        factors.append(_clamped(weight, 0.0, m.survey_weight.upper))
+def _units(units: Units) -> Column:
+    """What a row adds to a sum in integer units, as the polars engine computes it: the product
+    of its factors, rounded half to even (as polars' `round`), clamped to the range in units: a
+    BIGINT (|units| ≤ 2^53), narrower than the DECIMAL(38,0) sums while rows are shuffled and
+    sorted."""
+    factors = [_value(factor) for factor in units.factors]
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
-    units = F.rint(product / F.lit(float(m.granularity))).try_cast(T.LongType())
-    return F.least(F.greatest(units, F.lit(m.lower_units)), F.lit(m.upper_units))
+    rounded = F.rint(product / F.lit(units.granularity)).try_cast(T.LongType())
+    return F.least(F.greatest(rounded, F.lit(units.lower_units)), F.lit(units.upper_units))
+
+
+def _grid_point(point: GridPoint) -> Column:
+    """The grid index of a value, as the polars engine computes it: (x − lower)/resolution in
+    float64, rounded half to even (`rint`), clamped to 0 … B − 1."""
+    steps = F.rint((_value(point.number) - F.lit(point.lower)) / F.lit(point.resolution))
+    return F.least(F.greatest(steps.try_cast(T.LongType()), F.lit(0)), F.lit(point.bins - 1))
+
+
+def _histograms(bounded: DataFrame, points: list[Column]) -> DataFrame:
+    """Rows per observed (histogram index, cell, grid point): one shuffle for every histogram,
+    each kept row counted once per histogram."""
+    pairs = F.array(
+        *(F.struct(F.lit(i).alias("statistic"), p.alias("point")) for i, p in enumerate(points))
+    )
+    exploded = bounded.select("cell", F.explode(pairs).alias("pair"))
+    return exploded.groupBy("cell", "pair.statistic", "pair.point").agg(
+        F.count(F.lit(1)).alias("rows")
+    )
 
 
 def _domain_frame(
@@ -212,7 +219,7 @@ def _salt_frame(session: SparkSession, salt: int) -> DataFrame:
     return session.createDataFrame(salts.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
 
-def _bounded(df: DataFrame, loaded: ResolvedSpec) -> DataFrame:
+def _bounded(df: DataFrame, bounding: Bounding) -> DataFrame:
     """Per unit, keep a random choice of rows: ≤ G groups, ≤ R_g rows per group, ≤ R rows.
 
     `order` is a salted hash of what the row holds, so the rows one unit keeps depend on its own
@@ -220,19 +227,18 @@ def _bounded(df: DataFrame, loaded: ResolvedSpec) -> DataFrame:
     `row_number()`/`dense_rank()`: Spark would apply a rank's `≤ k` before the shuffle too,
     sorting every row once more where units are spread over all partitions, for nothing.
     """
-    spec = loaded.spec
     unit = Window.partitionBy("unit")
-    if spec.max_groups_per_unit is not None or spec.max_rows_per_group is not None:
+    if bounding.groups is not None or bounding.rows_per_group is not None:
         df = df.withColumn("in_group", _position(Window.partitionBy("unit", "cell")))
-    if spec.max_groups_per_unit is not None:
+    if bounding.groups is not None:
         # a group's rank among its unit's groups: how many groups start at or before it in
         # (hash, cell) order (the default RANGE frame takes in the whole group)
         first = F.when(F.col("in_group") == 1, 1).otherwise(0)
         group = unit.orderBy(F.xxhash64("salt", "unit", "cell"), "cell")
-        df = _top(df, F.sum(first).over(group), spec.max_groups_per_unit)
-    if spec.max_rows_per_group is not None:
-        df = df.filter(F.col("in_group") <= spec.max_rows_per_group)
-    return _top(df.drop("in_group", "salt"), _position(unit), spec.rows_per_unit)
+        df = _top(df, F.sum(first).over(group), bounding.groups)
+    if bounding.rows_per_group is not None:
+        df = df.filter(F.col("in_group") <= bounding.rows_per_group)
+    return _top(df.drop("in_group", "salt"), _position(unit), bounding.rows)
 
 
 def _position(window: WindowSpec) -> Column:
@@ -246,34 +252,33 @@ def _top(df: DataFrame, rank: Column, limit: int) -> DataFrame:
     return df.withColumn("rank", rank).filter(F.col("rank") <= limit).drop("rank")
 
 
-def _selected(frame: DataFrame, loaded: ResolvedSpec, plan: Allocation) -> DataFrame:
-    """The columns the spec reads, typed, under internal names (no input column can collide):
+def _selected(frame: DataFrame, plan: RowPlan) -> DataFrame:
+    """The columns the plan reads, typed, under internal names (no input column can collide):
     key0…, value0…, period, unit. The aggregation and the input summary both start here."""
-    spec = loaded.spec
     schema = frame.schema
-    types = {column: _key_types(loaded, column) for column in spec.key_columns}
+    types = {column: _key_types(plan, column) for column in plan.key_columns}
 
     def key(column: str) -> Column:
         typed = _as_key(_column(column), schema[column].dataType, types[column][1])
-        domain = loaded.key_dtype(column)
+        domain = plan.resolved.key_dtype(column)
         if not domain.is_integer():
             return typed
         low, high = _integer_range(domain)  # as a non-strict cast to a narrow dtype: else null
         return F.when(typed.between(low, high), typed)
 
     selected = [
-        *(key(c).alias(f"key{i}") for i, c in enumerate(spec.key_columns)),
+        *(key(c).alias(f"key{i}") for i, c in enumerate(plan.key_columns)),
         *(
             _number(_column(c), schema[c].dataType, T.DoubleType()).alias(f"value{i}")
-            for i, c in enumerate(values_read(plan))
+            for i, c in enumerate(plan.reads)
         ),
     ]
-    if spec.period is not None:
-        period = spec.period.column
+    if plan.period_column is not None:
+        period = plan.period_column
         selected.append(_as_date(_column(period), schema[period].dataType).alias("period"))
-    if spec.privacy_unit is not None:  # a float unit is made NaN-free: nulls are one test
-        unit = _column(spec.privacy_unit)
-        if isinstance(schema[spec.privacy_unit].dataType, T.FloatType | T.DoubleType):
+    if plan.unit is not None:  # a float unit is made NaN-free: nulls are one test
+        unit = _column(plan.unit)
+        if isinstance(schema[plan.unit].dataType, T.FloatType | T.DoubleType):
             unit = F.when(~F.isnan(unit), unit)
         selected.append(unit.alias("unit"))
     return frame.select(*selected)
@@ -287,12 +292,10 @@ def _in_period(selected: DataFrame, month: Period | None) -> Column:
     )
 
 
-def _summary_metrics(
-    selected: DataFrame, loaded: ResolvedSpec, month: Period | None
-) -> list[Column]:
+def _summary_metrics(selected: DataFrame, plan: RowPlan) -> list[Column]:
     """Aggregates giving one row of private facts for the operator and the ledger (see
     `InputSummary`), over the same typed rows as the aggregation."""
-    in_period = _in_period(selected, month)
+    in_period = _in_period(selected, plan.period)
 
     def rows_where(condition: Column) -> Column:
         return F.count(F.when(in_period & condition, 1))
@@ -300,7 +303,7 @@ def _summary_metrics(
     row_hash = F.xxhash64(F.lit(_signed(FINGERPRINT_SEED)), *selected.columns)
     unit_rows = (
         rows_where(F.col("unit").isNotNull())
-        if loaded.spec.privacy_unit is not None
+        if plan.unit is not None
         else F.lit(None).cast(T.LongType())
     )
     return [
@@ -310,7 +313,7 @@ def _summary_metrics(
         F.sum(F.when(in_period, row_hash.cast(_SUM))).alias("hash_sum"),
         *(
             rows_where(F.col(f"key{i}").isNotNull()).alias(f"key{i}")
-            for i in range(len(loaded.spec.key_columns))
+            for i in range(len(plan.key_columns))
         ),
     ]
 
@@ -318,7 +321,8 @@ def _summary_metrics(
 def _one_row(selected: DataFrame, metrics: list[Column]) -> dict[str, Any]:
     """The input summary as a job of its own."""
     row = selected.agg(*metrics).first()
-    assert row is not None  # a global aggregate has one row
+    if row is None:  # a global aggregate has one row
+        raise DataError("the input summary's aggregate returned no row")
     return row.asDict()
 
 
@@ -330,66 +334,54 @@ def _observes_exactly(session: SparkSession) -> bool:
     return (major, minor) >= (4, 3)
 
 
-def _summary(row: Mapping[str, Any], loaded: ResolvedSpec) -> InputSummary:
+def _summary(row: Mapping[str, Any], plan: RowPlan) -> InputSummary:
     period_rows = int(row["period_rows"])
     return InputSummary(
         rows=int(row["input_rows"]),
         period_rows=period_rows,
         unit_rows=None if row["unit_rows"] is None else int(row["unit_rows"]),
-        keyed_rows={c: int(row[f"key{i}"]) for i, c in enumerate(loaded.spec.key_columns)},
+        keyed_rows={c: int(row[f"key{i}"]) for i, c in enumerate(plan.key_columns)},
         fingerprint=fingerprint(FINGERPRINT_SCHEME, period_rows, int(row["hash_sum"] or 0)),
     )
 
 
-def _cells(
-    selected: DataFrame, loaded: ResolvedSpec, plan: Allocation, month: Period | None, salt: int
-) -> tuple[DataFrame, DataFrame | None]:
+def _cells(selected: DataFrame, plan: RowPlan, salt: int) -> tuple[DataFrame, DataFrame | None]:
     """The lazy aggregation: one row (cell, rows, units0, units1, …) per observed cell; with
-    quantiles, also one row (cell, statistic, point, rows) per observed grid point (a second
+    histograms, also one row (cell, statistic, point, rows) per observed grid point (a second
     job over the same kept rows).
 
     One shuffle, by unit, of rows narrowed to what bounding and the sums need; the salt joins
     as a one-row table (`_salt_frame`).
     """
-    spec = loaded.spec
+    spec = plan.resolved.spec
     session = selected.sparkSession
+    bounding = plan.bounding
     df = selected
-    if spec.privacy_unit is not None:  # never one shared allowance for all unknown units
+    if bounding is not None:  # never one shared allowance for all unknown units
         df = df.filter(F.col("unit").isNotNull())
-    if month is not None:
-        df = df.filter(_in_period(df, month))
-    if spec.privacy_unit is not None:  # the row's order: a salted hash of all it holds
+    if plan.period is not None:
+        df = df.filter(_in_period(df, plan.period))
+    if bounding is not None:  # the row's order: a salted hash of all it holds
         row = df.columns
         df = df.crossJoin(F.broadcast(_salt_frame(session, salt)))
         df = df.withColumn("order", F.xxhash64("salt", *row))
-    keys = {column: f"key{i}" for i, column in enumerate(spec.key_columns)}
+    keys = {column: f"key{i}" for i, column in enumerate(plan.key_columns)}
     cell, stride = F.lit(0).cast(T.LongType()), 1
-    for group, domain in reversed(list(zip(spec.group_by, loaded.domains, strict=True))):
+    for group, domain in reversed(list(zip(spec.group_by, plan.resolved.domains, strict=True))):
         names = [keys[column] for column in group.key_columns]
-        types = [_key_types(loaded, column) for column in group.key_columns]
+        types = [_key_types(plan, column) for column in group.key_columns]
         domain_frame = F.broadcast(_domain_frame(session, domain, names, types))
         # an inner join on unique public keys: drops null and out-of-domain keys, numbers the cell
         df = df.join(domain_frame, on=names, how="inner")
         df = df.withColumn("cell", cell + F.col("index") * stride).drop("index", *names)
         cell, stride = F.col("cell"), stride * domain.height
-    read = values_read(plan)
-    units = [_units(m, read).alias(f"units{i}") for i, m in enumerate(summed(plan))]
-    points = [
-        grid_point(
-            _clamped(
-                F.col(f"value{read.index(q.statistic.column)}"),
-                q.statistic.lower,
-                q.statistic.upper,
-            ),
-            q,
-        ).alias(f"point{i}")
-        for i, q in enumerate(plan.quantiles)
-    ]
-    bounding = ["unit", "order", "salt"] if spec.privacy_unit is not None else []
-    df = df.select(cell.alias("cell"), *units, *points, *bounding)
-    if spec.privacy_unit is not None:
-        df = _bounded(df, loaded)
-    hist = histograms(df, [F.col(f"point{i}") for i in range(len(points))]) if points else None
+    units = [_units(u).alias(f"units{i}") for i, u in enumerate(plan.sums)]
+    points = [_grid_point(g).alias(f"point{i}") for i, g in enumerate(plan.histograms)]
+    bounding_columns = ["unit", "order", "salt"] if bounding is not None else []
+    df = df.select(cell.alias("cell"), *units, *points, *bounding_columns)
+    if bounding is not None:
+        df = _bounded(df, bounding)
+    hist = _histograms(df, [F.col(f"point{i}") for i in range(len(points))]) if points else None
     sums = [F.sum(F.col(f"units{i}").cast(_SUM)).alias(f"units{i}") for i in range(len(units))]
     return df.groupBy("cell").agg(F.count(F.lit(1)).alias("rows"), *sums), hist
 
@@ -404,13 +396,13 @@ class SparkEngine:
 
     def check(self, job: EngineJob) -> None:
         """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
-        loaded, plan, month = job.resolved, job.allocation, job.period
+        plan = job.plan
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(job.data, self._session)
-            validate_schema(polars_schema(frame.schema), loaded)
-            selected = _selected(frame, loaded, plan)
-            cells, hist = _cells(selected, loaded, plan, month, salt=0)
-            summary = selected.agg(*_summary_metrics(selected, loaded, month))
+            validate_schema(polars_schema(frame.schema), plan)
+            selected = _selected(frame, plan)
+            cells, hist = _cells(selected, plan, salt=0)
+            summary = selected.agg(*_summary_metrics(selected, plan))
             for query in (cells, hist, summary):
                 if query is not None:
                     query.schema  # noqa: B018 - analysis only: Spark checks the plan
@@ -421,13 +413,13 @@ class SparkEngine:
         The input summary is observed on the typed rows as the aggregation reads them: one pass
         over the input. It is a second job where Spark may count a row twice (before 4.3, see
         `_observes_exactly`) and where no row reached the aggregation."""
-        loaded, plan, month = job.resolved, job.allocation, job.period
-        with withholding_engine_errors(f"aggregating the input of release {loaded.spec.name!r}"):
-            selected = _selected(read(job.data, self._session), loaded, plan)
-            metrics = _summary_metrics(selected, loaded, month)
+        plan = job.plan
+        with withholding_engine_errors(f"aggregating the input of release {plan.name!r}"):
+            selected = _selected(read(job.data, self._session), plan)
+            metrics = _summary_metrics(selected, plan)
             observation = Observation() if _observes_exactly(selected.sparkSession) else None
             rows = selected if observation is None else selected.observe(observation, *metrics)
-            cells, hist = _cells(rows, loaded, plan, month, salt)
+            cells, hist = _cells(rows, plan, salt)
             table = cells.toArrow()
             points = None if hist is None else pl.DataFrame(pl.from_arrow(hist.toArrow()))
             # No row reached the aggregation: adaptive execution may then have swapped the stage
@@ -441,28 +433,29 @@ class SparkEngine:
 
         def laid_out(column: str) -> pl.Series:
             values = observed.get_column(column).cast(pl.Int128)
-            return pl.zeros(loaded.cells, dtype=pl.Int128, eager=True).scatter(at, values)
+            return pl.zeros(plan.resolved.cells, dtype=pl.Int128, eager=True).scatter(at, values)
 
-        column = {m.name: f"units{i}" for i, m in enumerate(summed(plan))}
-        values = {
-            m.name: laid_out(column.get(m.name, "rows")).alias(m.name) for m in plan.measurements
-        }
+        def column(vector: str) -> str:
+            index = plan.column_of(vector)
+            return "rows" if index is None else f"units{index}"
+
+        values = {name: laid_out(column(name)).alias(name) for name in plan.vectors}
         counted = {
-            q.statistic.name: points.filter(pl.col("statistic") == i).select(
+            point.name: points.filter(pl.col("statistic") == i).select(
                 pl.col(name).cast(pl.Int64) for name in ("cell", "point", "rows")
             )
-            for i, q in enumerate(plan.quantiles)
+            for i, point in enumerate(plan.histograms)
             if points is not None
         }
-        return ExactAggregates(loaded.key_grid, values, _summary(summary, loaded), counted)
+        return ExactAggregates(plan.resolved.key_grid, values, _summary(summary, plan), counted)
 
     def summarize(self, job: EngineJob) -> InputSummary:
         """The input summary alone: for a re-run that returns a stored release."""
-        loaded = job.resolved
-        with withholding_engine_errors(f"reading the input of release {loaded.spec.name!r}"):
-            selected = _selected(read(job.data, self._session), loaded, job.allocation)
-            row = _one_row(selected, _summary_metrics(selected, loaded, job.period))
-        return _summary(row, loaded)
+        plan = job.plan
+        with withholding_engine_errors(f"reading the input of release {plan.name!r}"):
+            selected = _selected(read(job.data, self._session), plan)
+            row = _one_row(selected, _summary_metrics(selected, plan))
+        return _summary(row, plan)
 
 
 __all__ = [

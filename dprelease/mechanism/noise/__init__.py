@@ -45,7 +45,13 @@ from dprelease.mechanism.noise._laws import (
     noise_family,
 )
 from dprelease.mechanism.noise._level import LevelNoise, NoiseLaw, level_noise
-from dprelease.mechanism.noise._source import NoiseSource, default_noise_source, require_private
+from dprelease.mechanism.noise._source import (
+    NoiseSource,
+    WordStream,
+    default_noise_source,
+    require_private,
+    word_stream,
+)
 
 __all__ = [
     "FAMILIES",
@@ -57,6 +63,7 @@ __all__ = [
     "NoiseLaw",
     "NoiseSource",
     "Sensitivity",
+    "WordStream",
     "bernoulli_exp",
     "default_noise_source",
     "discrete_gaussian",
@@ -73,4 +80,5 @@ __all__ = [
     "level_noise",
     "noise_family",
     "require_private",
+    "word_stream",
 ]

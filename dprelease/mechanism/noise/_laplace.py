@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from dprelease.errors import NoiseError
-from dprelease.loss import decimal_text
+from dprelease.loss import decimal_text, exact_rational
 from dprelease.mechanism.noise._bernoulli import _alg1, _geometric_e1
 from dprelease.mechanism.noise._source import (
     NoiseSource,
@@ -53,15 +53,14 @@ def _exact_parameter(name: str, value: float | int | Fraction) -> Fraction:
     """`value` as an exact rational, NoiseError naming `name` unless it is a finite real in
     (0, 2**48]: the one check of a noise parameter before it is rounded for sampling, so a
     Laplace scale and a Gaussian σ² are refused in the same words."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise NoiseError(f"{name} must be a positive finite number, got {type(value).__name__}")
-    if isinstance(value, numbers.Rational):
-        exact = Fraction(int(value.numerator), int(value.denominator))
-    else:
-        as_float = float(value)
-        if not math.isfinite(as_float):
-            raise NoiseError(f"{name} must be a positive finite number, got {as_float!r}")
-        exact = Fraction(as_float)
+    exact = exact_rational(value, binary_floats=True, text=False)
+    if exact is None:
+        shown = (
+            repr(float(value))
+            if isinstance(value, numbers.Real) and not isinstance(value, bool)
+            else type(value).__name__
+        )
+        raise NoiseError(f"{name} must be a positive finite number, got {shown}")
     if exact <= 0:
         raise NoiseError(f"{name} must be positive, got {decimal_text(exact)}")
     if exact > _MAX_PARAMETER:  # (it can be beyond any double: formatted without float())

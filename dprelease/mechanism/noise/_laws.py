@@ -19,7 +19,6 @@ A new family (a noise share, say) is one more `NoiseFamily` here and one entry i
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dprelease.errors import NoiseError, SpecError
-from dprelease.loss import Measure, Mechanism, PrivacyLoss, laplace_epsilon, zcdp_of_pure
+from dprelease.loss import (
+    Measure,
+    Mechanism,
+    PrivacyLoss,
+    exact_rational,
+    laplace_epsilon,
+    zcdp_of_pure,
+)
 from dprelease.mechanism.noise._gaussian import discrete_gaussian, exact_sigma2
 from dprelease.mechanism.noise._gaussian_law import DiscreteGaussian, gaussian_law
 from dprelease.mechanism.noise._laplace import (
@@ -92,11 +98,8 @@ def _drawable(
 def _exact_positive(name: str, value: object) -> Fraction:
     """`value` as an exact rational (a float is one: a binary fraction), refused unless it is a
     positive finite number."""
-    if isinstance(value, numbers.Rational) and not isinstance(value, bool):
-        exact = Fraction(int(value.numerator), int(value.denominator))
-    elif isinstance(value, float) and math.isfinite(value):
-        exact = Fraction(value)
-    else:
+    exact = exact_rational(value, binary_floats=True, text=False)
+    if exact is None:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     if exact <= 0:
         raise ValueError(f"{name} must be positive, got {value!r}")

@@ -299,3 +299,16 @@ def _python_uniform_below(stream: _BitStream, m: int) -> int:
         word &= (1 << bits) - 1
         if word < m:
             return word
+
+
+def word_stream(source: NoiseSource) -> _BitStream | None:
+    """A fresh stream of the source's random words, for a sampler outside this folder that
+    needs uniform words of its own (a uniform choice among a data-dependent number of points);
+    None for the zero test source, which has no bits."""
+    if source._open_stream is None:
+        return None
+    return _BitStream(source._open_stream())
+
+
+#: The public name of a stream of random words (`word_stream`): `words(n, dtype)`.
+WordStream = _BitStream

@@ -13,16 +13,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from dprelease.change import ProtectedChange, reach
 from dprelease.errors import NoiseError, SpecError
+from dprelease.loss import exact_rational
 from dprelease.mechanism.noise import exact_scale, laplace_log_mgf, laplace_log_mgf_slope
-from dprelease.spec import check_quantile_levels
+from dprelease.spec import MAX_GRID_POINTS, check_quantile_levels, grid_points
 
 #: Share of the statistic's ε spent on the ladder that gives every p its interval.
 DEFAULT_INTERVAL_SHARE = Fraction(1, 10)
 #: Each side of an interval misses with probability at most this (two sides: 95%).
 SIDE_MISS = 0.025
-#: At most 2^20 grid points (and p denominators, see `check_quantile_levels`): scores of cells
-#: of up to 2^40 rows stay below 2^62 in int64; larger cells' scores are capped (`_release`).
-MAX_BINS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -43,22 +41,9 @@ class QuantileGrid:
     def from_bounds(
         cls, lower: Fraction | int, upper: Fraction | int, resolution: Fraction | int
     ) -> QuantileGrid:
+        """The grid of a statistic's bounds; SpecError as its spec would give (`grid_points`)."""
         lo, hi, res = Fraction(lower), Fraction(upper), Fraction(resolution)
-        if res <= 0:
-            raise SpecError("resolution", "must be positive")
-        if hi <= lo:
-            raise SpecError("upper", "must be above lower")
-        steps = (hi - lo) / res
-        if steps.denominator != 1:
-            raise SpecError(
-                "resolution", "must divide upper − lower, so both bounds are grid points"
-            )
-        bins = int(steps) + 1
-        if bins > MAX_BINS:
-            raise SpecError(
-                "resolution", f"gives {bins} grid points; at most {MAX_BINS}: make it coarser"
-            )
-        return cls(lo, res, bins)
+        return cls(lo, res, grid_points(lo, hi, res))
 
     @property
     def upper(self) -> Fraction:
@@ -277,12 +262,14 @@ def _chernoff_bound(
 
 
 def _as_fraction(x: Fraction | int | str, what: str) -> Fraction:
+    """An exact rational given as an int, a Fraction or text ('1/4'): never a float, whose
+    binary value would not be the p or ε meant."""
     if isinstance(x, bool) or not isinstance(x, numbers.Rational | str):
         raise SpecError(what, f"must be an exact rational (int, Fraction or '1/4'), got {x!r}")
-    try:
-        return Fraction(x)
-    except (ValueError, ZeroDivisionError) as exc:
-        raise SpecError(what, f"is not a rational number: {x!r}") from exc
+    exact = exact_rational(x)
+    if exact is None:
+        raise SpecError(what, f"is not a rational number: {x!r}")
+    return exact
 
 
 def plan_quantiles(
@@ -303,8 +290,8 @@ def plan_quantiles(
         raise SpecError("epsilon", "must be positive")
     fractions = sorted(_as_fraction(p, "quantiles") for p in ps)
     check_quantile_levels(fractions, "quantiles")
-    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_BINS:
-        raise SpecError("resolution", f"the grid must have 1 to {MAX_BINS} points")
+    if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= MAX_GRID_POINTS:
+        raise SpecError("resolution", f"the grid must have 1 to {MAX_GRID_POINTS} points")
     if isinstance(rows_per_unit, bool) or not isinstance(rows_per_unit, int) or rows_per_unit < 1:
         raise SpecError("max_rows_per_unit", "must be a positive integer")
     share = _as_fraction(interval_share, "interval_share")

@@ -11,8 +11,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dprelease.errors import NoiseError
-from dprelease.mechanism.noise import NoiseSource, default_noise_source, discrete_laplace
-from dprelease.mechanism.noise._source import _BitStream  # the words a uniform choice needs
+from dprelease.mechanism.noise import (
+    NoiseSource,
+    WordStream,
+    default_noise_source,
+    discrete_laplace,
+    word_stream,
+)
 from dprelease.mechanism.quantiles._plan import QuantilePlan
 
 #: Cells per batch: about 2^20 grid points in flight, whatever the number of cells.
@@ -86,7 +91,7 @@ def _coins(scores: NDArray[np.int64], scale: Fraction, source: NoiseSource) -> N
     return geometric >= scores
 
 
-def _uniform_below(stream: _BitStream | None, m: NDArray[np.int64]) -> NDArray[np.int64]:
+def _uniform_below(stream: WordStream | None, m: NDArray[np.int64]) -> NDArray[np.int64]:
     """One uniform integer in [0, m_i) per entry (m_i ≥ 1), by exact rejection on 64-bit words.
 
     A word is redrawn with probability < m_i/2^64 < 2^-43: the only place the number of bits
@@ -105,18 +110,16 @@ def _uniform_below(stream: _BitStream | None, m: NDArray[np.int64]) -> NDArray[n
     return (words % mod).astype(np.int64)
 
 
-def _pick_uniform(accepted: NDArray[np.bool_], stream: _BitStream | None) -> NDArray[np.int64]:
+def _pick_uniform(accepted: NDArray[np.bool_], stream: WordStream | None) -> NDArray[np.int64]:
     """Per row, a uniformly random column among those accepted (every row accepts one)."""
     counts = accepted.sum(axis=1)
     rank = _uniform_below(stream, np.maximum(counts, 1))
     return np.argmax(np.cumsum(accepted, axis=1) > rank[:, None], axis=1)
 
 
-def _open_stream(source: NoiseSource) -> _BitStream | None:
+def _open_stream(source: NoiseSource) -> WordStream | None:
     """A fresh stream of the source's words (None for the zero test source)."""
-    if source._open_stream is None:
-        return None
-    return _BitStream(source._open_stream())
+    return word_stream(source)
 
 
 def _release_values(

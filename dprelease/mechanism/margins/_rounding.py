@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
 from scipy.optimize import Bounds, LinearConstraint, milp  # type: ignore[import-untyped]
 
-from dprelease.mechanism._consistency import Estimate
+from dprelease.mechanism.margins._consistency import Estimate
 from dprelease.spec import Levels
 
 # Values within this (relative) distance of an integer count as that integer when rounding.

@@ -1,8 +1,9 @@
-"""Post-processing: noisy integer measurements → the released columns.
+"""Post-processing of noisy integer vectors: from noisy units to released values, and the
+rounding rule every kind publishes with.
 
 Everything here reads only the noisy values and public parameters, so by DP's post-processing
-property it costs no ε: clamping counts at 0, scaling sums by their granularity, dividing a
-mean's noisy sum by its noisy count, and rounding to the precision the noise leaves.
+property it costs no ε: clamping counts at 0, scaling sums by their granularity, and rounding to
+the precision the noise leaves (each kind's module applies it to its own columns).
 
 Rounding rule (unless `postprocess.decimals` is set): a sum is rounded to the decimal place of
 the second significant digit of its 95% margin of error (a margin of 2,996 rounds to hundreds,
@@ -21,25 +22,14 @@ margin covers the whole range, and `<mean>_uninformative` is true there.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from dprelease.mechanism._accounting import Measurement, StatisticAllocation
-from dprelease.mechanism._quantile_accounting import QuantileAllocation
-from dprelease.mechanism.quantiles import QuantileRelease
-from dprelease.spec import (
-    HIGH_SUFFIX,
-    LOW_SUFFIX,
-    MOE95_SUFFIX,
-    UNDEFINED_SUFFIX,
-    UNINFORMATIVE_SUFFIX,
-    CountStatistic,
-    PostProcessing,
-    SumStatistic,
-)
+from dprelease.mechanism.margins._vector import Vector
+from dprelease.spec import MOE95_SUFFIX, PostProcessing
 
 _INT64 = (-(2**63), 2**63 - 1)
 #: A decimal computed in floats (a bound, a published value, a difference of them) within this
@@ -67,7 +57,7 @@ def noise_decimals(moe95: float) -> int | None:
     return 1 - math.floor(math.log10(moe95))
 
 
-def _round(
+def round_to(
     values: np.ndarray,
     places: np.ndarray,
     up: bool = False,
@@ -93,17 +83,12 @@ def _round(
     return np.where(known, rounded, values)
 
 
-def _places(post: PostProcessing, moe95: np.ndarray) -> np.ndarray:
+def places_of(post: PostProcessing, moe95: np.ndarray) -> np.ndarray:
     """Per cell, the places to round to: `decimals` if set, else the rounding rule's."""
     if post.decimals is not None:
         return np.full(moe95.shape, float(post.decimals))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(moe95 > 0, 1 - np.floor(np.log10(moe95)), np.nan)
-
-
-def sum_decimals(p: StatisticAllocation, post: PostProcessing) -> int | None:
-    """The decimal places a sum without margins is published with (see the rounding rule)."""
-    return post.decimals if post.decimals is not None else noise_decimals(p.measurement.moe95)
 
 
 @dataclass(frozen=True)
@@ -118,7 +103,7 @@ class Measured:
 
 
 def from_noisy(
-    measurements: list[Measurement], noisy: Mapping[str, pl.Series], post: PostProcessing
+    measurements: Sequence[Vector], noisy: Mapping[str, pl.Series], post: PostProcessing
 ) -> dict[str, Measured]:
     """Without margins: each measurement's noisy cells (integer units) as released. With
     `nonnegative`, counts (weighted or not), and sums whose values cannot be negative, are
@@ -134,100 +119,50 @@ def from_noisy(
         total = cells.cast(pl.Float64).to_numpy() * float(m.granularity)
         if post.nonnegative and m.nonnegative_values:
             total = np.maximum(total, 0.0)
-        measured[m.name] = Measured(pl.Series(total), moe, _places(post, moe))
+        measured[m.name] = Measured(pl.Series(total), moe, places_of(post, moe))
     return measured
 
 
-def columns(
-    p: StatisticAllocation, measured: Mapping[str, Measured], post: PostProcessing
-) -> list[pl.Series]:
-    """The released columns of one statistic, from its measurements' released values: a count
-    of rows as integers, a weighted count as a sum is (rounded to its noise's place)."""
-    stat, got = p.statistic, measured[p.measurement.name]
-    margin = f"{stat.name}{MOE95_SUFFIX}"
-    if isinstance(stat, CountStatistic) and p.measurement.counts_rows:
-        values = got.values.cast(pl.Int64).alias(stat.name)
-        if not post.moe95_columns:
-            return [values]
-        return [values, pl.Series(margin, got.moe95, dtype=pl.Float64)]
-    if isinstance(stat, CountStatistic | SumStatistic):
-        assert got.places is not None  # a sum's or a weighted count's measurement
-        total = got.values.to_numpy()
-        out = [pl.Series(stat.name, _round(total, got.places), dtype=pl.Float64)]
-        if post.moe95_columns:
-            out.append(pl.Series(margin, _round(got.moe95, got.places, up=True), dtype=pl.Float64))
-        return out
-    return _mean(p, measured, post)
-
-
-def _within(values: np.ndarray, places: np.ndarray, lower: float, upper: float) -> np.ndarray:
+def within(values: np.ndarray, places: np.ndarray, lower: float, upper: float) -> np.ndarray:
     """`values` (in [lower, upper]) rounded to `places` and kept inside the bounds: a value
     rounded past a bound goes to the nearest multiple of the place inside it (99 rounded to
     the tens of [18, 99] is 90, not 100), or to the bound itself where none fits.
 
     The multiples nearest inside the bounds are worked out once per place that occurs (a few),
     not per cell."""
-    rounded = _round(values, places)
+    rounded = round_to(values, places)
     known = np.isfinite(places)
     if not known.any():  # no place (zero margins): every digit kept, already within the bounds
         return rounded
     first = int(places[known].min())
     each = np.arange(first, int(places[known].max()) + 1, dtype=float)
-    inner_lower = _round(np.full(each.shape, lower), each, up=True, decimal=True)
-    inner_upper = _round(np.full(each.shape, upper), each, down=True, decimal=True)
+    inner_lower = round_to(np.full(each.shape, lower), each, up=True, decimal=True)
+    inner_upper = round_to(np.full(each.shape, upper), each, down=True, decimal=True)
     fits = inner_lower <= inner_upper
     low, high = np.where(fits, inner_lower, lower), np.where(fits, inner_upper, upper)
     at = np.where(known, places - first, 0).astype(np.int64)
     return np.where(known, np.clip(rounded, low[at], high[at]), rounded)
 
 
-def _mean(
-    p: StatisticAllocation, measured: Mapping[str, Measured], post: PostProcessing
-) -> list[pl.Series]:
-    """Sum / count, clamped to the bounds; null (and flagged) where the count is ≤ 0, since no
-    mean is defined there (the bounds' midpoint would only look like data). Rounded within the
-    bounds, its margin at most the distance to the farther bound, and flagged uninformative
-    where that is what the margin is (see the module's docstring)."""
-    stat, count_m = p.statistic, p.count
-    assert count_m is not None and not isinstance(stat, CountStatistic)  # a mean's denominator
-    total, count = measured[p.measurement.name], measured[count_m.name]
-    counts = count.values.cast(pl.Float64).to_numpy()
-    defined = counts > 0
-    safe = np.where(defined, counts, 1.0)
-    mean = np.clip(total.values.to_numpy() / safe, stat.lower, stat.upper)
-    # first-order propagation of the sum's and the count's margins through sum / count
-    moe = (total.moe95 + np.abs(mean) * count.moe95) / safe
-    # no place coarser than the range's own: beyond the width, a margin says only "anywhere"
-    places = _places(post, np.minimum(moe, stat.upper - stat.lower))
-    value = _within(mean, places, stat.lower, stat.upper)
-    # the farthest the truth can be from the published value: a sure bound on its error
-    reach = np.maximum(value - stat.lower, stat.upper - value)
-    reach = _round(reach, places, up=True, decimal=True)
-    margin = _round(moe, places, up=True)
-    uninformative = margin >= reach
-    out = [pl.Series(stat.name, np.where(defined, value, np.nan))]
+def value_columns(name: str, got: Measured, post: PostProcessing) -> list[pl.Series]:
+    """A sum's (or weighted count's) released columns: its value rounded to its places and its
+    margin of error rounded up to the same place (a value without places keeps every digit)."""
+    places = got.places if got.places is not None else np.full(len(got.moe95), np.nan)
+    out = [pl.Series(name, round_to(got.values.to_numpy(), places), dtype=pl.Float64)]
     if post.moe95_columns:
-        published = np.where(defined, np.minimum(margin, reach), np.nan)
-        out.append(pl.Series(f"{stat.name}{MOE95_SUFFIX}", published))
-    out = [series.fill_nan(None) for series in out]
-    return [
-        *out,
-        pl.Series(f"{stat.name}{UNDEFINED_SUFFIX}", ~defined),
-        pl.Series(f"{stat.name}{UNINFORMATIVE_SUFFIX}", uninformative, dtype=pl.Boolean).scatter(
-            np.flatnonzero(~defined), None
-        ),
-    ]
-
-
-def quantile_columns(q: QuantileAllocation, drawn: QuantileRelease) -> list[pl.Series]:
-    """Each p's released value and its 95% interval (`_low`, `_high`), in the column's units:
-    grid points, monotone in p, low ≤ value ≤ high (the mechanism's post-processing)."""
-    out = []
-    for j, name in enumerate(q.statistic.value_columns()):
-        for suffix, points in (
-            ("", drawn.values),
-            (LOW_SUFFIX, drawn.low),
-            (HIGH_SUFFIX, drawn.high),
-        ):
-            out.append(pl.Series(f"{name}{suffix}", q.grid.values(points[:, j]), dtype=pl.Float64))
+        margin = round_to(got.moe95, places, up=True)
+        out.append(pl.Series(f"{name}{MOE95_SUFFIX}", margin, dtype=pl.Float64))
     return out
+
+
+def count_columns(name: str, got: Measured, post: PostProcessing) -> list[pl.Series]:
+    """A count of rows' released columns: integers, and its margin of error."""
+    values = got.values.cast(pl.Int64).alias(name)
+    if not post.moe95_columns:
+        return [values]
+    return [values, pl.Series(f"{name}{MOE95_SUFFIX}", got.moe95, dtype=pl.Float64)]
+
+
+def published_decimals(moe95: float, post: PostProcessing) -> int | None:
+    """The decimal places a value without margins is published with (the rounding rule)."""
+    return post.decimals if post.decimals is not None else noise_decimals(moe95)

@@ -3,7 +3,7 @@ level's noisy vector (the Laplace mechanism's Δ1), with its derivation in words
 
 It follows from exactly what the engine enforces (a unit keeps ≤ R rows) and the declared
 bounds, in the integer units that are noised, never from data; the derivation is shown in the
-column's own units, as people check it. `mechanism._l2` gives Δ2 for Gaussian noise.
+column's own units, as people check it. `_l2` gives Δ2 for Gaussian noise.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from dprelease.change import ProtectedChange, reach
-from dprelease.mechanism._values import RowValue
-from dprelease.spec import ReleaseSpec
+from dprelease.spec import ReleaseSpec, RowValue
 
 
 def l1_reach(spec: ReleaseSpec, neighbours: ProtectedChange, grouped: bool) -> tuple[int, str]:
@@ -58,7 +57,7 @@ def sum_sensitivity(
 
     steps = f"in steps of the granularity {float(granularity):.10g}"
     bounds = f"[{shown(lower_u)}, {shown(upper_u)}] ({steps})"
-    weighted = None if value.weight is None else value.weighted(bounds)
+    weighted = value.weighted(bounds)
     if neighbours is ProtectedChange.SUBSTITUTE and not grouped:
         rows = reach(neighbours, spec.unit_bounds.rows, moves=False)
         span = max(upper_u, 0) - min(lower_u, 0)

@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]  # typed only with scipy-stubs
 from scipy.optimize import minimize_scalar  # type: ignore[import-untyped]
 
-from dprelease.mechanism._consistency import (
+from dprelease.mechanism.margins._consistency import (
     Woodbury,
     cell_signatures,
     checked,

@@ -2,21 +2,22 @@
 
 A spec with `margins:` releases its cells and each margin (a subset of the key columns; `[]` is
 the grand total). Each level of each measurement has its own discrete Laplace noise, from its
-share of the measurement's ε (`accounting`). After the noise, everything is post-processing of
-the noisy values with public parameters (`consistency`): the weighted least-squares estimate of
+share of the measurement's ε (`kinds`). After the noise, everything is post-processing of
+the noisy values with public parameters (`_consistency`): the weighted least-squares estimate of
 the cells from every level (constrained to ≥ 0 where `nonnegative` applies), every level released
 as sums of the released cells, and a controlled rounding (counts to integers, sums to their
 decimal place) that keeps every margin the sum of its cells.
 
 `margin_accuracy` is public: the levels and every value's 95% margin of error, from the resolved
-spec and the allocation, before any budget is reserved. `release_levels` runs after the noise and
-cannot fail on the values it post-processes: a solver that does not converge falls back,
-deterministically, to an estimate that needs no solver, and says so (`Outcome.fallbacks`).
+spec and the noisy vectors' laws, before any budget is reserved. `release_levels` runs on the
+noisy totals and cannot fail on the values it post-processes: a solver that does not converge
+falls back, deterministically, to an estimate that needs no solver, and says so
+(`Outcome.fallbacks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -25,18 +26,17 @@ import numpy as np
 import polars as pl
 
 from dprelease.errors import INTERRUPTS
-from dprelease.mechanism._accounting import Allocation, Measurement, StatisticAllocation
-from dprelease.mechanism._postprocess import Measured, noise_decimals
-from dprelease.mechanism.engines import ExactAggregates
-from dprelease.mechanism.noise import NoiseLaw, NoiseSource
-from dprelease.spec import CountStatistic, Levels, PostProcessing, ResolvedSpec, SumStatistic
+from dprelease.mechanism.margins._decimals import Measured, noise_decimals
+from dprelease.mechanism.margins._vector import Vector
+from dprelease.mechanism.noise import NoiseLaw
+from dprelease.spec import Levels, PostProcessing, ResolvedSpec
 
 if TYPE_CHECKING:  # the solvers (scipy, Clarabel, HiGHS) load only for a release with margins
-    from dprelease.mechanism._consistency import Estimate
-    from dprelease.mechanism._rounding import Rounded
+    from dprelease.mechanism.margins._consistency import Estimate
+    from dprelease.mechanism.margins._rounding import Rounded
 
 #: The shift every value keeps below in a controlled rounding of at most two nested chains of
-#: margins (the spec refuses more), in units of the rounding (`consistency.round_additive`).
+#: margins (the spec refuses more), in units of the rounding (`_rounding.round_additive`).
 PLANNED_SHIFT = 1.0
 #: Scaled values this large are already integers in float64, and above 2^63 no longer fit the
 #: rounding's int64: they are left as they are (see `_round_additively`).
@@ -49,7 +49,7 @@ _INT64_SAFE = 2.0**62
 class LevelLaws:
     """One measurement's public facts at every level (the cells first)."""
 
-    counts_rows: bool  # a count of rows (`Measurement.counts_rows`): its truth is an integer
+    counts_rows: bool  # a count of rows (`Vector.counts_rows`): its truth is an integer
     laws: tuple[NoiseLaw, ...]
     moe95: tuple[np.ndarray, ...]  # of the consistent estimate, per row, in value units
     nonnegative: bool  # estimated under cells ≥ 0
@@ -70,7 +70,7 @@ class LevelLaws:
         """Per level, the margin of error of the released values: the estimate's, plus what the
         controlled rounding may move a value (< shift units). A count's truth is an integer, so
         its margin is ⌈h + shift⌉ − 1 (`rounded_moe95`)."""
-        from dprelease.mechanism._rounding import rounded_moe95
+        from dprelease.mechanism.margins._rounding import rounded_moe95
 
         if self.counts_rows:
             return [rounded_moe95(h, s) for h, s in zip(self.moe95, shifts, strict=True)]
@@ -91,11 +91,11 @@ class MarginAccuracy:
         return (PLANNED_SHIFT,) * len(self.levels.sizes)
 
 
-def _laws(m: Measurement) -> tuple[NoiseLaw, ...]:
+def _laws(m: Vector) -> tuple[NoiseLaw, ...]:
     return tuple(level.law for level in m.levels)
 
 
-def nonnegative(m: Measurement, post: PostProcessing) -> bool:
+def nonnegative(m: Vector, post: PostProcessing) -> bool:
     """Whether the estimate is constrained to cells ≥ 0: counts (weighted or not), and sums
     whose values cannot be negative, when `nonnegative` is set (the same values a release
     without margins clamps)."""
@@ -103,34 +103,31 @@ def nonnegative(m: Measurement, post: PostProcessing) -> bool:
 
 
 def margin_accuracy(
-    resolved: ResolvedSpec, allocation: Allocation, only: Collection[str] | None = None
+    resolved: ResolvedSpec,
+    vectors: Sequence[Vector],
+    published: Collection[str],
+    only: Collection[str] | None = None,
 ) -> MarginAccuracy | None:
-    """The public facts of a release with margins (None without): reads no data. `only`
-    (measurement names) limits the margins of error computed to those (the planner's search)."""
+    """The public facts of a release with margins (None without): reads no data. `published`
+    names the vectors released in value units (a sum's, a weighted count's: they get a decimal
+    place); `only` (vector names) limits the margins of error computed to those (the planner's
+    search)."""
     levels = resolved.levels
     if levels is None:
         return None
-    from dprelease.mechanism._moe import moe95
+    from dprelease.mechanism.margins._moe import moe95
 
     post = resolved.spec.postprocess
-    plan = allocation
-    published_sums = {  # published in value units: sums and weighted counts (never a quantile:
-        p.measurement.name  # a spec with margins refuses one)
-        for p in plan.statistics
-        if isinstance(p, StatisticAllocation)
-        and isinstance(p.statistic, SumStatistic | CountStatistic)
-        and not p.measurement.counts_rows
-    }
     cache: dict[tuple[NoiseLaw, ...], tuple[np.ndarray, ...]] = {}
     accuracy = {}
-    for m in plan.measurements:
+    for m in vectors:
         if only is not None and m.name not in only:
             continue
         laws = _laws(m)
         if laws not in cache:
             cache[laws] = moe95(levels, laws)
         places = None
-        if m.name in published_sums:
+        if m.name in published:
             smallest = min(float(h.min()) for h in cache[laws])
             places = post.decimals if post.decimals is not None else noise_decimals(smallest)
         accuracy[m.name] = LevelLaws(m.counts_rows, laws, cache[laws], nonnegative(m, post), places)
@@ -175,7 +172,7 @@ def _estimate(
 ) -> Estimate:
     """The consistent estimate; under `nonnegative` the constrained one, falling back to the
     linear estimate (whose margins of error are exact) if the solver does not converge."""
-    from dprelease.mechanism._consistency import consistent, consistent_nonnegative
+    from dprelease.mechanism.margins._consistency import consistent, consistent_nonnegative
 
     if acc.nonnegative:
         try:
@@ -193,7 +190,7 @@ def _estimate(
 def _round_nearest(estimate: Estimate) -> Rounded:
     """Cells to the nearest integer and every margin their sum: additive, needs no solver;
     each level's shift bound is what it reached (strictly above)."""
-    from dprelease.mechanism._rounding import Rounded
+    from dprelease.mechanism.margins._rounding import Rounded
 
     levels = estimate.levels
     cells = np.rint(estimate.values[0])
@@ -208,7 +205,7 @@ def _round_nearest(estimate: Estimate) -> Rounded:
 def _round_additively(estimate: Estimate, name: str, outcome: Outcome) -> Rounded:
     """`round_additive`, or the nearest-integer rounding where it cannot be used: values beyond
     float64's integers (nothing to round), or a failing HiGHS solve (said in `outcome`)."""
-    from dprelease.mechanism._rounding import round_additive
+    from dprelease.mechanism.margins._rounding import round_additive
 
     largest = estimate.levels.aggregate(np.abs(estimate.values[0]))  # a margin sums its cells
     if max(float(np.max(level)) for level in largest) >= _EXACT_FLOAT:
@@ -239,7 +236,7 @@ def _as_int64(values: np.ndarray, name: str, outcome: Outcome) -> np.ndarray:
 
 def _scaled(estimate: Estimate, places: int) -> Estimate:
     """The cells in units of 10^-places (dividing by an exact power of ten when places < 0)."""
-    from dprelease.mechanism._consistency import Estimate
+    from dprelease.mechanism.margins._consistency import Estimate
 
     cells = estimate.values[0]
     scaled = cells * 10.0**places if places >= 0 else cells / 10.0**-places
@@ -247,34 +244,29 @@ def _scaled(estimate: Estimate, places: int) -> Estimate:
 
 
 def _unscaled(values: np.ndarray, places: int) -> np.ndarray:
-    """Integers in units of 10^-places back to value units, as `postprocess._round` does."""
+    """Integers in units of 10^-places back to value units, as `_decimals.round_to` does."""
     return values / 10.0**places if places >= 0 else values * 10.0**-places
 
 
 def release_levels(
-    exact: ExactAggregates,
-    plan: Allocation,
+    vectors: Sequence[Vector],
+    totals: Mapping[str, Sequence[pl.Series]],
     margins: MarginAccuracy,
-    source: NoiseSource,
 ) -> tuple[dict[str, Measured], Outcome]:
-    """Noise every level of every measurement, make each consistent and round it additively:
-    the released values (every level's rows in turn) and what the rounding did.
+    """Every vector's noisy integer totals at every level (`totals`: Int128 units) made
+    consistent and rounded additively: the released values (every level's rows in turn) and
+    what the rounding did.
 
     Counts of rows are rounded to integers; a published sum or weighted count to its decimal
     place; a mean's own sum (and weighted count) is left as estimated (a mean is divided, not
-    summed). Nothing here can fail because of a value: the noise batches have the public sizes
-    of the levels, and both solvers fall back."""
+    summed). Nothing here can fail because of a value: both solvers fall back."""
     levels = margins.levels
     outcome = Outcome()
     measured = {}
-    for m in plan.measurements:
+    for m in vectors:
         acc = margins.accuracy[m.name]
         noisy = [
-            (exact_level + pl.Series(level.draw(size, source))).cast(pl.Float64).to_numpy()
-            * float(m.granularity)
-            for exact_level, level, size in zip(
-                level_sums(exact.of(m), levels), m.levels, levels.sizes, strict=True
-            )
+            total.cast(pl.Float64).to_numpy() * float(m.granularity) for total in totals[m.name]
         ]
         estimate = _estimate(levels, noisy, acc, m.name, outcome)
         if m.counts_rows:

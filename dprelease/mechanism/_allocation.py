@@ -1,0 +1,148 @@
+"""Allocation: from a resolved spec and a release's loss to every statistic's share and how it is
+made (its kind's `allocate`), and from those to the row plan the engine runs.
+
+Everything here is computed from declared, public settings, never from data, so the allocation
+and the manifest built from it can be published as they are. Nothing here asks which kind a
+statistic is: the kinds' registry does (`kinds.kind_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from dprelease.change import ProtectedChange
+from dprelease.errors import SpecError
+from dprelease.loss import Mechanism, PrivacyLoss
+from dprelease.mechanism import margins
+from dprelease.mechanism.engines import RowPlan
+from dprelease.mechanism.kinds import (
+    Allocated,
+    Context,
+    Measurement,
+    QuantileAllocation,
+    kind_of,
+    quantile_allocations,
+)
+from dprelease.mechanism.margins import MarginAccuracy
+from dprelease.mechanism.noise import noise_family
+from dprelease.period import Period
+from dprelease.spec import ResolvedSpec, Statistic
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A release's loss allocated: per statistic its share and how it is made, every
+    measurement's sensitivity, granularity and noise scale (at every level), and how the total
+    was split."""
+
+    statistics: list[Allocated]
+    measurements: list[Measurement]
+    total: PrivacyLoss
+    split: Literal["weights", "accuracy targets"]
+    mechanism: Mechanism = Mechanism.LAPLACE
+
+    @property
+    def quantiles(self) -> list[QuantileAllocation]:
+        """The quantile statistics: each needs its column's histogram per cell."""
+        return quantile_allocations(self.statistics)
+
+    @property
+    def published(self) -> list[str]:
+        """The measurements released in the column's units (each gets a decimal place)."""
+        return [name for a in self.statistics for name in a.published()]
+
+    def row_plan(self, resolved: ResolvedSpec, period: Period | None) -> RowPlan:
+        """What the engine computes for this allocation: the rows of every cell, a sum per
+        measurement that sums row values, each statistic's histograms (`Allocated.histograms`),
+        reading each value column once."""
+        columns = [c for m in self.measurements if not m.counts_rows for c in m.read_columns()]
+        columns += [c for a in self.statistics for c in a.read_columns()]
+        reads = list(dict.fromkeys(columns))
+        sums = [units for m in self.measurements if (units := m.units(reads)) is not None]
+        points = [point for a in self.statistics for point in a.histograms(reads)]
+        vectors = [m.name for m in self.measurements]
+        return RowPlan.of(resolved, period, reads, vectors, sums, points)
+
+
+def _path(index: int) -> str:
+    return f"release.statistics[{index}]"
+
+
+def spending_statistics(resolved: ResolvedSpec) -> list[Statistic]:
+    """The statistics that get a share of the loss (all but means that reuse both parts)."""
+    spec = resolved.spec
+    return [s for s in spec.statistics if kind_of(s).spends(s, resolved)]
+
+
+def _targeted(spending: list[Statistic]) -> bool:
+    """Whether the loss is split by accuracy targets (the spec has them on every statistic that
+    can target, or on none)."""
+    return any(s.target() is not None for s in spending)
+
+
+def allocate(
+    resolved: ResolvedSpec,
+    loss: PrivacyLoss,
+    neighbours: ProtectedChange,
+    mechanism: Mechanism = Mechanism.LAPLACE,
+) -> Allocation:
+    """Split a release's loss over its statistics and derive every measurement's sensitivity and
+    noise.
+
+    Everything comes from the spec, the loss and the mechanism alone (granularity too:
+    declared, else automatic), so the allocation and every refusal are the same whatever the
+    data. Raises SpecError, naming the statistic, for anything the sampler or the manifest could
+    not handle. The loss is split in its own measure (ε, or ρ), each share spent by the noise
+    family of `mechanism` (`noise.noise_family`) or by a kind's selection mechanism.
+
+    The split is by weights, or by what each target needs (accuracy-first); a statistic that
+    spends nothing of its own (a mean that reuses a count and a sum) gets none. The measurements
+    other statistics may reuse are made first (`Kind.owned`), then every statistic is allocated
+    in the spec's order (`Kind.allocate`). With margins every measurement's share is split again
+    over its levels (`Measurement.margins`).
+    """
+    spec = resolved.spec
+    if loss.amount <= 0:
+        raise SpecError("epsilon", f"{loss.measure.symbol} must be > 0")
+    family = noise_family(mechanism)
+    if loss.measure not in family.spends:
+        raise SpecError("release.mechanism", family.refusal)
+    ctx = Context(resolved, neighbours, mechanism, loss.measure)
+    spending = spending_statistics(resolved)
+    accuracy_first = _targeted(spending)
+    weights = (
+        [kind_of(s).need(s, ctx) for s in spending]
+        if accuracy_first  # the spec refuses a statistic that spends without a target then
+        else [Fraction(s.weight or 1) for s in spending]
+    )
+    share_of = dict(zip([s.name for s in spending], loss.split(weights), strict=True))
+    nothing = PrivacyLoss(loss.measure, Fraction(0))
+    owned: dict[str, Measurement] = {}
+    for index, stat in enumerate(spec.statistics):
+        made = kind_of(stat).owned(stat, share_of.get(stat.name, nothing), ctx, _path(index))
+        if made is not None:
+            owned[stat.name] = made
+    allocated = [
+        kind_of(stat).allocate(stat, share_of.get(stat.name, nothing), ctx, owned, _path(index))
+        for index, stat in enumerate(spec.statistics)
+    ]
+    measurements = {m.name: m for a in allocated for m in a.vectors}
+    return Allocation(
+        allocated,
+        list(measurements.values()),
+        loss,
+        "accuracy targets" if accuracy_first else "weights",
+        mechanism,
+    )
+
+
+def margin_accuracy(
+    resolved: ResolvedSpec, allocation: Allocation, only: Collection[str] | None = None
+) -> MarginAccuracy | None:
+    """The public facts of a release with margins (None without): every level's laws and
+    margins of error of the allocation's measurements (`only`: of those named), before any
+    noise is drawn."""
+    return margins.margin_accuracy(resolved, allocation.measurements, allocation.published, only)

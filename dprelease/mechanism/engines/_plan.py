@@ -1,0 +1,265 @@
+"""The row plan: every step from confidential input rows to exact integer aggregates, decided
+once from public facts, for every engine to translate.
+
+    read the columns the spec reads, typed as each role needs (`needs`: keys as their domain's
+      keys, values as numbers, the period as dates; text parsed, the rest null)
+    → drop rows whose privacy unit is null → keep the period's rows
+    → drop keys outside the public domain (or null); number the cell of the key grid
+    → per row, what it adds to each sum (`Units`: each factor read as a number by the nulls
+      rule, clamped, their product in integer units of a granularity, clamped to the units'
+      range) and each histogram's grid point (`GridPoint`)
+    → bound each unit's contributions (`Bounding`: ≤ G groups, ≤ R_g rows per group, ≤ R rows,
+      chosen by a salted hash of what each row holds)
+    → aggregate exactly per cell: the rows, each sum (Int128), each histogram (cell, grid point)
+
+An engine implements how (polars' lazy frames, Spark's DataFrames), never what: every number
+above (the nulls rule's fill, the bounds, granularities, unit ranges, grid origin and step,
+the contribution bounds) is the plan's. Aggregates are named, so an aggregate two statistics
+read is computed once, and the aggregates of disjoint inputs add up (a site's plus another's
+is the pooled one's).
+
+The vocabulary of aggregate shapes is what statistic kinds ask for: rows per cell (always), a
+sum of `Units` per cell, a histogram of `GridPoint`s per cell. A new shape (distinct units per
+key, say) is a new term here and its translation in each engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import polars as pl
+
+from dprelease.period import Period
+from dprelease.spec import ResolvedSpec
+
+
+def nulls_rule(lower: float, upper: float) -> float:
+    """What a null or NaN value (or text that does not parse as a number) counts as: 0 when 0
+    lies in [lower, upper], else lower (PRIVACY.md, the nulls rule)."""
+    return 0.0 if lower <= 0.0 <= upper else lower
+
+
+@dataclass(frozen=True)
+class Number:
+    """A value column read as a number: null, NaN or unparseable → `fill`, then clamped to
+    [lower, upper] (±inf too). `read` is the column's position in `RowPlan.reads`."""
+
+    read: int
+    lower: float
+    upper: float
+    fill: float
+
+    @classmethod
+    def clamped(cls, read: int, lower: float, upper: float) -> Number:
+        """The column clamped to [lower, upper], nulls by the nulls rule."""
+        return cls(read, lower, upper, nulls_rule(lower, upper))
+
+
+@dataclass(frozen=True)
+class Units:
+    """What each kept row adds to the sum named `name`: the product of its `factors` (a value,
+    a survey weight) divided by `granularity` and rounded half to even, clamped to
+    [lower_units, upper_units] (at most 2^53 in size, so exact in a float64 and Δ holds in the
+    integers noised whatever the rounding did)."""
+
+    name: str
+    factors: tuple[Number, ...]
+    granularity: float
+    lower_units: int
+    upper_units: int
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """Each kept row's point on a public grid, for the histogram named `name`: its value (a
+    `Number`) minus `lower`, divided by `resolution` in float64, rounded half to even, clamped to
+    the indices 0 … bins − 1 (`QuantileGrid.discretize`)."""
+
+    name: str
+    number: Number
+    lower: float
+    resolution: float
+    bins: int
+
+
+@dataclass(frozen=True)
+class Bounding:
+    """Per unit, a random choice of ≤ `groups` groups (G), ≤ `rows_per_group` rows in each
+    (R_g) and ≤ `rows` rows (R); None where not declared."""
+
+    rows: int
+    groups: int | None
+    rows_per_group: int | None
+
+
+class Need(Protocol):
+    """What a role needs of a column's declared dtype (a typed input: a CSV's text columns are
+    parsed for their role instead)."""
+
+    def fits(self, dtype: pl.DataType, untyped: bool) -> bool: ...
+
+    def refusal(self, dtype: pl.DataType) -> str: ...
+
+
+def key_dtype_fits(data: pl.DataType, domain: pl.DataType) -> bool:
+    """Whether a typed key column can be typed as its domain's keys: the same dtype, text keys
+    from categoricals, integer or float keys from any number (1.0 is the integer key 1)."""
+    if data in (domain, pl.Null):
+        return True
+    if domain == pl.String:
+        return data == pl.Categorical or isinstance(data, pl.Enum)
+    return (domain.is_integer() or domain.is_float()) and data.is_numeric()
+
+
+def _parses_as_key(domain: pl.DataType) -> bool:
+    """Domains whose keys can be parsed from text."""
+    return domain in (pl.String, pl.Boolean) or domain.is_integer() or domain.is_float()
+
+
+@dataclass(frozen=True)
+class KeyNeed:
+    """A column typed as the keys of a public domain."""
+
+    domain: pl.DataType
+
+    def fits(self, dtype: pl.DataType, untyped: bool) -> bool:
+        return _parses_as_key(self.domain) if untyped else key_dtype_fits(dtype, self.domain)
+
+    def refusal(self, dtype: pl.DataType) -> str:
+        return (
+            f"has dtype {dtype} but its public key domain holds {self.domain} keys; "
+            "fix the domain or the column"
+        )
+
+
+@dataclass(frozen=True)
+class NumberNeed:
+    """A column read as numbers; `why` names who reads it."""
+
+    why: str
+
+    def fits(self, dtype: pl.DataType, untyped: bool) -> bool:
+        return untyped or dtype.is_numeric() or dtype == pl.Null
+
+    def refusal(self, dtype: pl.DataType) -> str:
+        return f"has dtype {dtype} but {self.why}"
+
+
+@dataclass(frozen=True)
+class DateNeed:
+    """The period column: dates or timestamps."""
+
+    def fits(self, dtype: pl.DataType, untyped: bool) -> bool:
+        return untyped or dtype in (pl.Date, pl.Null) or isinstance(dtype, pl.Datetime)
+
+    def refusal(self, dtype: pl.DataType) -> str:
+        return f"has dtype {dtype}; a period column needs Date or Datetime"
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """Everything an engine does to one input (see the module): decided from the resolved spec,
+    the period and the statistics' aggregate requests, never from the data."""
+
+    resolved: ResolvedSpec  # the key domains and grid: the rows of the released table
+    period: Period | None  # the rows that count (None: every row)
+    reads: tuple[str, ...]  # the value columns read, in order (`Number.read` indexes them)
+    vectors: tuple[str, ...]  # every per-cell aggregate's name: a sum's, else a count of rows
+    sums: tuple[Units, ...]
+    histograms: tuple[GridPoint, ...]
+    paths: dict[str, str] = field(default_factory=dict)  # every column read → its YAML path
+    needs: tuple[tuple[str, Need], ...] = ()  # what each role needs of a column's dtype
+
+    def column_of(self, vector: str) -> int | None:
+        """The position in `sums` of the sum named `vector` (None: it counts rows)."""
+        return next((i for i, units in enumerate(self.sums) if units.name == vector), None)
+
+    @property
+    def name(self) -> str:
+        """The release's name, for an engine's messages."""
+        return self.resolved.spec.name
+
+    @property
+    def key_columns(self) -> list[str]:
+        return self.resolved.spec.key_columns
+
+    @property
+    def unit(self) -> str | None:
+        """The privacy unit column (None: each row is a unit, and nothing is bounded)."""
+        return self.resolved.spec.privacy_unit
+
+    @property
+    def period_column(self) -> str | None:
+        period = self.resolved.spec.period
+        return None if period is None else period.column
+
+    @property
+    def bounding(self) -> Bounding | None:
+        """The contribution bounds (None without a privacy unit)."""
+        bounds = self.resolved.spec.unit_bounds
+        if not bounds.unit:
+            return None
+        return Bounding(bounds.rows, bounds.groups, bounds.rows_per_group)
+
+    @classmethod
+    def of(
+        cls,
+        resolved: ResolvedSpec,
+        period: Period | None,
+        reads: list[str],
+        vectors: list[str],
+        sums: list[Units],
+        histograms: list[GridPoint],
+    ) -> RowPlan:
+        """The plan of these aggregates, with every column the spec reads, its YAML path and
+        what its role needs of its dtype (keys, statistics' values, survey weights, period)."""
+        spec = resolved.spec
+        paths: dict[str, str] = {}
+        if spec.privacy_unit is not None:
+            paths[spec.privacy_unit] = "release.privacy_unit"
+        for i, group in enumerate(spec.group_by):
+            for column in group.key_columns:
+                paths[column] = f"release.group_by[{i}].{'column' if group.column else 'columns'}"
+        for i, stat in enumerate(spec.statistics):
+            for column in stat.reads():
+                paths.setdefault(column, f"release.statistics[{i}].column")
+        weights = _weights_read(resolved)
+        for column, path in weights.items():
+            paths.setdefault(column, path)
+        if spec.period is not None:
+            paths[spec.period.column] = "release.period.column"
+        needs: list[tuple[str, Need]] = [
+            (column, KeyNeed(resolved.key_dtype(column))) for column in spec.key_columns
+        ]
+        numeric: dict[str, str] = {}  # column → who needs numbers in it (the first to read it)
+        for stat in spec.statistics:
+            for column in stat.reads():
+                numeric.setdefault(column, f"statistic {stat.name!r} needs a numeric column")
+        for column in weights:
+            numeric.setdefault(column, "a survey weight needs a numeric column")
+        needs += [(column, NumberNeed(why)) for column, why in numeric.items()]
+        if spec.period is not None:
+            needs.append((spec.period.column, DateNeed()))
+        return cls(
+            resolved,
+            period,
+            tuple(reads),
+            tuple(vectors),
+            tuple(sums),
+            tuple(histograms),
+            paths,
+            tuple(needs),
+        )
+
+
+def _weights_read(resolved: ResolvedSpec) -> dict[str, str]:
+    """Every survey weight column the spec reads, with the YAML path that declares it."""
+    spec = resolved.spec
+    paths: dict[str, str] = {}
+    for i, stat in enumerate(spec.statistics):
+        if stat.survey_weight is not None:
+            paths.setdefault(stat.survey_weight.column, f"release.statistics[{i}].survey_weight")
+        elif spec.survey_weight is not None:
+            paths.setdefault(spec.survey_weight.column, "release.survey_weight")
+    return {column: f"{path}.column" for column, path in paths.items()}
