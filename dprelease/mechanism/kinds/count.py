@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import polars as pl
 
@@ -38,33 +38,31 @@ from dprelease.mechanism.sensitivity import sensitivity_bound, sensitivity_squar
 from dprelease.spec import CountStatistic, PostProcessing, StatisticKind, SumStatistic
 
 
-class CountEntry(ReleasedEntry, MeasuredEntry):
-    kind: Literal["count"]
-    target_moe95: float | None = None
-    target_met: bool | None = None
+class OneMeasurementAccuracy:
+    """What the planner reads from the entry of a statistic that is one measurement (a count,
+    a sum): its Δ, scale and margin, each level's with margins, and its target checked."""
 
     def accuracy(
         self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
     ) -> dict[str, Any]:
-        return measured_accuracy(self, targets)
+        entry: Any = self  # a ReleasedEntry and MeasuredEntry with a target (see its users)
+        target = targets.get(entry.name, entry.target_moe95)
+        return {
+            **spent_by(entry),
+            "sensitivity": entry.sensitivity,
+            "derivation": entry.derivation,
+            "scale": entry.noise_scale,
+            "moe95": entry.moe95,
+            "target_moe95": target,
+            "target_met": None if target is None else entry.moe95 <= target,
+            "levels": levels_accuracy(entry.levels),
+        }
 
 
-def measured_accuracy(
-    entry: CountEntry | Any, targets: Mapping[str, float]
-) -> dict[str, Any]:  # fmt: skip
-    """The planner's row of a statistic that is one measurement (a count, a sum): its Δ, scale
-    and margin, each level's with margins, and its target checked (`targets` first)."""
-    target = targets.get(entry.name, entry.target_moe95)
-    return {
-        **spent_by(entry),
-        "sensitivity": entry.sensitivity,
-        "derivation": entry.derivation,
-        "scale": entry.noise_scale,
-        "moe95": entry.moe95,
-        "target_moe95": target,
-        "target_met": None if target is None else entry.moe95 <= target,
-        "levels": levels_accuracy(entry.levels),
-    }
+class CountEntry(OneMeasurementAccuracy, ReleasedEntry, MeasuredEntry):
+    kind: Literal["count"]
+    target_moe95: float | None = None
+    target_met: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -136,26 +134,34 @@ def targeted_need(stat: CountStatistic | SumStatistic, ctx: Context) -> Fraction
     )
 
 
-class Count(Kind):
-    names = (StatisticKind.COUNT.value,)
-    model = CountStatistic
-    entry = CountEntry
+class OneMeasurementKind(Kind):
+    """A kind whose statistic is one measurement of its own (a count, a sum): made first, so a
+    mean may reuse it, and able to target a 95% margin."""
 
-    def need(self, stat: CountStatistic, ctx: Context) -> Fraction:
+    part: ClassVar[StatisticKind]  # what its measurement is named: COUNT or SUM
+    allocation: ClassVar[type[OneMeasurement]]
+
+    def need(self, stat: Any, ctx: Context) -> Fraction:
         return targeted_need(stat, ctx)
 
-    def owned(
-        self, stat: CountStatistic, share: PrivacyLoss, ctx: Context, path: str
-    ) -> Measurement:
+    def owned(self, stat: Any, share: PrivacyLoss, ctx: Context, path: str) -> Measurement:
         value = stat.row_value(ctx.resolved.spec)
-        return ctx.measuring.measure(stat.name, value, StatisticKind.COUNT, share, path)
+        return ctx.measuring.measure(stat.name, value, self.part, share, path)
 
     def allocate(
         self,
-        stat: CountStatistic,
+        stat: Any,
         share: PrivacyLoss,
         ctx: Context,
         owned: Mapping[str, Measurement],
         path: str,
-    ) -> CountAllocation:
-        return CountAllocation(stat, share, owned[stat.name])
+    ) -> OneMeasurement:
+        return self.allocation(stat, share, owned[stat.name])
+
+
+class Count(OneMeasurementKind):
+    names = (StatisticKind.COUNT.value,)
+    model = CountStatistic
+    entry = CountEntry
+    part = StatisticKind.COUNT
+    allocation = CountAllocation

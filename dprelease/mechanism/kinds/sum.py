@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Literal
 
 import polars as pl
 from pydantic import Field
 
-from dprelease.loss import PrivacyLoss
-from dprelease.mechanism.kinds._kind import Context, Kind
-from dprelease.mechanism.kinds._measurement import Measurement
 from dprelease.mechanism.kinds._stated import MeasuredEntry, ReleasedEntry
-from dprelease.mechanism.kinds.count import OneMeasurement, measured_accuracy, targeted_need
+from dprelease.mechanism.kinds.count import (
+    OneMeasurement,
+    OneMeasurementAccuracy,
+    OneMeasurementKind,
+)
 from dprelease.mechanism.margins import (
     MarginAccuracy,
     Measured,
@@ -32,7 +32,7 @@ from dprelease.mechanism.margins import (
 from dprelease.spec import PostProcessing, StatisticKind, SumStatistic
 
 
-class SumEntry(ReleasedEntry, MeasuredEntry):
+class SumEntry(OneMeasurementAccuracy, ReleasedEntry, MeasuredEntry):
     kind: Literal["sum"]
     column: str
     lower: float
@@ -40,11 +40,6 @@ class SumEntry(ReleasedEntry, MeasuredEntry):
     decimals: int | None = Field(description="decimal places published (negative: tens, …)")
     target_moe95: float | None = None
     target_met: bool | None = None
-
-    def accuracy(
-        self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
-    ) -> dict[str, Any]:
-        return measured_accuracy(self, targets)
 
 
 @dataclass(frozen=True)
@@ -80,24 +75,9 @@ class SumAllocation(OneMeasurement):
         )
 
 
-class Sum(Kind):
+class Sum(OneMeasurementKind):
     names = (StatisticKind.SUM.value,)
     model = SumStatistic
     entry = SumEntry
-
-    def need(self, stat: SumStatistic, ctx: Context) -> Fraction:
-        return targeted_need(stat, ctx)
-
-    def owned(self, stat: SumStatistic, share: PrivacyLoss, ctx: Context, path: str) -> Measurement:
-        value = stat.row_value(ctx.resolved.spec)
-        return ctx.measuring.measure(stat.name, value, StatisticKind.SUM, share, path)
-
-    def allocate(
-        self,
-        stat: SumStatistic,
-        share: PrivacyLoss,
-        ctx: Context,
-        owned: Mapping[str, Measurement],
-        path: str,
-    ) -> SumAllocation:
-        return SumAllocation(stat, share, owned[stat.name])
+    part = StatisticKind.SUM
+    allocation = SumAllocation
