@@ -33,6 +33,21 @@ import polars as pl
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
 
+#: The row plan's vocabulary: what the engines' face exports, a new term with it.
+__all__ = [
+    "Bounding",
+    "DateNeed",
+    "GridPoint",
+    "KeyNeed",
+    "Need",
+    "Number",
+    "NumberNeed",
+    "RowPlan",
+    "Units",
+    "key_dtype_fits",
+    "nulls_rule",
+]
+
 
 def nulls_rule(lower: float, upper: float) -> float:
     """What a null or NaN value (or text that does not parse as a number) counts as: 0 when 0
