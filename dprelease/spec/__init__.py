@@ -2,7 +2,8 @@
 spec that carries every public fact derived from them (key grid, levels, level shares).
 
 Nothing here reads confidential data: a spec and the public files it names decide the shape of a
-release, its sensitivity and its manifest before any row is read.
+release, its sensitivity and its manifest before any row is read. The face exports every kind's
+spec model (`_statistics.__all__`), so a new kind's model is an addition there.
 
     resolved = load_spec("visits.yaml")        # or resolve(ReleaseSpec(...)) for a spec in Python
     catalog = load_pipeline_specs([specs_dir])  # a pipeline's files: releases, and a problem each
@@ -23,18 +24,8 @@ from dprelease.spec._loading import load_spec, parse_spec, resolve
 from dprelease.spec._model import PeriodSpec, PostProcessing, ReleaseSpec, period_of
 from dprelease.spec._publish import PublishSpec
 from dprelease.spec._resolved import ResolvedSpec
-from dprelease.spec._statistics import (
-    STATISTIC_KINDS,
-    CountStatistic,
-    MeanReuse,
-    MeanStatistic,
-    QuantileStatistic,
-    Statistic,
-    StatisticKind,
-    StatisticModel,
-    SumStatistic,
-    output_columns,
-)
+from dprelease.spec._statistics import *  # noqa: F403 - every kind's model
+from dprelease.spec._statistics import __all__ as _STATISTICS
 from dprelease.spec._values import (
     HIGH_SUFFIX,
     LEVEL_COLUMN,
@@ -53,6 +44,7 @@ from dprelease.spec._values import (
 )
 
 __all__ = [
+    *_STATISTICS,
     "HIGH_SUFFIX",
     "LEVEL_COLUMN",
     "LOW_SUFFIX",
@@ -60,30 +52,21 @@ __all__ = [
     "MAX_GRID_POINTS",
     "MOE95_SUFFIX",
     "NAME_PATTERN",
-    "STATISTIC_KINDS",
     "UNDEFINED_SUFFIX",
     "UNINFORMATIVE_SUFFIX",
-    "CountStatistic",
     "FileDomain",
     "GroupBy",
     "KeyDomain",
     "Levels",
-    "MeanReuse",
-    "MeanStatistic",
     "PeriodSpec",
     "PostProcessing",
     "PublishSpec",
-    "QuantileStatistic",
     "RangeDomain",
     "ReleaseSpec",
     "ResolvedSpec",
     "RowValue",
     "SpecCatalog",
     "SpecProblem",
-    "Statistic",
-    "StatisticKind",
-    "StatisticModel",
-    "SumStatistic",
     "SurveyWeight",
     "ValuesDomain",
     "check_bounds",
@@ -94,7 +77,6 @@ __all__ = [
     "load_pipeline_spec",
     "load_pipeline_specs",
     "load_spec",
-    "output_columns",
     "parse_spec",
     "period_of",
     "resolve",

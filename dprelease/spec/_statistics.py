@@ -37,6 +37,22 @@ from dprelease.spec._values import (
 if TYPE_CHECKING:
     from dprelease.spec._model import ReleaseSpec
 
+#: Every kind's spec model and what is shared about them: what the spec's face exports, a new
+#: kind's model with it.
+__all__ = [
+    "STATISTIC_KINDS",
+    "CountStatistic",
+    "MeanReuse",
+    "MeanStatistic",
+    "QuantileStatistic",
+    "Statistic",
+    "StatisticKind",
+    "StatisticModel",
+    "SumStatistic",
+    "first_count",
+    "output_columns",
+]
+
 
 class StatisticKind(StrEnum):
     COUNT = "count"
@@ -212,17 +228,9 @@ class MeanStatistic(_Bounded):
         """The release's first count, and its first sum of the mean's column and bounds (and
         granularity, if the mean declares one), each weighted as the mean is: dividing those
         costs no ε and keeps the published sum, count and mean consistent."""
-        count = RowValue.count(spec.survey_weight_of(self))
         total = self.value(spec)
         return MeanReuse(
-            next(
-                (
-                    s.name
-                    for s in spec.statistics
-                    if s.provides == "count" and s.row_value(spec) == count
-                ),
-                None,
-            ),
+            first_count(spec, self),
             next(
                 (
                     s.name
@@ -247,6 +255,15 @@ class MeanStatistic(_Bounded):
                 f"this mean reuses {reuse.count!r} and {reuse.sum!r} and spends no ε of its "
                 "own; remove 'weight'",
             )
+
+
+def first_count(spec: ReleaseSpec, stat: StatisticModel) -> str | None:
+    """The release's first count weighted as `stat` is: what a ratio divides by at no cost."""
+    count = RowValue.count(spec.survey_weight_of(stat))
+    return next(
+        (s.name for s in spec.statistics if s.provides == "count" and s.row_value(spec) == count),
+        None,
+    )
 
 
 def _serves(provided: RowValue | None, wanted: RowValue) -> bool:
