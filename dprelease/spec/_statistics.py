@@ -10,6 +10,7 @@ entry) is its module in `mechanism.kinds`, which links to its model here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -45,6 +46,7 @@ __all__ = [
     "MeanReuse",
     "MeanStatistic",
     "QuantileStatistic",
+    "ShareStatistic",
     "Statistic",
     "StatisticKind",
     "StatisticModel",
@@ -59,6 +61,7 @@ class StatisticKind(StrEnum):
     SUM = "sum"
     MEAN = "mean"
     QUANTILE = "quantile"
+    SHARE = "share"
     MEDIAN = "median"  # a quantile at p = 1/2
 
 
@@ -95,6 +98,10 @@ class _StatisticBase(Renamed):
     def reads(self) -> list[str]:
         """The input columns it reads as values (each named by its `column` field)."""
         return []
+
+    def category_reads(self) -> dict[str, tuple[str | float, ...]]:
+        """The input columns it compares with public categories (named by its `column`)."""
+        return {}
 
     def output_columns(self) -> list[str]:
         """The released columns it makes: its values and its margin of error."""
@@ -411,9 +418,64 @@ class QuantileStatistic(_StatisticBase):
         return [f"{self.name}_p{percent_text(p)}" for p in self.ps]
 
 
+class ShareStatistic(_StatisticBase):
+    """The share per cell of rows whose `column` holds one of `categories` (the share of the
+    insured: `column: insurance, categories: [private, public]`), in [0, 1] with its 95% margin:
+    the noisy count of those rows / the noisy count of the cell (post-processing); with a survey
+    weight, of their weights. It reuses the release's count weighted as it is, and measures the
+    rows in its categories from its own share."""
+
+    kind: Literal[StatisticKind.SHARE] = StatisticKind.SHARE
+    column: str
+    categories: Annotated[list[str] | list[float], Field(min_length=1)] = Field(
+        description="the public values counted: text, or numbers (1 and 1.0 are one number); "
+        "a null or any other value counts as outside"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(isinstance(c, bool) for c in data.get("categories", [])):
+            raise SpecError("categories", "give text or numbers, not true or false")
+        return data
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ShareStatistic:
+        if any(isinstance(c, float) and not math.isfinite(c) for c in self.categories):
+            raise SpecError("categories", "numbers must be finite")
+        if len(set(self.categories)) != len(self.categories):
+            raise SpecError("categories", "each category may appear once")
+        return self
+
+    def category_reads(self) -> dict[str, tuple[str | float, ...]]:
+        return {self.column: tuple(self.categories)}
+
+    def output_columns(self) -> list[str]:
+        """Its value and margin, and the flags of cells where it is undefined (a noisy count
+        ≤ 0) and where its margin covers all of [0, 1]."""
+        return [
+            *super().output_columns(),
+            f"{self.name}{UNDEFINED_SUFFIX}",
+            f"{self.name}{UNINFORMATIVE_SUFFIX}",
+        ]
+
+    def reuse(self, spec: ReleaseSpec) -> str | None:
+        """The count it divides by at no cost (None: it measures its own)."""
+        return first_count(spec, self)
+
+    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+        if targeted:
+            raise SpecError(
+                f"statistics[{index}]",
+                "a share has no margin of its own to target (it depends on each cell's count) "
+                "and measures its rows in the categories itself, so it cannot join an "
+                "accuracy-first split: split by weights, or release it in a spec of its own",
+            )
+
+
 #: One released column; `kind` says which (the YAML's `kind:` key).
 Statistic = Annotated[
-    CountStatistic | SumStatistic | MeanStatistic | QuantileStatistic,
+    CountStatistic | SumStatistic | MeanStatistic | QuantileStatistic | ShareStatistic,
     Field(discriminator="kind"),
 ]
 STATISTIC_KINDS = tuple(kind.value for kind in StatisticKind)

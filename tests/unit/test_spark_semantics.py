@@ -97,11 +97,28 @@ def _clamped(value: Any, lower: float, upper: float) -> float:
     return min(max(x, lower), upper)
 
 
+def _in_categories(value: Any, categories: tuple[Any, ...]) -> float:
+    """A share's indicator: 1 where the value is one of the categories, compared as numbers
+    (text parsed) for number categories, as text for text ones; a null or other value is 0."""
+    if value is None:
+        return 0.0
+    if any(isinstance(c, float) for c in categories):
+        try:
+            return 1.0 if float(value) in categories else 0.0
+        except (TypeError, ValueError):
+            return 0.0
+    return 1.0 if str(value) in categories else 0.0
+
+
 def _units(row: dict[str, Any], m: Measurement) -> int:
     """Contract §7: the value clamped (a survey weight clamped to [0, W] and multiplied in; a
-    weighted count is the weight alone), rounded half to even in units of g, clamped."""
+    weighted count is the weight alone), rounded half to even in units of g, clamped; a share's
+    rows in its categories add 1 (× the weight)."""
     value = 1.0
-    if m.column is not None:
+    categories = getattr(m, "categories", None)
+    if categories is not None:
+        value = _in_categories(row[m.column], categories)
+    elif m.column is not None:
         assert m.lower is not None and m.upper is not None
         value = _clamped(row[m.column], m.lower, m.upper)
     if m.survey_weight is not None:
@@ -390,6 +407,25 @@ CASES = [
         ),
     ),
     Case("survey_weight_on_the_release", parsed(survey_weight=WEIGHT), synthetic),
+    Case(
+        "shares_of_text_and_number_categories",
+        parsed(
+            group_by=[{"column": "age", "domain": {"min": 1, "max": 3}}],
+            statistics=[
+                {"name": "n", "kind": "count"},
+                {"name": "north", "kind": "share", "column": "region", "categories": ["n", "x"]},
+                {"name": "few", "kind": "share", "column": "visits", "categories": [0, 1, 2.0]},
+                {
+                    "name": "weighted",
+                    "kind": "share",
+                    "column": "region",
+                    "categories": ["s"],
+                    "survey_weight": WEIGHT,
+                },
+            ],
+        ),
+        synthetic,
+    ),
     Case(
         "survey_weights_per_statistic",
         parsed(

@@ -19,7 +19,8 @@ read is computed once, and the aggregates of disjoint inputs add up (a site's pl
 is the pooled one's).
 
 The vocabulary of aggregate shapes is what statistic kinds ask for: rows per cell (always), a
-sum of `Units` per cell, a histogram of `GridPoint`s per cell. A new shape (distinct units per
+sum of `Units` per cell (each factor a `Number`, or `InCategories`: 1 where a column holds one of
+public categories), a histogram of `GridPoint`s per cell. A new shape (distinct units per
 key, say) is a new term here and its translation in each engine.
 """
 
@@ -36,8 +37,10 @@ from dprelease.spec import ResolvedSpec
 #: The row plan's vocabulary: what the engines' face exports, a new term with it.
 __all__ = [
     "Bounding",
+    "CategoryNeed",
     "DateNeed",
     "GridPoint",
+    "InCategories",
     "KeyNeed",
     "Need",
     "Number",
@@ -72,6 +75,21 @@ class Number:
 
 
 @dataclass(frozen=True)
+class InCategories:
+    """1 where a column holds one of the public `categories`, else 0 (a null, a value that does
+    not convert and any other value too). Text categories compare the column as text, number
+    categories as numbers (text parsed: "1", 1 and 1.0 are the number 1). The column is read as
+    it is (`RowPlan.categories`), apart from the value columns read as numbers."""
+
+    column: str
+    categories: tuple[str | float, ...]
+
+    @property
+    def numeric(self) -> bool:
+        return any(isinstance(category, float) for category in self.categories)
+
+
+@dataclass(frozen=True)
 class Units:
     """What each kept row adds to the sum named `name`: the product of its `factors` (a value,
     a survey weight) divided by `granularity` and rounded half to even, clamped to
@@ -79,7 +97,7 @@ class Units:
     integers noised whatever the rounding did)."""
 
     name: str
-    factors: tuple[Number, ...]
+    factors: tuple[Number | InCategories, ...]
     granularity: float
     lower_units: int
     upper_units: int
@@ -173,6 +191,26 @@ class DateNeed:
 
 
 @dataclass(frozen=True)
+class CategoryNeed:
+    """A column compared with public categories: text with text (or categorical) values,
+    numbers with numbers; `why` names who compares it."""
+
+    numeric: bool
+    why: str
+
+    def fits(self, dtype: pl.DataType, untyped: bool) -> bool:
+        if untyped or dtype == pl.Null:
+            return True
+        if self.numeric:
+            return dtype.is_numeric()
+        return dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum)
+
+    def refusal(self, dtype: pl.DataType) -> str:
+        kind = "numbers" if self.numeric else "text categories"
+        return f"has dtype {dtype} but {self.why} compares it with {kind}"
+
+
+@dataclass(frozen=True)
 class RowPlan:
     """Everything an engine does to one input (see the module): decided from the resolved spec,
     the period and the statistics' aggregate requests, never from the data."""
@@ -185,6 +223,7 @@ class RowPlan:
     histograms: tuple[GridPoint, ...]
     paths: dict[str, str] = field(default_factory=dict)  # every column read → its YAML path
     needs: tuple[tuple[str, Need], ...] = ()  # what each role needs of a column's dtype
+    categories: tuple[str, ...] = ()  # the columns `InCategories` read as they are, in order
 
     def column_of(self, vector: str) -> int | None:
         """The position in `sums` of the sum named `vector` (None: it counts rows)."""
@@ -237,7 +276,7 @@ class RowPlan:
             for column in group.key_columns:
                 paths[column] = f"release.group_by[{i}].{'column' if group.column else 'columns'}"
         for i, stat in enumerate(spec.statistics):
-            for column in stat.reads():
+            for column in [*stat.reads(), *stat.category_reads()]:
                 paths.setdefault(column, f"release.statistics[{i}].column")
         weights = _weights_read(resolved)
         for column, path in weights.items():
@@ -254,6 +293,11 @@ class RowPlan:
         for column in weights:
             numeric.setdefault(column, "a survey weight needs a numeric column")
         needs += [(column, NumberNeed(why)) for column, why in numeric.items()]
+        for stat in spec.statistics:
+            for column, values in stat.category_reads().items():
+                numbers = any(isinstance(v, float) for v in values)
+                needs.append((column, CategoryNeed(numbers, f"statistic {stat.name!r}")))
+        compared = [f.column for u in sums for f in u.factors if isinstance(f, InCategories)]
         if spec.period is not None:
             needs.append((spec.period.column, DateNeed()))
         return cls(
@@ -265,6 +309,7 @@ class RowPlan:
             tuple(histograms),
             paths,
             tuple(needs),
+            tuple(dict.fromkeys(compared)),
         )
 
 

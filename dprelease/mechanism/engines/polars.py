@@ -40,7 +40,7 @@ from dprelease.mechanism.engines._inputs import (
     scan,
     withholding_engine_errors,
 )
-from dprelease.mechanism.engines._plan import GridPoint, Number, RowPlan, Units
+from dprelease.mechanism.engines._plan import GridPoint, InCategories, Number, RowPlan, Units
 from dprelease.mechanism.engines._schema import validate_schema
 from dprelease.period import Period
 
@@ -74,6 +74,10 @@ def _value(index: int) -> str:
 
 def _units(index: int) -> str:
     return f":units{index}"
+
+
+def _category(index: int) -> str:
+    return f":category{index}"
 
 
 def _point(index: int) -> str:
@@ -120,10 +124,19 @@ def _number(number: Number) -> pl.Expr:
     return value.fill_nan(None).fill_null(number.fill).clip(number.lower, number.upper)
 
 
-def _units_of(units: Units) -> pl.Expr:
+def _in_categories(term: InCategories, plan: RowPlan) -> pl.Expr:
+    """1.0 where the column holds one of the categories (as numbers or as text), else 0.0."""
+    column = pl.col(_category(plan.categories.index(term.column)))
+    typed = column.cast(pl.Float64 if term.numeric else pl.String, strict=False)
+    return typed.is_in(list(term.categories)).fill_null(False).cast(pl.Float64)
+
+
+def _units_of(units: Units, plan: RowPlan) -> pl.Expr:
     """What a row adds to a sum in integer units: the product of its factors, rounded half to
     even to units of the granularity, then clamped to the range in units."""
-    factors = [_number(factor) for factor in units.factors]
+    factors = [
+        _number(f) if isinstance(f, Number) else _in_categories(f, plan) for f in units.factors
+    ]
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
     rounded = (product / units.granularity).round()
     # clamped while still a float (the unit bounds are at most 2^53, so exact as floats: Δ is
@@ -160,6 +173,7 @@ def _selected(lf: pl.LazyFrame, declaration: Declared, plan: RowPlan) -> pl.Lazy
     selected = [
         *(_as_key(c, schema[c], key_dtype(c)).alias(keys[c]) for c in plan.key_columns),
         *(pl.col(c).alias(_value(i)) for i, c in enumerate(plan.reads)),
+        *(pl.col(c).alias(_category(i)) for i, c in enumerate(plan.categories)),
     ]
     if plan.unit is not None:
         unit = pl.col(plan.unit)
@@ -209,7 +223,7 @@ def _row_local(selected: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
                 lf = lf.filter(key.is_in(domain.get_column(column).implode()))
         else:
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
-    sums = [_units_of(units).alias(_units(i)) for i, units in enumerate(plan.sums)] + [
+    sums = [_units_of(units, plan).alias(_units(i)) for i, units in enumerate(plan.sums)] + [
         _point_of(point).alias(_point(i)) for i, point in enumerate(plan.histograms)
     ]
     if plan.unit is None:

@@ -34,7 +34,14 @@ from dprelease.mechanism.engines._contract import (
     fingerprint,
 )
 from dprelease.mechanism.engines._inputs import withholding_engine_errors
-from dprelease.mechanism.engines._plan import Bounding, GridPoint, Number, RowPlan, Units
+from dprelease.mechanism.engines._plan import (
+    Bounding,
+    GridPoint,
+    InCategories,
+    Number,
+    RowPlan,
+    Units,
+)
 from dprelease.mechanism.engines._schema import validate_schema
 from dprelease.mechanism.engines._spark_session import (
     DEFAULT_MASTER,
@@ -156,12 +163,21 @@ def _value(number: Number) -> Column:
     return F.least(F.greatest(filled, F.lit(number.lower)), F.lit(number.upper))
 
 
-def _units(units: Units) -> Column:
+def _in_categories(term: InCategories, plan: RowPlan) -> Column:
+    """1.0 where the column holds one of the categories (as numbers or as text), else 0.0."""
+    column = F.col(f"category{plan.categories.index(term.column)}")
+    typed = column.try_cast(T.DoubleType() if term.numeric else T.StringType())
+    return F.when(typed.isin(list(term.categories)), F.lit(1.0)).otherwise(F.lit(0.0))
+
+
+def _units(units: Units, plan: RowPlan) -> Column:
     """What a row adds to a sum in integer units, as the polars engine computes it: the product
     of its factors, rounded half to even (as polars' `round`), clamped to the range in units: a
     BIGINT (|units| ≤ 2^53), narrower than the DECIMAL(38,0) sums while rows are shuffled and
     sorted."""
-    factors = [_value(factor) for factor in units.factors]
+    factors = [
+        _value(f) if isinstance(f, Number) else _in_categories(f, plan) for f in units.factors
+    ]
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
     rounded = F.rint(product / F.lit(units.granularity)).try_cast(T.LongType())
     return F.least(F.greatest(rounded, F.lit(units.lower_units)), F.lit(units.upper_units))
@@ -272,6 +288,7 @@ def _selected(frame: DataFrame, plan: RowPlan) -> DataFrame:
             _number(_column(c), schema[c].dataType, T.DoubleType()).alias(f"value{i}")
             for i, c in enumerate(plan.reads)
         ),
+        *(_column(c).alias(f"category{i}") for i, c in enumerate(plan.categories)),
     ]
     if plan.period_column is not None:
         period = plan.period_column
@@ -375,7 +392,7 @@ def _cells(selected: DataFrame, plan: RowPlan, salt: int) -> tuple[DataFrame, Da
         df = df.join(domain_frame, on=names, how="inner")
         df = df.withColumn("cell", cell + F.col("index") * stride).drop("index", *names)
         cell, stride = F.col("cell"), stride * domain.height
-    units = [_units(u).alias(f"units{i}") for i, u in enumerate(plan.sums)]
+    units = [_units(u, plan).alias(f"units{i}") for i, u in enumerate(plan.sums)]
     points = [_grid_point(g).alias(f"point{i}") for i, g in enumerate(plan.histograms)]
     bounding_columns = ["unit", "order", "salt"] if bounding is not None else []
     df = df.select(cell.alias("cell"), *units, *points, *bounding_columns)

@@ -39,11 +39,12 @@ from dprelease.mechanism.kinds.quantile import (
     QuantileValueEntry,
     quantile_allocations,
 )
+from dprelease.mechanism.kinds.share import Share, ShareAllocation, ShareEntry
 from dprelease.mechanism.kinds.sum import Sum, SumAllocation, SumEntry
 from dprelease.spec import StatisticModel
 
 #: The registry: every statistic kind, in the order their manifest entries are listed.
-KINDS: tuple[Kind, ...] = (Count(), Sum(), Mean(), Quantile())
+KINDS: tuple[Kind, ...] = (Count(), Sum(), Mean(), Quantile(), Share())
 _BY_NAME = {name: kind for kind in KINDS for name in kind.names}
 #: Every kind's manifest entry model (the manifest's `statistics` are one of these).
 ENTRY_MODELS: tuple[type[ReleasedEntry], ...] = tuple(kind.entry for kind in KINDS)
@@ -76,6 +77,8 @@ __all__ = [
     "QuantileEntry",
     "QuantileValueEntry",
     "ReleasedEntry",
+    "ShareAllocation",
+    "ShareEntry",
     "SumAllocation",
     "SumEntry",
     "SurveyWeightEntry",
