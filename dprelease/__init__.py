@@ -1,4 +1,5 @@
-"""dprelease: differentially private counts, sums and means of dataframes, with a ledger.
+"""dprelease: differentially private counts, sums, means, shares and quantiles of dataframes, with
+a ledger.
 
     import dprelease as dp
 
@@ -41,6 +42,7 @@ _EXPORTS = {
     "QuantileStatistic": "dprelease.spec",
     "RangeDomain": "dprelease.spec",
     "ReleaseSpec": "dprelease.spec",
+    "ShareStatistic": "dprelease.spec",
     "SumStatistic": "dprelease.spec",
     "SurveyWeight": "dprelease.spec",
     "ValuesDomain": "dprelease.spec",
@@ -64,6 +66,7 @@ __all__ = [
     "ReleasePlan",
     "ReleaseResult",
     "ReleaseSpec",
+    "ShareStatistic",
     "StatisticAccuracy",
     "SumStatistic",
     "SurveyWeight",
@@ -90,6 +93,7 @@ if TYPE_CHECKING:
         QuantileStatistic,
         RangeDomain,
         ReleaseSpec,
+        ShareStatistic,
         SumStatistic,
         SurveyWeight,
         ValuesDomain,
