@@ -161,3 +161,24 @@ def test_private_modules_stay_private_to_their_folder() -> None:
             if ".".join(parts[:private]) != folder:
                 reaching.append(f"{path.relative_to(ROOT)} imports {name}")
     assert reaching == []
+
+
+#: The rooms of `mechanism/`, lowest first: a room imports only itself and lower rooms, and the
+#: allocation and the computation at the top (`_allocation.py`, `_compute.py`) import any.
+MECHANISM_ROOMS = ["noise", "sensitivity", "engines", "margins", "quantiles", "kinds"]
+
+
+def test_inside_mechanism_imports_only_go_down_its_rooms() -> None:
+    mechanism = ROOT / "dprelease" / "mechanism"
+    upward = []
+    for room in MECHANISM_ROOMS:
+        for path in sorted((mechanism / room).rglob("*.py")):
+            for module in _imports(path):
+                parts = module.split(".")
+                if parts[:2] != ["dprelease", "mechanism"] or len(parts) < 3:
+                    continue
+                # the top of mechanism/ (its face too) is above every room
+                level = MECHANISM_ROOMS.index(parts[2]) if parts[2] in MECHANISM_ROOMS else 99
+                if level > MECHANISM_ROOMS.index(room):
+                    upward.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert upward == []
