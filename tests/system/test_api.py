@@ -45,7 +45,8 @@ def test_the_surface_is_small_typed_and_documented() -> None:
         "CountStatistic", "DPReleaseError", "FileDomain", "GroupBy", "Ledger", "Manifest",
         "MeanStatistic", "Period", "PeriodSpec", "PostProcessing", "PrivacyLoss",
         "ProtectedChange", "QuantileStatistic", "RangeDomain", "ReleasePlan", "ReleaseResult",
-        "ReleaseSpec", "StatisticAccuracy", "SumStatistic", "SurveyWeight", "ValuesDomain",
+        "ReleaseSpec", "ShareStatistic", "StatisticAccuracy", "SumStatistic", "SurveyWeight",
+        "ValuesDomain",
         "__version__", "plan", "release",
     }  # fmt: skip
     for name in dp.__all__:
