@@ -15,13 +15,6 @@ pytestmark = pytest.mark.spark
 SPARK_BLOCKS = [b for page in PAGES for b in blocks(page) if b.marker == "spark"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Spark engine hands a relative input path to a JVM started in another working "
-    "directory (mechanism/engines/_spark_session.read checks it in Python's, then passes it "
-    "on unresolved): a notebook that changes directory, or a session started elsewhere, reads "
-    "another file or none. Remove this mark when read() resolves local paths.",
-)
 @pytest.mark.parametrize("block", SPARK_BLOCKS, ids=lambda b: b.where)
 def test_the_spark_examples_run(
     block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -53,8 +53,9 @@ def spark_session(
 
 
 def read(data: DataSource, session: SparkSession | None = None) -> DataFrame:
-    """Open the input lazily. A string or path is parquet when it is a URI, exists locally or
-    ends in .parquet/.pq; otherwise it names a table (e.g. `db.visits`)."""
+    """Open the input lazily. A string or path is parquet when it is a URI, exists locally (read
+    by its absolute path: the JVM may have started in another directory) or ends in
+    .parquet/.pq; otherwise it names a table (e.g. `db.visits`)."""
     if isinstance(data, DataFrame):
         return data
     if not isinstance(data, str | Path):
@@ -68,8 +69,10 @@ def read(data: DataSource, session: SparkSession | None = None) -> DataFrame:
     if "://" not in text and local.exists() and not local.is_dir():
         refuse_irregular(local)
     spark = session or spark_session()
-    if "://" in text or local.exists():
+    if "://" in text:
         return spark.read.parquet(text)
+    if local.exists():  # the JVM resolves a relative path in its own working directory
+        return spark.read.parquet(str(local.resolve()))
     if local.suffix in {".parquet", ".pq"} or "/" in text or os.sep in text:
         raise FileNotFoundError(f"input data {text!r} not found")
     return spark.read.table(text)
