@@ -17,7 +17,7 @@ from typing import Any
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
-from dprelease.mechanism.engines import Number, Units
+from dprelease.mechanism.engines import InCategories, Number, Units
 from dprelease.mechanism.noise import LevelNoise, Sensitivity, level_noise
 from dprelease.mechanism.sensitivity import count_sensitivity, l1_reach, level_l2, sum_sensitivity
 from dprelease.spec import ResolvedSpec, RowValue, StatisticKind, SurveyWeight
@@ -81,21 +81,26 @@ class Measurement(LevelNoise):
         return total
 
     def units(self, reads: list[str]) -> Units | None:
-        """What the engine sums per kept row for it (None: it counts rows): the row's value and
-        weight, each read as a number by the nulls rule and clamped, their product in integer
-        units of the granularity, clamped to the range in units. `reads` are the value columns
-        the row plan reads, in its order."""
+        """What the engine sums per kept row for it (None: it counts rows): its value's factors
+        (`value_factors`) and its weight read as a number by the nulls rule and clamped to
+        [0, W], their product in integer units of the granularity, clamped to the range in
+        units. `reads` are the value columns the row plan reads, in its order."""
         if self.counts_rows:
             return None
-        factors = []
-        if self.column is not None and self.lower is not None and self.upper is not None:
-            factors.append(Number.clamped(reads.index(self.column), self.lower, self.upper))
+        factors = self.value_factors(reads)
         if self.survey_weight is not None:
             weight = reads.index(self.survey_weight.column)
             factors.append(Number.clamped(weight, 0.0, self.survey_weight.upper))
         return Units(
             self.name, tuple(factors), float(self.granularity), self.lower_units, self.upper_units
         )
+
+    def value_factors(self, reads: list[str]) -> list[Number | InCategories]:
+        """What a row's value adds before its weight: its column as a number, clamped (none
+        for a weighted count, which adds its weight alone)."""
+        if self.column is None or self.lower is None or self.upper is None:
+            return []
+        return [Number.clamped(reads.index(self.column), self.lower, self.upper)]
 
     def read_columns(self) -> list[str]:
         """The input columns its row values read (the value's, then the weight's)."""

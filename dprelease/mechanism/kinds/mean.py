@@ -55,7 +55,18 @@ from dprelease.spec import (
 )
 
 
-class MeanEntry(ReleasedEntry):
+class RatioAccuracy:
+    """What the planner reads from a ratio's entry (a mean's, a share's): Δ and scale are its
+    numerator's, its margin is per cell (None), and each measurement it makes itself is
+    listed."""
+
+    def accuracy(
+        self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
+    ) -> dict[str, Any]:
+        return ratio_accuracy(self, by_name)
+
+
+class MeanEntry(RatioAccuracy, ReleasedEntry):
     kind: Literal["mean"]
     column: str
     lower: float
@@ -73,11 +84,6 @@ class MeanEntry(ReleasedEntry):
     survey_weight: SurveyWeightEntry | None = Field(
         default=None, description="weighted: Σ w·x / Σ w (None: every row counts once)"
     )
-
-    def accuracy(
-        self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
-    ) -> dict[str, Any]:
-        return ratio_accuracy(self, by_name)
 
 
 def ratio_accuracy(entry: Any, by_name: Mapping[str, ReleasedEntry]) -> dict[str, Any]:

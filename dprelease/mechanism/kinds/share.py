@@ -20,7 +20,7 @@ import polars as pl
 from pydantic import Field
 
 from dprelease.loss import PrivacyLoss
-from dprelease.mechanism.engines import InCategories, Number, Units
+from dprelease.mechanism.engines import InCategories, Number
 from dprelease.mechanism.kinds._kind import Context, Kind
 from dprelease.mechanism.kinds._measurement import Measurement
 from dprelease.mechanism.kinds._stated import (
@@ -30,7 +30,7 @@ from dprelease.mechanism.kinds._stated import (
     spent,
     weight_entry,
 )
-from dprelease.mechanism.kinds.mean import Ratio, parts, ratio_accuracy, ratio_columns
+from dprelease.mechanism.kinds.mean import Ratio, RatioAccuracy, parts, ratio_columns
 from dprelease.mechanism.margins import MarginAccuracy, Measured, Outcome
 from dprelease.spec import (
     MOE95_SUFFIX,
@@ -43,7 +43,7 @@ from dprelease.spec import (
 )
 
 
-class ShareEntry(ReleasedEntry):
+class ShareEntry(RatioAccuracy, ReleasedEntry):
     """A share: rows (or weights) in the categories / rows (or weights) of the cell."""
 
     kind: Literal["share"]
@@ -59,11 +59,6 @@ class ShareEntry(ReleasedEntry):
         default=None, description="weighted: Σ w·1[x in categories] / Σ w (None: unweighted)"
     )
 
-    def accuracy(
-        self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
-    ) -> dict[str, Any]:
-        return ratio_accuracy(self, by_name)
-
 
 @dataclass(frozen=True, kw_only=True)
 class InCategoriesMeasurement(Measurement):
@@ -72,14 +67,8 @@ class InCategoriesMeasurement(Measurement):
 
     categories: tuple[str | float, ...]
 
-    def units(self, reads: list[str]) -> Units:
-        factors: list[Number | InCategories] = [InCategories(self.column or "", self.categories)]
-        if self.survey_weight is not None:
-            weight = reads.index(self.survey_weight.column)
-            factors.append(Number.clamped(weight, 0.0, self.survey_weight.upper))
-        return Units(
-            self.name, tuple(factors), float(self.granularity), self.lower_units, self.upper_units
-        )
+    def value_factors(self, reads: list[str]) -> list[Number | InCategories]:
+        return [InCategories(self.column or "", self.categories)]
 
     def read_columns(self) -> list[str]:
         """Only the weight is read as a number (the column is compared, `InCategories`)."""
