@@ -128,8 +128,23 @@ def run_demo(defs: dg.Definitions, instance: dg.DagsterInstance, console: Consol
     return 1 if failed else 0
 
 
-def main() -> int:
+def _console() -> Console:
+    """A terminal's width in a terminal; piped to a file or a CI log, wide enough that the
+    tables are never cut (Rich would fit them into 80 columns, shortening a scope name to
+    `hospital_pati…`), unless $COLUMNS asks for a width."""
     console = Console(soft_wrap=True)
+    if console.is_terminal or "COLUMNS" in os.environ:
+        return console
+    return Console(soft_wrap=True, width=_PIPED_WIDTH)
+
+
+#: A piped demo's table width: its widest table (a zCDP cap's "ρ = …, i.e. (ε, δ)-DP" beside
+#: scope names of up to 200 characters) fits unwrapped.
+_PIPED_WIDTH = 400
+
+
+def main() -> int:
+    console = _console()
     try:
         deployment = deployment_name()
     except ConfigError as exc:

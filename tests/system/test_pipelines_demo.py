@@ -107,3 +107,29 @@ def test_the_demo_refuses_another_deployment(tmp_path: Path) -> None:
         "DPRELEASE_DEPLOYMENT to run it\n"
     )
     assert list(tmp_path.iterdir()) == []  # no Dagster run, nothing written
+
+
+def test_the_demo_piped_to_a_file_prints_scope_names_whole(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python3 dev.py demo > log` (CI, `| tee`): the ledger table is not fitted into 80 columns,
+    which cut `hospital_patients` to `hospital_pati…` and folded a zCDP cap over three lines."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("DPRELEASE_DEPLOYMENT", raising=False)
+    name, cap = "case_control_study_of_every_participant", "ρ = 0.15, i.e. (3.68, 1e-09)-DP"
+
+    def table(defs: object, instance: object, console: Console) -> int:
+        from rich.table import Table
+
+        printed = Table()
+        for column in ("scope", "composition", "cap", "spent", "remaining", "releases"):
+            printed.add_column(column)
+        printed.add_row(name, "sequential", cap, "0.0375", "0.1125", "3")
+        console.print(printed)
+        return 0
+
+    monkeypatch.setattr(pipelines.demo, "run_demo", table)
+    monkeypatch.setattr(pipelines.demo, "_instance", lambda: None)
+    assert pipelines.demo.main() == 0
+    out = capsys.readouterr().out
+    assert f"│ {name} │ sequential │ {cap} │" in words(out)
