@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from dprelease.errors import BudgetExhausted, ConfigError, DPReleaseError
-from dprelease.loss import exact_positive, typed_text
+from dprelease.loss import amount_text, decimal_text, exact_positive, typed_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -93,11 +93,26 @@ def in_cli_words(exc: DPReleaseError) -> str:
         return str(exc)
     set_cap = f"`dprelease ledger set-cap {shlex.quote(exc.scope)} CAP --reason TEXT`"
     smaller = (
-        f"release with --{exc.option} {typed_text(exc.remaining)} or less, or "
+        f"release with --{exc.option} {_what_to_type(exc.remaining)} or less, or "
         if exc.remaining
         else ""
     )
     return str(exc.with_action(f"To go on, {smaller}raise the scope's cap on purpose: {set_cap}."))
+
+
+def _what_to_type(amount: Fraction) -> str:
+    """The exact remainder as one types it: a terminating decimal as itself (0.113988628768, not
+    3562144649/31250000000), a short fraction as itself (1/3), a long one with its rounded decimal
+    beside it; exact so that the whole remainder can be spent, readable at a glance."""
+    readable = amount_text(amount)  # a terminating decimal as itself: 0.113988628768
+    if "≈" not in readable:
+        return readable
+    exact = typed_text(amount)
+    return exact if len(exact) <= _SHORT else f"{exact} (≈ {decimal_text(amount, 3)})"
+
+
+#: A typed amount longer than this (not 1/3, 58/375 or 0.003) gets its decimal beside it.
+_SHORT = 9
 
 
 def cli_errors(fn: Callable[P, R]) -> Callable[P, R]:

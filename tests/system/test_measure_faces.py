@@ -13,12 +13,16 @@ import json
 import re
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from helpers import invoke_cli, one_line_error, words, write_visits
 
 import dprelease as dp
+from dprelease.cli._common import in_cli_words
+from dprelease.errors import BudgetExhausted
+from dprelease.loss import Measure
 
 SPEC = """\
 release:
@@ -165,3 +169,21 @@ def test_the_python_reprs_name_the_measure(ws: Path, ledger_url: str) -> None:
             "0.00833, left ρ = 58/375 ≈ 0.155; sequential, add_remove neighbours, privacy unit "
             "column 'pid')"
         )
+
+
+@pytest.mark.parametrize(
+    ("remaining", "typed"),
+    [
+        (Fraction("0.123988628768") - Fraction("0.01"), "0.113988628768"),  # was 3562144649/…
+        (Fraction(1, 3), "1/3"),
+        (Fraction(58, 375), "58/375"),
+        (Fraction(1, 7) - Fraction(1, 10**6), "999993/7000000 (≈ 0.143)"),
+    ],
+)
+def test_a_refusal_says_the_remainder_as_one_types_it(remaining: Fraction, typed: str) -> None:
+    """The refusal's advice is exact (the whole remainder can be spent) and readable: a scope
+    capped at ρ = 0.123988628768 with 0.01 spent was told `--rho 3562144649/31250000000`."""
+    refused = BudgetExhausted(
+        "zc", Fraction("0.01"), Fraction("0.01") + remaining, Fraction(5), measure=Measure.ZCDP
+    )
+    assert f"release with --rho {typed} or less, or raise" in in_cli_words(refused)
