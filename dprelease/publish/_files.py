@@ -22,7 +22,6 @@ is refused (`release_folder_problem`), before the budget is touched.
 from __future__ import annotations
 
 import fcntl
-import io
 import json
 import os
 import re
@@ -33,27 +32,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import polars as pl
-
 from dprelease.errors import ConfigError
 from dprelease.files import unwritable_directory
 from dprelease.ledger import StoredRelease
-
-
-def _csv(stored: StoredRelease) -> bytes:
-    buffer = io.BytesIO()
-    pl.read_parquet(io.BytesIO(stored.table_parquet)).write_csv(buffer)
-    return buffer.getvalue()
+from dprelease.publication import stored_csv
 
 
 def _manifest(stored: StoredRelease) -> bytes:
     return (json.dumps(stored.manifest, indent=2, sort_keys=True) + "\n").encode()
 
 
-#: The published files, by name, and how each is made from the ledger's stored copy.
+#: The published files, by name, and how each is made from the ledger's stored copy (the CSV with
+#: integral values as integers).
 RELEASE_FILES: dict[str, Callable[[StoredRelease], bytes]] = {
     "release.parquet": lambda stored: stored.table_parquet,
-    "release.csv": _csv,
+    "release.csv": stored_csv,
     "manifest.json": _manifest,
 }
 

@@ -78,6 +78,7 @@ FLOORS = [
     {"spec", "budget", "ledger"},
     {"mechanism"},
     {"statement"},
+    {"publication"},
     {"publish"},
     {"api", "cli"},
 ]
