@@ -27,6 +27,7 @@ from dprelease.mechanism import (
 )
 from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.period import Period
+from dprelease.publication import finish
 from dprelease.publish._budget import Budget
 from dprelease.spec import ResolvedSpec, period_of
 from dprelease.statement import Manifest, NoiseSourceEntry, build_manifest, with_outcome
@@ -84,7 +85,8 @@ class PreparedRelease:
         if self.margins is not None and computed.outcome is not None:
             post = self.resolved.spec.postprocess
             manifest = with_outcome(manifest, self.allocation, post, self.margins, computed.outcome)
-        return Release(computed.table, manifest, computed.summary.fingerprint)
+        table, manifest = finish(computed.table, manifest, self.resolved, source)
+        return Release(table, manifest, computed.summary.fingerprint)
 
     def input_summary(self) -> InputSummary:
         """The private input summary alone (one pass over the input; no noise, no release):

@@ -22,6 +22,17 @@ from dprelease.spec._domains import FileDomain, GroupBy, KeyDomain, RangeDomain,
 from dprelease.spec._levels import Levels, level_grid
 from dprelease.spec._loading import load_spec, parse_spec, resolve
 from dprelease.spec._model import PeriodSpec, PostProcessing, ReleaseSpec, period_of
+from dprelease.spec._publication import (
+    COMBINED_SUFFIX,
+    FLAG_SUFFIX,
+    LOW_RELIABILITY,
+    Rule,
+    SamplingInput,
+    StandardErrorsFile,
+    rule_statistics,
+    statistic_value_columns,
+    weighted_count_of,
+)
 from dprelease.spec._publish import PublishSpec
 from dprelease.spec._resolved import ResolvedSpec
 from dprelease.spec._statistics import *  # noqa: F403 - every kind's model
@@ -45,6 +56,15 @@ from dprelease.spec._values import (
 
 __all__ = [
     *_STATISTICS,
+    "COMBINED_SUFFIX",
+    "FLAG_SUFFIX",
+    "LOW_RELIABILITY",
+    "Rule",
+    "SamplingInput",
+    "StandardErrorsFile",
+    "rule_statistics",
+    "statistic_value_columns",
+    "weighted_count_of",
     "HIGH_SUFFIX",
     "LEVEL_COLUMN",
     "LOW_SUFFIX",

@@ -12,6 +12,7 @@ from dprelease.files import Location, error_at_path, read_sections
 from dprelease.spec._domains import FileDomain, read_domain
 from dprelease.spec._levels import Levels
 from dprelease.spec._model import ReleaseSpec
+from dprelease.spec._publication import read_standard_errors
 from dprelease.spec._publish import PublishSpec
 from dprelease.spec._resolved import ResolvedSpec
 from dprelease.spec._statistics import STATISTIC_KINDS
@@ -38,6 +39,9 @@ def parse_spec(data: Any, *, base_dir: Path | None = None, prefix: str = "releas
     for group in spec.group_by:
         if isinstance(group.domain, FileDomain):
             group.domain._base_dir = base_dir
+    for sampling in (spec.sampling or {}).values():
+        if sampling.standard_errors is not None:
+            sampling.standard_errors._base_dir = base_dir
     return resolve(spec, prefix=prefix)
 
 
@@ -56,13 +60,16 @@ def resolve(
         for i, group in enumerate(spec.group_by)
     )
     resolved = ResolvedSpec(spec, domains, publish=publish, path=path)
-    if not spec.margins:
+    if spec.margins:
+        try:
+            levels = Levels.build(resolved.key_grid, spec.margins)
+        except ValueError as exc:
+            raise SpecError(f"{prefix}.margins", str(exc)) from None
+        resolved = ResolvedSpec(spec, domains, levels, publish, path)
+    if not spec.sampling:
         return resolved
-    try:
-        levels = Levels.build(resolved.key_grid, spec.margins)
-    except ValueError as exc:
-        raise SpecError(f"{prefix}.margins", str(exc)) from None
-    return ResolvedSpec(spec, domains, levels, publish, path)
+    published = read_standard_errors(spec, resolved.released_keys, prefix)
+    return ResolvedSpec(spec, domains, resolved.levels, publish, path, published)
 
 
 def _publish_section(data: Any, prefix: str) -> PublishSpec:
@@ -85,4 +92,6 @@ def load_spec(path: str | Path, *, require_publish: bool = False) -> ResolvedSpe
     publish = None
     if document.get("publish") is not None:
         publish = _publish_section(document["publish"], f"{prefix}publish")
-    return ResolvedSpec(resolved.spec, resolved.domains, resolved.levels, publish, path)
+    return ResolvedSpec(
+        resolved.spec, resolved.domains, resolved.levels, publish, path, resolved.standard_errors
+    )

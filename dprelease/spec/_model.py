@@ -21,6 +21,7 @@ from dprelease.loss import Mechanism
 from dprelease.period import Period
 from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Renamed, Strict
 from dprelease.spec._domains import GroupBy
+from dprelease.spec._publication import MAX_BASE, Rule, SamplingInput, check_publication
 from dprelease.spec._statistics import (
     MeanReuse,
     MeanStatistic,
@@ -73,12 +74,24 @@ class PostProcessing(Renamed):
     """Free by DP's post-processing property: applied to noisy values only."""
 
     nonnegative: bool = True
-    decimals: Annotated[int, Field(ge=0, le=12)] | None = Field(
+    decimals: Annotated[int, Field(ge=-3, le=12)] | None = Field(
         default=None,
-        description="decimals of sums and means; default: the place of the second significant "
-        "digit of their 95% margin of error (the precision the noise leaves)",
+        description="decimals of sums and means (negative: tens, hundreds, thousands); default: "
+        "the place of the second significant digit of their 95% margin of error (the precision "
+        "the noise leaves)",
     )
     moe95_columns: bool = True
+    round_to: Annotated[int, Field(ge=2, le=MAX_BASE)] | None = Field(
+        default=None,
+        description="round counts and sums to multiples of this base (5, 10, 100): a controlled "
+        "rounding that keeps every released margin the sum of its cells, unbiased, its margins "
+        "of error widened by what it may move",
+    )
+    rules: Annotated[list[Rule], Field(min_length=1)] | None = Field(
+        default=None,
+        description="reliability rules on the released values: flag (u) or suppress values "
+        "whose margin is large for their size or whose count is small",
+    )
 
 
 class ReleaseSpec(Strict):
@@ -122,6 +135,11 @@ class ReleaseSpec(Strict):
         "statistic's own survey_weight wins)",
     )
     statistics: Annotated[list[Statistic], Field(min_length=1)]
+    sampling: dict[str, SamplingInput] | None = Field(
+        default=None,
+        description="per statistic, the survey's sampling error from public inputs: a combined "
+        "margin of error `<statistic>_moe95_combined` beside the noise's",
+    )
     period: PeriodSpec | None = None
     postprocess: PostProcessing = PostProcessing()
     engine: Literal["polars", "spark"] | None = Field(
@@ -176,6 +194,7 @@ class ReleaseSpec(Strict):
                 "must all differ; rename the statistic"
             )
         self._check_split()
+        check_publication(self)
         return self
 
     def _check_weights(self) -> None:
@@ -326,12 +345,15 @@ class ReleaseSpec(Strict):
         refactor of this model is still the same spec. A field added later must enter only
         when it is set. The engine is left out: every engine computes the same release."""
         data = self.model_dump(mode="json", exclude={"engine"})
-        for later in ("margins", "level_weights", "mechanism", "survey_weight"):
+        for later in ("margins", "level_weights", "mechanism", "survey_weight", "sampling"):
             if data[later] is None:
                 del data[later]
         _drop_unset_options(data)
         data["statistics"] = [_canonical(statistic) for statistic in data["statistics"]]
         data["postprocess"] = _canonical(data["postprocess"])
+        for later in ("round_to", "rules"):
+            if data["postprocess"][later] is None:
+                del data["postprocess"][later]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

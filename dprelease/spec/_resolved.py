@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
@@ -35,6 +36,8 @@ class ResolvedSpec:
     levels: Levels | None = None  # with margins: the cells, then each margin, over the key grid
     publish: PublishSpec | None = None  # the spec file's `publish:` section, if it has one
     path: Path | None = field(default=None, repr=False)  # the spec file, if read from one
+    #: per statistic with published sampling SEs: the released rows' keys (and level) and `_se`
+    standard_errors: Mapping[str, pl.DataFrame] = field(default_factory=dict, repr=False)
 
     @cached_property
     def key_grid(self) -> pl.DataFrame:
@@ -100,5 +103,8 @@ class ResolvedSpec:
         ledger stores with each charge, nor the `publish:` section)."""
         digest = hashlib.sha256(self.spec.canonical_json().encode())
         for frame in self.domains:
+            digest.update(json.dumps(frame.to_dict(as_series=False), default=str).encode())
+        for name in sorted(self.standard_errors):  # published SEs change the released margins
+            frame = self.standard_errors[name]
             digest.update(json.dumps(frame.to_dict(as_series=False), default=str).encode())
         return digest.hexdigest()

@@ -35,9 +35,21 @@ from dprelease.statement._planner import (
     plan,
 )
 from dprelease.statement._preview import Preview, level_blocks, preview
+from dprelease.statement._publication import (
+    FLAG_CODES,
+    PublicationEntry,
+    RoundingEntry,
+    RuleEntry,
+    SamplingEntry,
+)
 from dprelease.statement._stored import LegacyManifest, manifest_problems, parse_manifest
 
 __all__ = [
+    "FLAG_CODES",
+    "PublicationEntry",
+    "RoundingEntry",
+    "RuleEntry",
+    "SamplingEntry",
     "MANIFEST_FORMAT",
     "NOT_RECORDED",
     "PLAN_FORMAT",

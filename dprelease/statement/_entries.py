@@ -175,7 +175,7 @@ def build_manifest(
         "lie outside the public domain are dropped",
         nulls=NULLS + (NULL_WEIGHTS if weighted else ""),
         postprocessing=PostprocessingEntry(
-            **spec.postprocess.model_dump(),
+            **spec.postprocess.model_dump(include={"nonnegative", "decimals", "moe95_columns"}),
             rounding=ROUNDING_RULE + (WEIGHTED_ROUNDING if weighted else ""),
         ),
         statistics=[

@@ -35,6 +35,7 @@ from dprelease.mechanism.kinds import (
     SurveyWeightEntry,
     spent,
 )
+from dprelease.statement._publication import PublicationEntry
 
 MANIFEST_FORMAT: Final = "dprelease-manifest/2"
 #: A release that spends ρ (zCDP) states it in format 3: format 2 with ρ beside ε, the L2
@@ -175,6 +176,11 @@ class Manifest(EntryModel):
     statistics: list[StatisticEntry]
     noise_source: NoiseSourceEntry
     ledger: LedgerRecord | NotRecorded = NotRecorded()
+    publication: PublicationEntry | None = Field(
+        default=None,
+        description="rules, rounding base and sampling error applied for publication (None: "
+        "none; left out of manifest.json)",
+    )
 
     @model_validator(mode="after")
     def _spends_its_total(self) -> Manifest:
@@ -189,6 +195,8 @@ class Manifest(EntryModel):
     def to_json_dict(self) -> dict[str, Any]:
         """The manifest as `manifest.json` holds it (format 2 without format 3's keys)."""
         data = _without(self.model_dump(mode="json"), _UNWEIGHTED_KEYS, only_null=True)
+        if data["publication"] is None:  # a release without publication options reads as before
+            del data["publication"]
         return data if self.format == ZCDP_MANIFEST_FORMAT else _without(data, _FORMAT_3_KEYS)
 
 

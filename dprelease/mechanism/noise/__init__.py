@@ -52,6 +52,7 @@ from dprelease.mechanism.noise._source import (
     require_private,
     word_stream,
 )
+from dprelease.mechanism.noise._uniform import UniformIntegers
 
 __all__ = [
     "FAMILIES",
@@ -64,6 +65,7 @@ __all__ = [
     "NoiseSource",
     "Sensitivity",
     "WordStream",
+    "UniformIntegers",
     "bernoulli_exp",
     "default_noise_source",
     "discrete_gaussian",
