@@ -289,7 +289,8 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
         if failed:
             published = f"no: check(s) {', '.join(failed)} failed; files withheld"
         else:
-            write_release_files(recorded.stored, directory)
+            formats = None if release.publish is None else release.publish.formats
+            write_release_files(recorded.stored, directory, formats)
             published = f"yes: {directory}"
         words = in_dagster_words(recorded.describe())
         context.log.info(f"{recorded.release_id}: {words}; published {published}")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar, cast
 
 import typer
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from dprelease.ledger import Ledger
+    from dprelease.spec import TableFormat
 
 #: How `decide_budget`'s errors name the command line's options.
 CLI_WORDS_FOR_BUDGET = {
@@ -72,6 +73,20 @@ def report_console() -> Console:
 def warn(message: str) -> None:
     """One line for the operator on stderr (never part of any published output)."""
     print(f"warning: {message}".replace("\n", " "), file=sys.stderr)
+
+
+def parse_formats(text: str) -> list[TableFormat]:
+    """`--format xlsx,sdmx`: table formats, each once; ConfigError naming the option."""
+    from dprelease.spec import TABLE_FORMATS
+
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part for part in chosen if part not in TABLE_FORMATS]
+    if not chosen or unknown:
+        given = repr(unknown[0]) if unknown else "nothing"
+        raise ConfigError("--format", f"{given} is not a format: give {', '.join(TABLE_FORMATS)}")
+    if len(set(chosen)) != len(chosen):
+        raise ConfigError("--format", "list each format once")
+    return cast("list[TableFormat]", chosen)
 
 
 def parse_epsilon(text: str, option: str, what: str = "ε") -> Fraction:

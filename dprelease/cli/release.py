@@ -18,6 +18,7 @@ from dprelease.cli._common import (
     SpecOption,
     cli_errors,
     parse_epsilon,
+    parse_formats,
 )
 from dprelease.errors import ConfigError, LedgerNotFound
 from dprelease.loss import amount_text, loss_text, typed_text
@@ -29,9 +30,10 @@ if TYPE_CHECKING:
     from dprelease.publish import Recorded
 
 PREVIEW_ROWS = 12
-#: Margin columns (`_ci95`: releases stored before they were renamed, and `_moe95`) and a mean's
-#: flag columns (undefined, uninformative): left to the files.
-HIDDEN_SUFFIXES = ("_ci95", "_moe95", "_undefined", "_uninformative")
+#: Margin columns (`_ci95`: releases stored before they were renamed, `_moe95` and with the
+#: sampling error `_moe95_combined`) and a mean's flag columns (undefined, uninformative): left to
+#: the files. A reliability flag (`_flag`) is shown beside its value.
+HIDDEN_SUFFIXES = ("_ci95", "_moe95", "_moe95_combined", "_undefined", "_uninformative")
 
 
 def _cell(value: object) -> str:
@@ -165,6 +167,15 @@ def release(
             "$DPRELEASE_SPARK_MASTER, or local[2].",
         ),
     ] = None,
+    formats: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="The table's files, comma-separated: parquet, csv, xlsx, sdmx (default: the "
+            "spec file's `publish.formats`, else parquet,csv); manifest.json is always written.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Release noisy grouped counts and sums; refuse if the scope's budget would be exceeded."""
     from dprelease.budget import load_privacy_profiles
@@ -180,6 +191,7 @@ def release(
 
     if (problem := release_folder_problem(out)) is not None:
         raise ConfigError("--out", problem)
+    chosen_formats = None if formats is None else parse_formats(formats)
     resolved = load_spec(spec)
     chosen = None if epsilon is None else parse_epsilon(epsilon, "--epsilon")
     chosen_rho = None if rho is None else parse_epsilon(rho, "--rho", "ρ")
@@ -233,6 +245,7 @@ def release(
             prepared,
             ledger=book,
             out_dir=out,
+            formats=chosen_formats,
             force_new=force_new,
             on_stage=lambda stage: progress.update(task, description=stage),
         )

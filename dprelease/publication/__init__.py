@@ -3,7 +3,7 @@ their formats. `publish/` is the path a release takes (when, whether, charged wh
 what its table looks like once out.
 
     table, manifest = finish(table, manifest, resolved, source)   # sampling, rounding, rules
-    csv_bytes(table)                                              # integral values as integers
+    csv_bytes(table); sdmx_csv_bytes(table, manifest); xlsx_bytes(table, manifest)
 
 Everything here is post-processing of the noisy values with public inputs (the spec, published
 design facts, the noise source's coins for an unbiased rounding): it spends no ε, and every
@@ -12,23 +12,39 @@ flag, suppression or rounded value depends on the data only through the released
 
 from dprelease.publication._columns import ValueColumn, value_columns
 from dprelease.publication._finish import finish
-from dprelease.publication._formats import csv_bytes, integral_as_integers, stored_csv
+from dprelease.publication._formats import (
+    FORMAT_FILES,
+    OBS_STATUS,
+    chosen_files,
+    csv_bytes,
+    integral_as_integers,
+    number_text,
+    sdmx_csv_bytes,
+    stored_csv,
+    xlsx_bytes,
+)
 from dprelease.publication._rounding import BaseRounded, round_to_base
 from dprelease.publication._rules import Evaluated, JudgedRule, evaluate
 from dprelease.publication._sampling import Z95, combined_margins
 
 __all__ = [
+    "FORMAT_FILES",
+    "OBS_STATUS",
     "Z95",
     "BaseRounded",
     "Evaluated",
     "JudgedRule",
     "ValueColumn",
+    "chosen_files",
     "combined_margins",
     "csv_bytes",
     "evaluate",
     "finish",
     "integral_as_integers",
+    "number_text",
     "round_to_base",
+    "sdmx_csv_bytes",
     "stored_csv",
     "value_columns",
+    "xlsx_bytes",
 ]

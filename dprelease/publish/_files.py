@@ -28,27 +28,30 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from dprelease.errors import ConfigError
 from dprelease.files import unwritable_directory
 from dprelease.ledger import StoredRelease
-from dprelease.publication import stored_csv
+from dprelease.publication import chosen_files
+from dprelease.spec import TABLE_FORMATS, TableFormat
 
 
 def _manifest(stored: StoredRelease) -> bytes:
     return (json.dumps(stored.manifest, indent=2, sort_keys=True) + "\n").encode()
 
 
-#: The published files, by name, and how each is made from the ledger's stored copy (the CSV with
-#: integral values as integers).
+#: The published files by default, by name, and how each is made from the ledger's stored copy
+#: (the table's files from `publication`, the CSV with integral values as integers).
 RELEASE_FILES: dict[str, Callable[[StoredRelease], bytes]] = {
-    "release.parquet": lambda stored: stored.table_parquet,
-    "release.csv": stored_csv,
+    **chosen_files(),
     "manifest.json": _manifest,
 }
+#: Every file a release's folder may hold: the table in each format (`publish.formats` chooses)
+#: and the manifest.
+FOLDER_FILES = (*chosen_files(TABLE_FORMATS), "manifest.json")
 
 #: A temporary file `atomic_path` of an earlier dprelease wrote into a release's folder and a
 #: killed run left there: part of the release's folder, removed when it is published again.
@@ -91,7 +94,7 @@ def release_folder_problem(out_dir: Path) -> str | None:
         others = sorted(
             entry.name
             for entry in folder.iterdir()
-            if entry.name not in RELEASE_FILES and not _EARLIER_TEMPORARY.fullmatch(entry.name)
+            if entry.name not in FOLDER_FILES and not _EARLIER_TEMPORARY.fullmatch(entry.name)
         )
         if others:
             shown = ", ".join(others[:3]) + (", …" if len(others) > 3 else "")
@@ -146,8 +149,11 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def write_release_files(stored: StoredRelease, out_dir: Path) -> dict[str, Path]:
-    """Publish the stored release as the folder `out_dir`, whole (see the module docstring).
+def write_release_files(
+    stored: StoredRelease, out_dir: Path, formats: Sequence[TableFormat] | None = None
+) -> dict[str, Path]:
+    """Publish the stored release as the folder `out_dir`, whole (see the module docstring):
+    its table in `formats` (default parquet and csv) and `manifest.json`.
 
     Every file is made in memory first, so an error there (or ConfigError for a folder that is
     not the release's own) changes nothing on disk; an error while writing leaves the folder as
@@ -155,7 +161,10 @@ def write_release_files(stored: StoredRelease, out_dir: Path) -> dict[str, Path]
     folder = _folder(out_dir)
     if (problem := release_folder_problem(out_dir)) is not None:
         raise ConfigError("out_dir", problem)
-    contents = {name: encode(stored) for name, encode in RELEASE_FILES.items()}
+    chosen = (
+        RELEASE_FILES if formats is None else {**chosen_files(formats), "manifest.json": _manifest}
+    )
+    contents = {name: encode(stored) for name, encode in chosen.items()}
     folder.parent.mkdir(parents=True, exist_ok=True)
     with _taking_turns(folder.parent):
         for entry in os.listdir(folder.parent):

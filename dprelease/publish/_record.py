@@ -12,7 +12,7 @@ and backfills give byte-identical files and charge nothing.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
@@ -35,6 +35,7 @@ from dprelease.loss import amount_text
 from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.publish._files import release_folder_problem, write_release_files
 from dprelease.publish._prepared import PreparedRelease
+from dprelease.spec import TableFormat
 from dprelease.statement import LedgerRecord, LegacyManifest, Manifest, parse_manifest
 
 #: What the ledger did for a release, in words for people (keys: `Reservation.status`).
@@ -215,10 +216,12 @@ def publish(
     prepared: PreparedRelease,
     *,
     out_dir: Path,
+    formats: Sequence[TableFormat] | None = None,
     on_stage: Callable[[str], None] = lambda stage: None,
     **record_options: Any,
 ) -> Recorded:
-    """`record_release`, then write its files to `out_dir` (the CLI's one-step path).
+    """`record_release`, then write its files to `out_dir` (the CLI's one-step path), in
+    `formats` (default: the spec file's `publish.formats`, else parquet and csv).
 
     `out_dir` is checked first (ConfigError when the release cannot be published as that
     folder: not writable beside it, or holding other files), so it is refused before anything
@@ -227,5 +230,7 @@ def publish(
         raise ConfigError("out_dir", problem)
     recorded = record_release(prepared, on_stage=on_stage, **record_options)
     on_stage("writing files")
-    files = write_release_files(recorded.stored, out_dir)
+    publish = prepared.resolved.publish
+    chosen = formats or (None if publish is None else publish.formats)
+    files = write_release_files(recorded.stored, out_dir, chosen)
     return replace(recorded, files=files)

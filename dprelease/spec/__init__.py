@@ -33,7 +33,7 @@ from dprelease.spec._publication import (
     statistic_value_columns,
     weighted_count_of,
 )
-from dprelease.spec._publish import PublishSpec
+from dprelease.spec._publish import DEFAULT_FORMATS, TABLE_FORMATS, PublishSpec, TableFormat
 from dprelease.spec._resolved import ResolvedSpec
 from dprelease.spec._statistics import *  # noqa: F403 - every kind's model
 from dprelease.spec._statistics import __all__ as _STATISTICS
@@ -57,11 +57,14 @@ from dprelease.spec._values import (
 __all__ = [
     *_STATISTICS,
     "COMBINED_SUFFIX",
+    "DEFAULT_FORMATS",
     "FLAG_SUFFIX",
     "LOW_RELIABILITY",
+    "TABLE_FORMATS",
     "Rule",
     "SamplingInput",
     "StandardErrorsFile",
+    "TableFormat",
     "rule_statistics",
     "statistic_value_columns",
     "weighted_count_of",

@@ -9,21 +9,40 @@ the ε of a release.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from dprelease.period import Period
 from dprelease.spec._base import Strict
 
+#: A table format a release's files may be written in (manifest.json is always written), and
+#: those written when none is chosen.
+TableFormat = Literal["parquet", "csv", "xlsx", "sdmx"]
+TABLE_FORMATS: tuple[TableFormat, ...] = ("parquet", "csv", "xlsx", "sdmx")
+DEFAULT_FORMATS: tuple[TableFormat, ...] = ("parquet", "csv")
+
 
 class PublishSpec(Strict):
-    """`publish:`: the scope, the share of its cap one release spends, the periods released."""
+    """`publish:`: the scope, the share of its cap one release spends, the periods released,
+    and the formats its files are written in."""
 
     scope: Annotated[str, Field(min_length=1)]
     share: Fraction = Field(description="fraction of the scope's cap one release spends, e.g. 1/12")
     first_period: str | None = Field(default=None, description="YYYY-MM; monthly specs only")
     last_period: str | None = Field(default=None, description="YYYY-MM; open-ended if absent")
+    formats: Annotated[list[TableFormat], Field(min_length=1)] | None = Field(
+        default=None,
+        description="the table's files: parquet, csv, xlsx (a workbook), sdmx (SDMX-CSV); "
+        "default parquet and csv. Written from the ledger's copy: any run may add one",
+    )
+
+    @field_validator("formats")
+    @classmethod
+    def _once_each(cls, formats: list[str] | None) -> list[str] | None:
+        if formats is not None and len(set(formats)) != len(formats):
+            raise ValueError("list each format once")
+        return formats
 
     @field_validator("share", mode="before")
     @classmethod

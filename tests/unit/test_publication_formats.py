@@ -1,17 +1,23 @@
-"""The release's files in readers' formats: CSV with integers as integers."""
+"""The release's files in readers' formats: CSV with integers as integers, SDMX-CSV 2.0 with
+observation-status flags, and an .xlsx workbook that a spreadsheet reader opens; each the same
+bytes for the same release."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import zipfile
 from types import SimpleNamespace
 
+import openpyxl
 import pandas as pd
 import polars as pl
+import pytest
 
 import dprelease as dp
 from dprelease.mechanism.noise import NoiseSource
-from dprelease.publication import csv_bytes
+from dprelease.publication import csv_bytes, sdmx_csv_bytes, xlsx_bytes
 from dprelease.publish import RELEASE_FILES, decide_budget, prepare
 from dprelease.spec import resolve
 
@@ -43,6 +49,16 @@ def drawn(**extra: object) -> tuple[pl.DataFrame, dict]:
     prepared = prepare(NHANES, resolved, decide_budget(resolved, epsilon=1))
     release = prepared.draw(NoiseSource.seeded_for_tests(11), allow_unsafe_noise=True)
     return release.table, release.manifest.to_json_dict()
+
+
+RULES = {
+    "round_to": 5,
+    "rules": [
+        {"relative_margin_above": 0.1, "action": "flag"},
+        {"statistics": ["respondents"], "value_below": 500, "action": "suppress",
+         "apply_to": "row"},
+    ],
+}  # fmt: skip
 
 
 def test_csv_writes_integral_values_as_integers() -> None:
@@ -77,3 +93,106 @@ def test_release_csv_from_the_ledgers_copy_has_integers_as_integers() -> None:
     assert text == csv_bytes(table).decode()
     first = next(iter(csv.DictReader(io.StringIO(text))))
     assert first["respondents_moe95"] == str(int(table.get_column("respondents_moe95")[0]))
+
+
+SDMX_HEADER = [
+    "STRUCTURE", "STRUCTURE_ID", "ACTION", "REGION", "RACE", "MEASURE", "OBS_VALUE",
+    "OBS_STATUS", "CONF_STATUS", "MOE95",
+]  # fmt: skip
+
+
+def test_sdmx_csv_has_one_row_per_cell_and_measure_with_observation_status() -> None:
+    """SDMX-CSV 2.0 (SDMX 3.0): STRUCTURE, STRUCTURE_ID, ACTION, the dimensions, the measure
+    and its attributes; a margin's summed-over dimension is `_T`; CL_OBS_STATUS codes."""
+    table, manifest = drawn(postprocess=RULES)
+    frame = pd.read_csv(
+        io.BytesIO(sdmx_csv_bytes(table, manifest)), dtype=str, keep_default_na=False
+    )
+    assert list(frame.columns) == SDMX_HEADER
+    assert len(frame) == table.height * 3  # cells and margin rows × the three measures
+    assert set(frame.STRUCTURE) == {"dataflow"} and set(frame.ACTION) == {"I"}
+    assert set(frame.STRUCTURE_ID) == {"DPRELEASE:BP(1.0.0)"}
+    assert set(frame.CONF_STATUS) == {"F"}  # nothing is confidential, suppressed or not
+    assert set(frame.OBS_STATUS) <= {"A", "U", "Q", "O"}
+    total = frame[(frame.REGION == "_T") & (frame.RACE == "_T")]
+    assert list(total.MEASURE) == ["respondents", "population", "high_bp"]
+    flags = {c: table.get_column(f"{c}_flag").to_list() for c in ("respondents", "high_bp")}
+    for measure in ("respondents", "high_bp"):
+        rows = frame[measure == frame.MEASURE]
+        values = table.get_column(measure).to_list()
+        for status, value, flag, text in zip(
+            rows.OBS_STATUS, values, flags[measure], rows.OBS_VALUE, strict=True
+        ):
+            expected = "A" if flag is None else ("U" if value is not None else "Q")
+            assert status == expected
+            assert (text == "") == (value is None)
+    assert "Q" in set(frame.OBS_STATUS) and "U" in set(frame.OBS_STATUS)
+    assert not any(v.endswith(".0") for v in frame.OBS_VALUE)
+
+
+def test_sdmx_csv_parses_with_a_maintained_sdmx_reader() -> None:
+    """sdmx1's SDMX-CSV 2.0 reader, given the structure the file names, reads every row."""
+    sdmx = pytest.importorskip("sdmx")
+    from sdmx.model import common, v30
+
+    table, manifest = drawn(postprocess=RULES, period=None)
+    content = sdmx_csv_bytes(table, manifest)
+    dsd = v30.DataStructureDefinition(
+        id="BP", maintainer=common.Agency(id="DPRELEASE"), version="1.0.0"
+    )
+    for order, name in enumerate(("REGION", "RACE", "MEASURE")):
+        dsd.dimensions.append(v30.Dimension(id=name, order=order))
+    dsd.measures.append(v30.Measure(id="OBS_VALUE"))
+    for name in ("OBS_STATUS", "CONF_STATUS", "MOE95"):
+        dsd.attributes.append(v30.DataAttribute(id=name))
+    flow = v30.Dataflow(
+        id="BP", maintainer=common.Agency(id="DPRELEASE"), version="1.0.0", structure=dsd
+    )
+    message = sdmx.read_sdmx(io.BytesIO(content), format="csv", structure=flow)
+    observations = [obs for data_set in message.data for obs in data_set.obs]
+    assert len(observations) == table.height * 3
+    statuses = {obs.attached_attribute["OBS_STATUS"].value for obs in observations}
+    assert statuses <= {"A", "U", "Q", "O"}
+
+
+def test_the_workbook_opens_in_a_spreadsheet_reader_with_a_sheet_per_level() -> None:
+    table, manifest = drawn(postprocess=RULES)
+    book = openpyxl.load_workbook(io.BytesIO(xlsx_bytes(table, manifest)))
+    assert book.sheetnames == ["region,race", "region", "total", "about"]
+    cells = book["region,race"]
+    header = [c.value for c in cells[3]]
+    assert header[:3] == ["region", "race", "respondents"]
+    assert not any(h.endswith("_flag") for h in header)  # flags are footnotes, not columns
+    rows = list(cells.iter_rows(min_row=4, max_row=3 + 12, values_only=True))
+    released = table.filter(pl.col("level") == "region,race")
+    for row, got in zip(released.iter_rows(named=True), rows, strict=True):
+        shown = dict(zip(header, got, strict=True))
+        if row["respondents"] is None:  # suppressed: Eurostat's ':' for a value not shown
+            assert shown["respondents"] == ":" and row["respondents_flag"] == "u"
+        else:
+            assert shown["respondents"] == row["respondents"]
+            assert isinstance(shown["respondents"], int)
+        assert shown["population"] in (":", row["population"])
+    formats = {c.number_format for c in cells[4]}
+    assert any(f.endswith('" u"') for f in formats) or any(
+        c.number_format.endswith('" u"') for r in cells.iter_rows(min_row=4) for c in r
+    )
+    footnotes = [r[0] for r in cells.iter_rows(min_row=17, values_only=True) if r[0]]
+    assert any(str(f).startswith("u: low reliability") for f in footnotes)
+    about = {r[0]: r[1] for r in book["about"].iter_rows(min_row=2, values_only=True)}
+    assert about["release"] == "bp" and about["ε"] == "1"
+    assert "never privacy" in about["publication"]
+    assert "rounded to base 5" in about
+
+
+def test_the_same_release_gives_the_same_workbook_bytes() -> None:
+    """Its dates are the release's (never the time of writing) and its zip entries' fixed."""
+    table, manifest = drawn(postprocess=RULES)
+    first = xlsx_bytes(table, manifest)
+    again = xlsx_bytes(pl.DataFrame(table), json.loads(json.dumps(manifest)))
+    assert first == again
+    properties = openpyxl.load_workbook(io.BytesIO(first)).properties
+    created = manifest["created_at"].replace("Z", "")
+    assert properties.created.isoformat() == properties.modified.isoformat() == created
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        assert {info.date_time for info in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}

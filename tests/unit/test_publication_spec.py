@@ -191,6 +191,22 @@ def test_published_standard_errors_are_read_and_checked_before_any_charge(tmp_pa
         load_spec(tmp_path / "sub" / "spec.yaml")
 
 
+def test_publish_formats_are_known_and_listed_once(tmp_path: Path) -> None:
+    def load(formats: Any) -> Any:
+        document = {
+            "release": BASE_SPEC,
+            "publish": {"scope": "s", "share": "1/2", "formats": formats},
+        }
+        (tmp_path / "spec.yaml").write_text(yaml.safe_dump(document))
+        return load_spec(tmp_path / "spec.yaml")
+
+    assert load(["csv", "xlsx", "sdmx"]).publish.formats == ["csv", "xlsx", "sdmx"]
+    with pytest.raises(SpecError, match=r"publish\.formats\[1\]"):
+        load(["csv", "pdf"])
+    with pytest.raises(SpecError, match="each format once"):
+        load(["csv", "csv"])
+
+
 def test_the_options_round_trip_through_yaml() -> None:
     resolved = make_spec(
         SURVEY,
