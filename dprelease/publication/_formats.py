@@ -81,14 +81,12 @@ def csv_bytes(table: pl.DataFrame) -> bytes:
 
 
 def number_text(value: object) -> str:
-    """A released number as text: an integral one as an integer, else its shortest repr; ''
-    for none."""
+    """A released value as the CSV writes it (after `integral_as_integers`): its shortest repr,
+    '' for none."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT:
-        return str(int(value))
     return str(value)
 
 
@@ -152,6 +150,7 @@ def sdmx_csv_bytes(table: pl.DataFrame, manifest: Mapping[str, Any]) -> bytes:
     header += ["TIME_PERIOD"] if period else []
     header += ["MEASURE", "OBS_VALUE", "OBS_STATUS", "CONF_STATUS", *(a for a, _ in attributes)]
     structure = f"{SDMX_AGENCY}:{sdmx_id(str(manifest.get('release', 'RELEASE')))}({SDMX_VERSION})"
+    table = integral_as_integers(table)  # numbers as in release.csv
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
