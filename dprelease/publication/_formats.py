@@ -108,10 +108,6 @@ def _key_columns(table: pl.DataFrame, manifest: Mapping[str, Any]) -> list[str]:
     return [c for g in manifest.get("group_by", []) for c in g["columns"] if c in table.columns]
 
 
-def _cell(table_row: Mapping[str, Any], name: str) -> Any:
-    return table_row.get(name)
-
-
 def _status(row: Mapping[str, Any], value: str) -> str:
     """A value's SDMX observation status: flagged, suppressed (blank and flagged), missing."""
     flagged = row.get(f"{value}{FLAG_SUFFIX}") == LOW_RELIABILITY
