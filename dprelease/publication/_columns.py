@@ -1,8 +1,9 @@
 """The released value columns as publication sees them: per value, its margin columns, its
 flag column and the public facts of its statistic (kind, bounds, whether it counts rows).
 
-This is the one place that reads the statistic kinds of the spec; everything else in
-`publication` works on these descriptors and the released table.
+This is the one place that reads the spec's statistics, through their kinds' hooks (never
+which class they are); everything else in `publication` works on these descriptors and the
+released table.
 """
 
 from __future__ import annotations
@@ -15,11 +16,8 @@ from dprelease.spec import (
     HIGH_SUFFIX,
     LOW_SUFFIX,
     MOE95_SUFFIX,
-    CountStatistic,
-    MeanStatistic,
-    QuantileStatistic,
+    PublishedAs,
     ReleaseSpec,
-    SumStatistic,
 )
 
 
@@ -28,7 +26,8 @@ class ValueColumn:
     """One released value column (a quantile has one per p) and what belongs to it."""
 
     statistic: str
-    kind: str  # count, sum, mean, quantile, median
+    published_as: PublishedAs  # what publication may do with it (its kind's hook)
+    provides: str | None  # "count", "sum": what its own measurement is (its kind's hook)
     column: str
     moe: str | None  # `<column>_moe95`, if released
     low: str | None  # a quantile's interval
@@ -36,7 +35,7 @@ class ValueColumn:
     combined: str | None  # `<statistic>_moe95_combined`, with a sampling input
     counts_rows: bool  # an unweighted count: integer values, integer truth
     weighted: bool
-    lower: float | None
+    lower: float | None  # the bounds of each row's value, where its kind has some
     upper: float | None
 
     @property
@@ -45,8 +44,8 @@ class ValueColumn:
 
     @property
     def rounds(self) -> bool:
-        """Whether a rounding base applies: counts and sums (values that add up over cells)."""
-        return self.kind in ("count", "sum")
+        """Whether a rounding base applies: values that add up over cells (counts, sums)."""
+        return self.published_as is PublishedAs.TOTAL
 
     @property
     def margins(self) -> tuple[str, ...]:
@@ -55,44 +54,30 @@ class ValueColumn:
 
 
 def value_columns(spec: ReleaseSpec) -> list[ValueColumn]:
-    """Every released value column of `spec`, in table order."""
+    """Every released value column of `spec`, in table order, described by its kind's hooks
+    (`published_as`, `provides`, `element_bounds`, `value_columns`)."""
     post = spec.postprocess
     sampled = set(spec.sampling or {})
     found = []
     for stat in spec.statistics:
         weighted = spec.survey_weight_of(stat) is not None
-        if isinstance(stat, QuantileStatistic):
-            for column in stat.value_columns():
-                found.append(
-                    ValueColumn(
-                        stat.name,
-                        stat.kind.value,
-                        column,
-                        None,
-                        f"{column}{LOW_SUFFIX}",
-                        f"{column}{HIGH_SUFFIX}",
-                        None,
-                        False,
-                        False,
-                        stat.lower,
-                        stat.upper,
-                    )
+        ranked = stat.published_as is PublishedAs.RANK
+        lower, upper = stat.element_bounds() or (None, None)
+        for column in stat.value_columns():
+            found.append(
+                ValueColumn(
+                    statistic=stat.name,
+                    published_as=stat.published_as,
+                    provides=stat.provides,
+                    column=column,
+                    moe=None if ranked or not post.moe95_columns else f"{column}{MOE95_SUFFIX}",
+                    low=f"{column}{LOW_SUFFIX}" if ranked else None,
+                    high=f"{column}{HIGH_SUFFIX}" if ranked else None,
+                    combined=f"{stat.name}{COMBINED_SUFFIX}" if stat.name in sampled else None,
+                    counts_rows=stat.provides == "count" and not weighted,
+                    weighted=weighted,
+                    lower=lower,
+                    upper=upper,
                 )
-            continue
-        bounded = isinstance(stat, SumStatistic | MeanStatistic)
-        found.append(
-            ValueColumn(
-                stat.name,
-                stat.kind.value,
-                stat.name,
-                f"{stat.name}{MOE95_SUFFIX}" if post.moe95_columns else None,
-                None,
-                None,
-                f"{stat.name}{COMBINED_SUFFIX}" if stat.name in sampled else None,
-                isinstance(stat, CountStatistic) and not weighted,
-                weighted,
-                stat.lower if bounded else None,  # type: ignore[union-attr]
-                stat.upper if bounded else None,  # type: ignore[union-attr]
             )
-        )
     return found

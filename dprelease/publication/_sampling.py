@@ -12,7 +12,7 @@ confidential file, where a statistic of the data would leak un-noised: standard 
 published per row, or the survey's design effect deff times the SRS variance of the estimate
 (Kish), with n the row's released number of respondents:
 
-- a mean ȳ:             SE² = deff · S² / n
+- a mean ȳ (a share p̂): SE² = deff · S² / n
 - a weighted count N̂:   SE² = deff · N̂² · (1 − N̂/N) / n
 - a weighted sum Ŷ:     SE² = deff · (N̂² · S² + Ŷ² · (1 − N̂/N)) / n,   N̂ its row's weighted count
 
@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from dprelease.publication._columns import ValueColumn
-from dprelease.spec import ReleaseSpec, SamplingInput, weighted_count_of
+from dprelease.spec import PublishedAs, ReleaseSpec, SamplingInput, weighted_count_of
 from dprelease.statement import SamplingEntry
 
 #: The standard normal's 97.5% point: the sampling error's 95% margin is 1.96 SE.
@@ -75,9 +75,9 @@ def _from_design(
     value = table.get_column(column.column).cast(pl.Float64).fill_null(np.nan).to_numpy()
     fraction = _outside(sampling)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if column.kind == "mean":
+        if column.published_as is PublishedAs.MEAN:
             variance = _element_variance(value, column, sampling)
-        elif column.kind == "count":
+        elif column.provides == "count":
             total = np.maximum(value, 0.0)
             variance = total**2 * fraction(total)
         else:  # a weighted sum, over its row's weighted count
@@ -166,9 +166,9 @@ def _entry(column: ValueColumn, spec: ReleaseSpec, sampling: SamplingInput) -> S
         f"design effect {sampling.design_effect:g}, respondents per row from "
         f"{sampling.respondents!r} (released){population}"
     )
-    if column.kind == "mean":
+    if column.published_as is PublishedAs.MEAN:
         recipe = f"SE² = deff · S² / n, {sd}"
-    elif column.kind == "count":
+    elif column.provides == "count":
         recipe = "SE² = deff · N̂² · (1 − N̂/N) / n" + ("" if sampling.population else ", N̂/N = 0")
     else:
         name = _count_of(spec, column)

@@ -3,7 +3,8 @@ spec that carries every public fact derived from them (key grid, levels, level s
 
 Nothing here reads confidential data: a spec and the public files it names decide the shape of a
 release, its sensitivity and its manifest before any row is read. The face exports every kind's
-spec model (`_statistics.__all__`), so a new kind's model is an addition there.
+spec model (`_statistics.__all__`, `_ratio.__all__`), so a new kind's model is an addition
+there and in the `Statistic` union (`_kinds`).
 
     resolved = load_spec("visits.yaml")        # or resolve(ReleaseSpec(...)) for a spec in Python
     catalog = load_pipeline_specs([specs_dir])  # a pipeline's files: releases, and a problem each
@@ -19,6 +20,7 @@ from dprelease.spec._catalog import (
     spec_files,
 )
 from dprelease.spec._domains import FileDomain, GroupBy, KeyDomain, RangeDomain, ValuesDomain
+from dprelease.spec._kinds import STATISTIC_KINDS, Statistic, output_columns
 from dprelease.spec._levels import Levels, level_grid
 from dprelease.spec._loading import load_spec, parse_spec, resolve
 from dprelease.spec._model import PeriodSpec, PostProcessing, ReleaseSpec, period_of
@@ -34,8 +36,10 @@ from dprelease.spec._publication import (
     weighted_count_of,
 )
 from dprelease.spec._publish import DEFAULT_FORMATS, TABLE_FORMATS, PublishSpec, TableFormat
+from dprelease.spec._ratio import *  # noqa: F403 - the ratios' models
+from dprelease.spec._ratio import __all__ as _RATIOS
 from dprelease.spec._resolved import ResolvedSpec
-from dprelease.spec._statistics import *  # noqa: F403 - every kind's model
+from dprelease.spec._statistics import *  # noqa: F403 - every other kind's model
 from dprelease.spec._statistics import __all__ as _STATISTICS
 from dprelease.spec._values import (
     HIGH_SUFFIX,
@@ -56,6 +60,10 @@ from dprelease.spec._values import (
 
 __all__ = [
     *_STATISTICS,
+    *_RATIOS,
+    "STATISTIC_KINDS",
+    "Statistic",
+    "output_columns",
     "COMBINED_SUFFIX",
     "DEFAULT_FORMATS",
     "FLAG_SUFFIX",

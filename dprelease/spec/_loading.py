@@ -10,12 +10,12 @@ from pydantic import ValidationError
 from dprelease.errors import SpecError
 from dprelease.files import Location, error_at_path, read_sections
 from dprelease.spec._domains import FileDomain, read_domain
+from dprelease.spec._kinds import STATISTIC_KINDS
 from dprelease.spec._levels import Levels
 from dprelease.spec._model import ReleaseSpec
 from dprelease.spec._publication import read_standard_errors
 from dprelease.spec._publish import PublishSpec
 from dprelease.spec._resolved import ResolvedSpec
-from dprelease.spec._statistics import STATISTIC_KINDS
 
 
 def _is_tag(loc: Location, index: int) -> bool:

@@ -21,14 +21,9 @@ from dprelease.loss import Mechanism
 from dprelease.period import Period
 from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Renamed, Strict
 from dprelease.spec._domains import GroupBy
+from dprelease.spec._kinds import Statistic, output_columns
 from dprelease.spec._publication import MAX_BASE, Rule, SamplingInput, check_publication
-from dprelease.spec._statistics import (
-    MeanReuse,
-    MeanStatistic,
-    Statistic,
-    StatisticModel,
-    output_columns,
-)
+from dprelease.spec._statistics import MeanReuse, MeanStatistic, StatisticModel
 from dprelease.spec._values import (
     LEVEL_COLUMN,
     MOE95_SUFFIX,

@@ -26,14 +26,8 @@ from pydantic import Field, model_validator
 from dprelease.errors import SpecError
 from dprelease.spec._base import NAME_PATTERN, Positive, Strict
 from dprelease.spec._domains import FileDomain, _read_keys_file
-from dprelease.spec._statistics import (
-    CountStatistic,
-    MeanStatistic,
-    QuantileStatistic,
-    Statistic,
-    SumStatistic,
-    output_columns,
-)
+from dprelease.spec._kinds import Statistic, output_columns
+from dprelease.spec._statistics import PublishedAs
 
 if TYPE_CHECKING:
     from dprelease.spec._model import ReleaseSpec
@@ -161,17 +155,22 @@ def check_publication(spec: ReleaseSpec) -> None:
     if post.decimals is not None and post.decimals < 0:
         place = 10.0**-post.decimals
         for index, stat in enumerate(spec.statistics):
-            if isinstance(stat, MeanStatistic) and stat.upper - stat.lower < place:
+            bounds = stat.element_bounds()
+            if stat.published_as is not PublishedAs.MEAN or bounds is None:
+                continue
+            lower, upper = bounds
+            if upper - lower < place:
+                kind = stat.kind.value
                 raise SpecError(
                     "postprocess.decimals",
-                    f"{post.decimals} rounds means to multiples of {place:g}, coarser than the "
-                    f"range [{stat.lower:g}, {stat.upper:g}] of {stat.name!r} "
-                    f"(statistics[{index}]): a mean would show only a bound; use decimals ≥ "
-                    f"{-math.floor(math.log10(stat.upper - stat.lower))} or release the mean "
+                    f"{post.decimals} rounds {kind}s to multiples of {place:g}, coarser than the "
+                    f"range [{lower:g}, {upper:g}] of {stat.name!r} "
+                    f"(statistics[{index}]): a {kind} would show only a bound; use decimals ≥ "
+                    f"{-math.floor(math.log10(upper - lower))} or release the {kind} "
                     "from a spec of its own",
                 )
     if post.round_to is not None and not any(
-        isinstance(s, CountStatistic | SumStatistic) for s in spec.statistics
+        s.published_as is PublishedAs.TOTAL for s in spec.statistics
     ):
         raise SpecError(
             "postprocess.round_to", "rounds counts and sums, and this release has neither"
@@ -198,7 +197,7 @@ def check_publication(spec: ReleaseSpec) -> None:
                 f"{where}.statistics", f"this release has no {wanted}: name the statistics tested"
             )
         if rule.relative_margin_above is not None and not margins_released:
-            needs = [s for s in tested if not isinstance(stats[s], QuantileStatistic)]
+            needs = [s for s in tested if stats[s].published_as is not PublishedAs.RANK]
             if needs:
                 raise SpecError(
                     f"{where}.relative_margin_above",
@@ -219,14 +218,14 @@ def check_publication(spec: ReleaseSpec) -> None:
                 where, f"{stat_name!r} is not a statistic of this release ({', '.join(stats)})"
             )
         stat = stats[stat_name]
-        if isinstance(stat, QuantileStatistic):
+        if stat.published_as is PublishedAs.RANK:
             raise SpecError(
                 where,
                 f"{stat_name!r} is a {stat.kind.value}: its interval is in ranks of the sample, "
                 "with no sampling error to add; give sampling to counts, sums and means",
             )
         weight = spec.survey_weight_of(stat)
-        if isinstance(stat, CountStatistic | SumStatistic) and weight is None:
+        if stat.published_as is PublishedAs.TOTAL and weight is None:
             raise SpecError(
                 where,
                 f"{stat_name!r} is unweighted: it counts or sums the sample's own rows, which have "
@@ -238,14 +237,19 @@ def check_publication(spec: ReleaseSpec) -> None:
             )
         if sampling.respondents is not None:
             counted = stats.get(sampling.respondents)
-            if not (isinstance(counted, CountStatistic) and spec.survey_weight_of(counted) is None):
+            if not (
+                counted is not None
+                and counted.provides == "count"
+                and spec.survey_weight_of(counted) is None
+            ):
                 raise SpecError(
                     f"{where}.respondents",
                     f"{sampling.respondents!r} is not an unweighted count of this release: name "
                     "the count of respondents (every row counts once)",
                 )
         if (
-            isinstance(stat, SumStatistic)
+            stat.published_as is PublishedAs.TOTAL
+            and stat.provides == "sum"
             and sampling.design_effect is not None
             and weighted_count_of(spec, stat) is None
         ):
@@ -266,9 +270,7 @@ def check_publication(spec: ReleaseSpec) -> None:
 
 def statistic_value_columns(stat: Statistic) -> list[str]:
     """The released value columns of a statistic (a quantile's one per p)."""
-    if isinstance(stat, QuantileStatistic):
-        return stat.value_columns()
-    return [stat.name]
+    return stat.value_columns()
 
 
 def rule_statistics(spec: ReleaseSpec, rule: Rule) -> list[str]:
@@ -276,7 +278,7 @@ def rule_statistics(spec: ReleaseSpec, rule: Rule) -> list[str]:
     if rule.statistics is not None:
         return list(rule.statistics)
     if rule.value_below is not None:
-        return [s.name for s in spec.statistics if isinstance(s, CountStatistic)]
+        return [s.name for s in spec.statistics if s.provides == "count"]
     return [s.name for s in spec.statistics]
 
 
@@ -287,9 +289,7 @@ def weighted_count_of(spec: ReleaseSpec, stat: Statistic) -> str | None:
         (
             s.name
             for s in spec.statistics
-            if isinstance(s, CountStatistic)
-            and weight is not None
-            and spec.survey_weight_of(s) == weight
+            if s.provides == "count" and weight is not None and spec.survey_weight_of(s) == weight
         ),
         None,
     )

@@ -10,7 +10,6 @@ entry) is its module in `mechanism.kinds`, which links to its model here.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -41,18 +40,15 @@ if TYPE_CHECKING:
 #: Every kind's spec model and what is shared about them: what the spec's face exports, a new
 #: kind's model with it.
 __all__ = [
-    "STATISTIC_KINDS",
     "CountStatistic",
     "MeanReuse",
     "MeanStatistic",
+    "PublishedAs",
     "QuantileStatistic",
-    "ShareStatistic",
-    "Statistic",
     "StatisticKind",
     "StatisticModel",
     "SumStatistic",
     "first_count",
-    "output_columns",
 ]
 
 
@@ -63,6 +59,16 @@ class StatisticKind(StrEnum):
     QUANTILE = "quantile"
     SHARE = "share"
     MEDIAN = "median"  # a quantile at p = 1/2
+
+
+class PublishedAs(StrEnum):
+    """What publication (`dprelease.publication`: rounding bases, reliability rules, the
+    sampling error) may do with a kind's values, all of it post-processing."""
+
+    TOTAL = "total"  # values that add up over cells: a rounding base applies
+    MEAN = "mean"  # a ratio to the cell's count within known bounds: a mean's sampling error
+    RATIO = "ratio"  # a ratio of two totals: a sampling error only as published per cell
+    RANK = "rank"  # a value with a 95% interval in ranks: no margin, no sampling error
 
 
 class _StatisticBase(Renamed):
@@ -81,6 +87,17 @@ class _StatisticBase(Renamed):
     weighted: ClassVar[bool] = True
     #: What its own measurement is, for a mean to reuse: "count", "sum", or None (none).
     provides: ClassVar[str | None] = None
+    #: What publication may do with its values (`PublishedAs`).
+    published_as: ClassVar[PublishedAs] = PublishedAs.TOTAL
+
+    def value_columns(self) -> list[str]:
+        """Its released value columns (a quantile's one per p), each with its own flag."""
+        return [self.name]
+
+    def element_bounds(self) -> tuple[float, float] | None:
+        """The bounds of each row's value, where it has some (a sampling variance rests on
+        them: at most (ȳ − lower)(upper − ȳ))."""
+        return None
 
     def target(self) -> float | None:
         """The 95% margin it targets (an accuracy-first split), if its kind can have one."""
@@ -173,6 +190,9 @@ class _Bounded(_StatisticBase):
     def reads(self) -> list[str]:
         return [self.column]
 
+    def element_bounds(self) -> tuple[float, float] | None:
+        return (self.lower, self.upper)
+
     def value(self, spec: ReleaseSpec) -> RowValue:
         """What each kept row adds to a sum of its column (weighted as it is)."""
         weight = spec.survey_weight_of(self)
@@ -210,6 +230,8 @@ class MeanStatistic(_Bounded):
     sum of the same column and bounds, and spends ε only on what it cannot reuse."""
 
     kind: Literal[StatisticKind.MEAN] = StatisticKind.MEAN
+
+    published_as: ClassVar[PublishedAs] = PublishedAs.MEAN
 
     @model_validator(mode="before")
     @classmethod
@@ -340,6 +362,7 @@ class QuantileStatistic(_StatisticBase):
         return self
 
     weighted: ClassVar[bool] = False  # a weighted quantile needs another mechanism
+    published_as: ClassVar[PublishedAs] = PublishedAs.RANK
 
     def reads(self) -> list[str]:
         return [self.column]
@@ -418,69 +441,6 @@ class QuantileStatistic(_StatisticBase):
         return [f"{self.name}_p{percent_text(p)}" for p in self.ps]
 
 
-class ShareStatistic(_StatisticBase):
-    """The share per cell of rows whose `column` holds one of `categories` (the share of the
-    insured: `column: insurance, categories: [private, public]`), in [0, 1] with its 95% margin:
-    the noisy count of those rows / the noisy count of the cell (post-processing); with a survey
-    weight, of their weights. It reuses the release's count weighted as it is, and measures the
-    rows in its categories from its own share."""
-
-    kind: Literal[StatisticKind.SHARE] = StatisticKind.SHARE
-    column: str
-    categories: Annotated[list[str] | list[float], Field(min_length=1)] = Field(
-        description="the public values counted: text, or numbers (1 and 1.0 are one number); "
-        "a null or any other value counts as outside"
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_booleans(cls, data: Any) -> Any:
-        if isinstance(data, dict) and any(isinstance(c, bool) for c in data.get("categories", [])):
-            raise SpecError("categories", "give text or numbers, not true or false")
-        return data
-
-    @model_validator(mode="after")
-    def _distinct(self) -> ShareStatistic:
-        if any(isinstance(c, float) and not math.isfinite(c) for c in self.categories):
-            raise SpecError("categories", "numbers must be finite")
-        if len(set(self.categories)) != len(self.categories):
-            raise SpecError("categories", "each category may appear once")
-        return self
-
-    def category_reads(self) -> dict[str, tuple[str | float, ...]]:
-        return {self.column: tuple(self.categories)}
-
-    def output_columns(self) -> list[str]:
-        """Its value and margin, and the flags of cells where it is undefined (a noisy count
-        ≤ 0) and where its margin covers all of [0, 1]."""
-        return [
-            *super().output_columns(),
-            f"{self.name}{UNDEFINED_SUFFIX}",
-            f"{self.name}{UNINFORMATIVE_SUFFIX}",
-        ]
-
-    def reuse(self, spec: ReleaseSpec) -> str | None:
-        """The count it divides by at no cost (None: it measures its own)."""
-        return first_count(spec, self)
-
-    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
-        if targeted:
-            raise SpecError(
-                f"statistics[{index}]",
-                "a share has no margin of its own to target (it depends on each cell's count) "
-                "and measures its rows in the categories itself, so it cannot join an "
-                "accuracy-first split: split by weights, or release it in a spec of its own",
-            )
-
-
-#: One released column; `kind` says which (the YAML's `kind:` key).
-Statistic = Annotated[
-    CountStatistic | SumStatistic | MeanStatistic | QuantileStatistic | ShareStatistic,
-    Field(discriminator="kind"),
-]
-STATISTIC_KINDS = tuple(kind.value for kind in StatisticKind)
-
-
 @dataclass(frozen=True)
 class MeanReuse:
     """What a mean divides: the names of the statistics it reuses (None: a measurement of its
@@ -492,8 +452,3 @@ class MeanReuse:
     @property
     def spends(self) -> bool:
         return self.count is None or self.sum is None
-
-
-def output_columns(stat: Statistic) -> list[str]:
-    """The released columns a statistic makes (`output_columns` of its model)."""
-    return stat.output_columns()

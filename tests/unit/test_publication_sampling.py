@@ -164,3 +164,27 @@ def test_the_combined_margin_covers_the_population_value_in_95_percent(kind: str
     value = out[kind].to_numpy()
     assert _coverage(truth[kind], value, margin) >= 0.94
     assert _coverage(truth[kind], value, noise_only) < 0.9  # the noise's margin alone falls short
+
+
+def test_a_share_kind_has_a_means_sampling_error_of_its_indicator() -> None:
+    """A `kind: share` is the mean of a 0/1 indicator: SE² = deff · p̂(1 − p̂) / n, as a mean in
+    [0, 1] (it went down a total's recipe before, and failed for want of bounds)."""
+    spec = dp.ReleaseSpec.model_validate(
+        {
+            "name": "s",
+            "source": "s",
+            "statistics": [
+                {"name": "n", "kind": "count"},
+                {"name": "people", "kind": "count", "survey_weight": WEIGHT},
+                {"name": "insured", "kind": "share", "column": "ins", "categories": ["yes"],
+                 "survey_weight": WEIGHT},
+            ],
+            "sampling": {"insured": {"design_effect": 1.5, "respondents": "n"}},
+        }
+    )  # fmt: skip
+    table = released(n=[400.0], insured=[0.2], insured_moe95=[0.01]).with_columns(
+        pl.col("n").cast(pl.Int64)
+    )
+    out = combined(spec, table)
+    exact = math.hypot(0.01, Z95 * math.sqrt(1.5 * 0.2 * 0.8 / 400))
+    assert exact <= out["insured_moe95_combined"][0] <= exact * 1.1
