@@ -92,20 +92,20 @@ def _noise_rows(
 
 
 def _statistic_rows(row: StatisticAccuracy) -> list[Row]:
-    """A count or sum: its noise (per level, then what it spends over all levels). A mean: what
-    it spends and that its margin is per cell, then each measurement it makes itself (what it
-    reuses is named below the table)."""
+    """A count or sum: its noise (per level, then what it spends over all levels). A ratio of
+    two noisy vectors (a mean, a share, a ratio): what it spends and that its margin is per
+    cell, then each measurement it makes itself (what it reuses is named below the table)."""
     target = "" if row.target_moe95 is None else _num(row.target_moe95)
     if row.target_met is not None:
         target += " ok" if row.target_met else " MISSED"
     if row.quantiles:  # errors in ranks, per p: in the quantiles' own table
         return [(row.name, row.kind, "", _spent(row), _num(row.sensitivity), "–", "ranks ↓", "")]
-    if row.kind != "mean":
+    if not (row.reuses or row.measurements):  # one noisy vector of its own
         rows = _noise_rows(row.name, row.kind, row, target)
         if row.levels is not None:
             rows.append(("", "", "all levels", _spent(row), "", "", "", ""))
         return rows
-    rows = [(row.name, "mean", "", _spent(row), "", "", "per cell", "")]
+    rows = [(row.name, row.kind, "", _spent(row), "", "", "per cell", "")]
     for own in row.measurements:
         rows += _noise_rows("", f"  its {own.kind}", own, "")
     return rows

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from dprelease.spec._ratio import ShareStatistic
+from dprelease.spec._ratio import RatioStatistic, ShareStatistic
 from dprelease.spec._statistics import (
     CountStatistic,
     MeanStatistic,
@@ -20,7 +20,12 @@ __all__ = ["STATISTIC_KINDS", "Statistic", "output_columns"]
 
 #: One released column; `kind` says which (the YAML's `kind:` key).
 Statistic = Annotated[
-    CountStatistic | SumStatistic | MeanStatistic | QuantileStatistic | ShareStatistic,
+    CountStatistic
+    | SumStatistic
+    | MeanStatistic
+    | QuantileStatistic
+    | ShareStatistic
+    | RatioStatistic,
     Field(discriminator="kind"),
 ]
 STATISTIC_KINDS = tuple(kind.value for kind in StatisticKind)

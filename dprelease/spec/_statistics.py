@@ -59,6 +59,7 @@ class StatisticKind(StrEnum):
     QUANTILE = "quantile"
     SHARE = "share"
     MEDIAN = "median"  # a quantile at p = 1/2
+    RATIO = "ratio"
 
 
 class PublishedAs(StrEnum):

@@ -44,9 +44,9 @@ def test_the_surface_is_small_typed_and_documented() -> None:
     assert set(dp.__all__) == {
         "CountStatistic", "DPReleaseError", "FileDomain", "GroupBy", "Ledger", "Manifest",
         "MeanStatistic", "Period", "PeriodSpec", "PostProcessing", "PrivacyLoss",
-        "ProtectedChange", "QuantileStatistic", "RangeDomain", "ReleasePlan", "ReleaseResult",
-        "ReleaseSpec", "ShareStatistic", "StatisticAccuracy", "SumStatistic", "SurveyWeight",
-        "ValuesDomain",
+        "ProtectedChange", "QuantileStatistic", "RangeDomain", "RatioStatistic", "ReleasePlan",
+        "ReleaseResult", "ReleaseSpec", "ShareStatistic", "StatisticAccuracy", "SumStatistic",
+        "SurveyWeight", "ValuesDomain",
         "__version__", "plan", "release",
     }  # fmt: skip
     for name in dp.__all__:

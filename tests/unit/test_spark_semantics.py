@@ -454,6 +454,32 @@ CASES = [
         synthetic,
     ),
     Case(
+        "ratios_of_two_clamped_sums",
+        parsed(
+            statistics=[
+                {"name": "cost", "kind": "sum", "column": "cost", "lower": -10, "upper": 50},
+                {
+                    "name": "per_visit",  # reuses cost; measures its denominator
+                    "kind": "ratio",
+                    "numerator": {"column": "cost", "lower": -10, "upper": 50},
+                    "denominator": {"column": "visits", "lower": 0, "upper": 4},
+                    "lower": -10,
+                    "upper": 50,
+                },
+                {
+                    "name": "weighted",
+                    "kind": "ratio",
+                    "numerator": {"column": "visits", "lower": 0, "upper": 4},
+                    "denominator": {"column": "cost", "lower": 0, "upper": 50},
+                    "lower": 0,
+                    "upper": 10,
+                    "survey_weight": WEIGHT,
+                },
+            ]
+        ),
+        synthetic,
+    ),
+    Case(
         "decimal_survey_weights",
         parsed(survey_weight=WEIGHT),
         lambda: synthetic().with_columns(

@@ -7,7 +7,8 @@ a spec's `kind:` to it.
     allocated.select(exact, cells, source)             # its selection mechanism, if any
     allocated.columns(released, selected, post), allocated.entry(post, margins, outcome)
 
-A new kind is its spec model (`spec._statistics`, in the `Statistic` union), its module here
+A new kind is its spec model (`spec._statistics` or `spec._ratio`, in the `Statistic` union of
+`spec._kinds`), its module here
 and one line in `KINDS`; its manifest entry joins the manifest through the registry. Nothing
 outside this folder asks which kind a statistic is.
 """
@@ -39,12 +40,13 @@ from dprelease.mechanism.kinds.quantile import (
     QuantileValueEntry,
     quantile_allocations,
 )
+from dprelease.mechanism.kinds.ratio import RatioAllocation, RatioEntry, RatioKind
 from dprelease.mechanism.kinds.share import Share, ShareAllocation, ShareEntry
 from dprelease.mechanism.kinds.sum import Sum, SumAllocation, SumEntry
 from dprelease.spec import StatisticModel
 
 #: The registry: every statistic kind, in the order their manifest entries are listed.
-KINDS: tuple[Kind, ...] = (Count(), Sum(), Mean(), Quantile(), Share())
+KINDS: tuple[Kind, ...] = (Count(), Sum(), Mean(), Quantile(), Share(), RatioKind())
 _BY_NAME = {name: kind for kind in KINDS for name in kind.names}
 #: Every kind's manifest entry model (the manifest's `statistics` are one of these).
 ENTRY_MODELS: tuple[type[ReleasedEntry], ...] = tuple(kind.entry for kind in KINDS)
@@ -76,6 +78,8 @@ __all__ = [
     "QuantileAllocation",
     "QuantileEntry",
     "QuantileValueEntry",
+    "RatioAllocation",
+    "RatioEntry",
     "ReleasedEntry",
     "ShareAllocation",
     "ShareEntry",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 import polars as pl
@@ -56,9 +56,12 @@ from dprelease.spec import (
 
 
 class RatioAccuracy:
-    """What the planner reads from a ratio's entry (a mean's, a share's): Δ and scale are its
-    numerator's, its margin is per cell (None), and each measurement it makes itself is
+    """What the planner reads from a ratio's entry (a mean's, a share's, a ratio's): Δ and scale
+    are its numerator's, its margin is per cell (None), and each measurement it makes itself is
     listed."""
+
+    #: The internal part name of its own numerator (`internal_name`), if it measures one.
+    numerator_part: ClassVar[str] = "sum"
 
     def accuracy(
         self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
@@ -89,8 +92,8 @@ class MeanEntry(RatioAccuracy, ReleasedEntry):
 def ratio_accuracy(entry: Any, by_name: Mapping[str, ReleasedEntry]) -> dict[str, Any]:
     """The planner's row of a ratio (a mean, a share): Δ and scale are its numerator's, its
     margin is per cell (None), and each measurement it makes itself is listed."""
-    own = [part for part in entry.measurements if part.kind == "sum"]
-    # the sum comes first in `reuses`: a statistic that is one measurement
+    own = [m for m in entry.measurements if m.name.endswith(f":{entry.numerator_part}")]
+    # the numerator comes first in `reuses`: a statistic that is one measurement
     numerator = own[0] if own else cast(MeasuredEntry, by_name[entry.reuses[0]])
     return {
         **spent_by(entry),
@@ -225,18 +228,21 @@ def parts(
     ctx: Context,
     owned: Mapping[str, Measurement],
     path: str,
+    names: tuple[str, ...] | None = None,
 ) -> tuple[list[Measurement], tuple[str, ...]]:
     """A ratio's measurements: each `wanted` part (the statistic it reuses, else None; what each
-    row adds; what it is) reused, or measured from an equal part of `share`."""
+    row adds; what it is) reused, or measured from an equal part of `share` (its internal name
+    from `names`, else from what it is)."""
     own = sum(1 for reused, _, _ in wanted if reused is None)
     part = share * Fraction(1, own or 1)
+    named = names or tuple(kind.value for _, _, kind in wanted)
     made = [
         owned[reused]
         if reused is not None
         else ctx.measuring.measure(
-            internal_name(stat_kind, stat_name, kind.value), value, kind, part, path
+            internal_name(stat_kind, stat_name, name), value, kind, part, path
         )
-        for reused, value, kind in wanted
+        for (reused, value, kind), name in zip(wanted, named, strict=True)
     ]
     return made, tuple(reused for reused, _, _ in wanted if reused is not None)
 
