@@ -81,6 +81,7 @@ CASES = [
     Case("survey_ungrouped", "survey_ungrouped.yaml", "survey.parquet", "1/2"),
     Case("nhanes_weighted", "nhanes_weighted.yaml", "nhanes2.parquet", "2"),
     Case("nhanes_weighted_csv", "nhanes_weighted.yaml", "nhanes2.csv", "2", spark=False),
+    Case("nhanes_ratio", "nhanes_ratio.yaml", "nhanes2.parquet", "1"),
 ]  # fmt: skip
 
 
