@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         MeasureComparison,
         MeasurementAccuracy,
         MoeRange,
+        PublicationPlan,
         ReleasePlan,
         StatisticAccuracy,
     )
@@ -163,6 +164,35 @@ def share_text(symbol: str, cap: Fraction, releases: int) -> str:
     return f"{symbol} = {amount_text(cap)}/{releases} ≈ {decimal_text(share, 3)}"
 
 
+def _publication_table(publication: PublicationPlan) -> Table:
+    """Per value column: its margin after the rounding base, and per rule where its test holds
+    on the released value and the truth from which a cell passes it (≥ 97.5%)."""
+    base = "" if publication.round_to is None else f", rounding to base {publication.round_to}"
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title=f"publication (no ε): reliability rules{base}; a test holds where the released "
+        "value is below, and a cell passes it with probability ≥ 97.5% once its truth is at "
+        "least",
+        title_justify="left",
+    )
+    table.add_column("value", overflow="fold")
+    for column in ("±95%", "±95% rounded"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("rule", overflow="fold")
+    for column in ("released <", "truth ≥"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for value in publication.values:
+        first = (value.column, _num(value.moe95), _num(value.moe95_rounded))
+        if not value.tests:
+            table.add_row(*first, "", "", "")
+        for k, test in enumerate(value.tests):
+            below = "per cell" if test.released_below is None else _num(test.released_below)
+            truth = "per cell" if test.truth_from is None else _num(test.truth_from)
+            rule = f"{test.rule}: {test.action}" + (" row" if test.apply_to == "row" else "")
+            table.add_row(*(first if k == 0 else ("", "", "")), rule, below, truth)
+    return table
+
+
 def _comparison_table(comparison: MeasureComparison) -> Table:
     """Margins under pure ε (Laplace) and zCDP (Gaussian) at the same odds profile."""
     pure = share_text("ε", Fraction(comparison.epsilon_cap_exact), comparison.releases)
@@ -205,6 +235,8 @@ def _print(planned: ReleasePlan) -> None:
         console.print(f"{row.name}: {how}{row.derivation}", markup=False)
         if row.error_in_units is not None:
             console.print(f"{row.name}, error {row.error_in_units}", markup=False)
+    if planned.publication is not None:
+        console.print(_publication_table(planned.publication))
     if planned.epsilon_for_targets is not None:
         smallest = Fraction(planned.epsilon_for_targets_exact or 0)
         console.print(

@@ -3,6 +3,7 @@ their formats. `publish/` is the path a release takes (when, whether, charged wh
 what its table looks like once out.
 
     table, manifest = finish(table, manifest, resolved, source)   # sampling, rounding, rules
+    planned_publication(resolved, planned)                         # what they will do, planned
     csv_bytes(table); sdmx_csv_bytes(table, manifest); xlsx_bytes(table, manifest)
 
 Everything here is post-processing of the noisy values with public inputs (the spec, published
@@ -23,8 +24,9 @@ from dprelease.publication._formats import (
     stored_csv,
     xlsx_bytes,
 )
+from dprelease.publication._planned import planned_publication
 from dprelease.publication._rounding import BaseRounded, round_to_base
-from dprelease.publication._rules import Evaluated, JudgedRule, evaluate
+from dprelease.publication._rules import Evaluated, JudgedRule, evaluate, judged_rules
 from dprelease.publication._sampling import Z95, combined_margins
 
 __all__ = [
@@ -41,7 +43,9 @@ __all__ = [
     "evaluate",
     "finish",
     "integral_as_integers",
+    "judged_rules",
     "number_text",
+    "planned_publication",
     "round_to_base",
     "sdmx_csv_bytes",
     "stored_csv",

@@ -14,9 +14,9 @@ import polars as pl
 from dprelease.mechanism.noise import NoiseSource, UniformIntegers
 from dprelease.publication._columns import ValueColumn, value_columns
 from dprelease.publication._rounding import round_to_base
-from dprelease.publication._rules import JudgedRule, evaluate
+from dprelease.publication._rules import evaluate, judged_rules
 from dprelease.publication._sampling import combined_margins
-from dprelease.spec import ResolvedSpec, rule_statistics, statistic_value_columns
+from dprelease.spec import ResolvedSpec, rule_statistics
 from dprelease.statement import (
     FLAG_CODES,
     Manifest,
@@ -49,19 +49,7 @@ def finish(
         table, rounding = _rounded(table, columns, post.round_to, resolved, source)
     rules: list[RuleEntry] = []
     if post.rules:
-        stats = {s.name: s for s in spec.statistics}
-        judged = [
-            JudgedRule(
-                rule.name or f"rule_{index + 1}",
-                rule,
-                tuple(
-                    column
-                    for name in rule_statistics(spec, rule)
-                    for column in statistic_value_columns(stats[name])
-                ),
-            )
-            for index, rule in enumerate(post.rules)
-        ]
+        judged = judged_rules(spec)
         evaluated = evaluate(table, columns, judged)
         table = evaluated.table
         rules = [

@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from dprelease.publication._columns import ValueColumn
-from dprelease.spec import LOW_RELIABILITY, Rule
+from dprelease.spec import LOW_RELIABILITY, ReleaseSpec, Rule, rule_statistics
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,24 @@ class JudgedRule:
     name: str
     rule: Rule
     tested: tuple[str, ...]  # value columns
+
+
+def judged_rules(spec: ReleaseSpec) -> list[JudgedRule]:
+    """The spec's rules, each named (default rule_1, rule_2, …) with the value columns it
+    tests."""
+    stats = {s.name: s for s in spec.statistics}
+    return [
+        JudgedRule(
+            rule.name or f"rule_{index + 1}",
+            rule,
+            tuple(
+                column
+                for name in rule_statistics(spec, rule)
+                for column in stats[name].value_columns()
+            ),
+        )
+        for index, rule in enumerate(spec.postprocess.rules or [])
+    ]
 
 
 @dataclass(frozen=True)

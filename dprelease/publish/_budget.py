@@ -54,6 +54,7 @@ from dprelease.ledger import (
     terms_conflict,
 )
 from dprelease.loss import Measure, Mechanism, PrivacyLoss, amount_text, typed_text
+from dprelease.publication import planned_publication
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import MeasureComparison, ReleasePlan, StatisticComparison, plan
 
@@ -250,10 +251,11 @@ def plan_budget(
     delta: float | None = None,
     releases: int | None = None,
 ) -> ReleasePlan:
-    """What the release this budget allows will state (`statement.plan`); with `compare`, also
-    its margins under pure ε with Laplace noise and under zCDP with Gaussian noise at the same
-    odds profile (δ: given, else the profile's, else 10⁻⁹), as one of `releases` equal
-    releases of the scope (default: 1/`publish.share`)."""
+    """What the release this budget allows will state (`statement.plan`) and what its
+    rounding base and reliability rules will do (`publication.planned_publication`); with
+    `compare`, also its margins under pure ε with Laplace noise and under zCDP with Gaussian
+    noise at the same odds profile (δ: given, else the profile's, else 10⁻⁹), as one of
+    `releases` equal releases of the scope (default: 1/`publish.share`)."""
     planned = plan(
         resolved,
         budget.loss,
@@ -262,6 +264,9 @@ def plan_budget(
         mechanism=budget.mechanism,
         measure=None if budget.loss is None else budget.loss.measure,
     )
+    publication = planned_publication(resolved, planned)
+    if publication is not None:
+        planned = planned.model_copy(update={"publication": publication})
     if not compare:
         return planned
     if budget.profile is None:

@@ -37,7 +37,10 @@ from dprelease.statement._planner import (
 from dprelease.statement._preview import Preview, level_blocks, preview
 from dprelease.statement._publication import (
     FLAG_CODES,
+    PlannedTest,
+    PlannedValue,
     PublicationEntry,
+    PublicationPlan,
     RoundingEntry,
     RuleEntry,
     SamplingEntry,
@@ -46,7 +49,10 @@ from dprelease.statement._stored import LegacyManifest, manifest_problems, parse
 
 __all__ = [
     "FLAG_CODES",
+    "PlannedTest",
+    "PlannedValue",
     "PublicationEntry",
+    "PublicationPlan",
     "RoundingEntry",
     "RuleEntry",
     "SamplingEntry",

@@ -46,6 +46,7 @@ from dprelease.statement._manifest import (
     StatisticEntry,
     spent,
 )
+from dprelease.statement._publication import PublicationPlan
 from dprelease.statement._search import (
     _granularity_cuts,
     _shares,
@@ -175,6 +176,10 @@ class ReleasePlan(BaseModel):
     epsilon_for_targets_exact: ExactRational | None
     comparison: MeasureComparison | None = Field(
         default=None, description="with --compare: the margins under pure ε and under zCDP"
+    )
+    publication: PublicationPlan | None = Field(
+        default=None,
+        description="with a rounding base or reliability rules: what they do to each value",
     )
 
 

@@ -74,3 +74,45 @@ class PublicationEntry(_Model):
     sampling: list[SamplingEntry]
     rounding: RoundingEntry | None
     rules: list[RuleEntry]
+
+
+class PlannedTest(_Model):
+    """What one reliability rule's test does to one value column, as planned from the noise's
+    margins alone (no data): where it holds, and from what truth it rarely does."""
+
+    rule: str
+    action: Literal["flag", "suppress"]
+    apply_to: Literal["value", "row"]
+    released_below: float | None = Field(
+        description="the test holds where the released value (relative_margin_above: its "
+        "|value|) is below this (None: it depends on each cell's own margin)"
+    )
+    truth_from: float | None = Field(
+        description="a cell whose true value is at least this passes the test with probability "
+        "≥ 97.5%: its released value falls below released_below only where the noise passes "
+        "its 95% margin (None: per cell)"
+    )
+
+
+class PlannedValue(_Model):
+    """What the rounding base and the reliability rules do to one released value column."""
+
+    statistic: str
+    column: str
+    moe95: float | None = Field(
+        description="the noise's 95% margin (with margins: the largest over the released "
+        "rows; None: per cell, a combined or a quantile's interval)"
+    )
+    moe95_rounded: float | None = Field(
+        description="with round_to: the most its `_moe95` becomes, the margin plus what the "
+        "rounding may move (base − 1 for a count of rows, less than the base otherwise)"
+    )
+    tests: list[PlannedTest]
+
+
+class PublicationPlan(_Model):
+    """What publication will do to the release's values, from the spec and the noise alone."""
+
+    note: str = NOT_PRIVACY
+    round_to: int | None
+    values: list[PlannedValue] = Field(description="each value column rounded or tested")
