@@ -77,7 +77,7 @@ def warn(message: str) -> None:
 
 def parse_formats(text: str) -> list[TableFormat]:
     """`--format xlsx,sdmx`: table formats, each once; ConfigError naming the option."""
-    from dprelease.spec import TABLE_FORMATS
+    from dprelease.spec import TABLE_FORMATS, missing_writer
 
     chosen = [part.strip() for part in text.split(",") if part.strip()]
     unknown = [part for part in chosen if part not in TABLE_FORMATS]
@@ -86,6 +86,8 @@ def parse_formats(text: str) -> list[TableFormat]:
         raise ConfigError("--format", f"{given} is not a format: give {', '.join(TABLE_FORMATS)}")
     if len(set(chosen)) != len(chosen):
         raise ConfigError("--format", "list each format once")
+    if (problem := missing_writer(chosen)) is not None:
+        raise ConfigError("--format", problem)
     return cast("list[TableFormat]", chosen)
 
 

@@ -35,7 +35,7 @@ from dprelease.loss import amount_text
 from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.publish._files import release_folder_problem, write_release_files
 from dprelease.publish._prepared import PreparedRelease
-from dprelease.spec import TableFormat
+from dprelease.spec import TableFormat, missing_writer
 from dprelease.statement import LedgerRecord, LegacyManifest, Manifest, parse_manifest
 
 #: What the ledger did for a release, in words for people (keys: `Reservation.status`).
@@ -228,6 +228,8 @@ def publish(
     is reserved, not found after the commit."""
     if (problem := release_folder_problem(out_dir)) is not None:
         raise ConfigError("out_dir", problem)
+    if formats is not None and (problem := missing_writer(formats)) is not None:
+        raise ConfigError("formats", problem)
     recorded = record_release(prepared, on_stage=on_stage, **record_options)
     on_stage("writing files")
     publish = prepared.resolved.publish

@@ -35,7 +35,14 @@ from dprelease.spec._publication import (
     statistic_value_columns,
     weighted_count_of,
 )
-from dprelease.spec._publish import DEFAULT_FORMATS, TABLE_FORMATS, PublishSpec, TableFormat
+from dprelease.spec._publish import (
+    DEFAULT_FORMATS,
+    FORMAT_MODULES,
+    TABLE_FORMATS,
+    PublishSpec,
+    TableFormat,
+    missing_writer,
+)
 from dprelease.spec._ratio import *  # noqa: F403 - the ratios' models
 from dprelease.spec._ratio import __all__ as _RATIOS
 from dprelease.spec._resolved import ResolvedSpec
@@ -76,6 +83,8 @@ __all__ = [
     "rule_statistics",
     "statistic_value_columns",
     "weighted_count_of",
+    "missing_writer",
+    "FORMAT_MODULES",
     "HIGH_SUFFIX",
     "LEVEL_COLUMN",
     "LOW_SUFFIX",

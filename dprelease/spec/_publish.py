@@ -8,6 +8,8 @@ the ε of a release.
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Annotated, Literal
 
@@ -21,6 +23,21 @@ from dprelease.spec._base import Strict
 TableFormat = Literal["parquet", "csv", "xlsx", "sdmx"]
 TABLE_FORMATS: tuple[TableFormat, ...] = ("parquet", "csv", "xlsx", "sdmx")
 DEFAULT_FORMATS: tuple[TableFormat, ...] = ("parquet", "csv")
+#: The optional module each format's writer needs, and the extra that installs it.
+FORMAT_MODULES = {"xlsx": ("openpyxl", "publication")}
+
+
+def missing_writer(formats: Sequence[str]) -> str | None:
+    """Why a chosen format cannot be written here (its optional writer is not installed), so
+    a release asking for it is refused before it spends anything; None: every one can."""
+    for name in formats:
+        module, extra = FORMAT_MODULES.get(name, (None, None))
+        if module is not None and importlib.util.find_spec(module) is None:
+            return (
+                f"{name} is written with {module}, which is not installed: "
+                f"pip install 'dprelease[{extra}]', or choose another format"
+            )
+    return None
 
 
 class PublishSpec(Strict):
@@ -42,6 +59,8 @@ class PublishSpec(Strict):
     def _once_each(cls, formats: list[str] | None) -> list[str] | None:
         if formats is not None and len(set(formats)) != len(formats):
             raise ValueError("list each format once")
+        if formats is not None and (problem := missing_writer(formats)) is not None:
+            raise ValueError(problem)
         return formats
 
     @field_validator("share", mode="before")

@@ -159,7 +159,8 @@ def test_the_container_recipe_is_consistent_with_itself_and_the_code() -> None:
     assert workspace["grpc_server"]["host"] == "codeserver"
     assert command[command.index("-m") + 1] == "pipelines.definitions"
     assert "postgres" in pyproject["project"]["optional-dependencies"]
-    assert 'pip install --no-cache-dir ".[dagster,postgres]"' in (DEPLOY / "Dockerfile").read_text()
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert 'pip install --no-cache-dir ".[dagster,postgres,publication]"' in dockerfile
     # the ledger's database and role are the ones the init script creates
     init = (DEPLOY / "initdb" / "10-ledger.sh").read_text()
     ledger = re.fullmatch(

@@ -8,18 +8,20 @@ import csv
 import io
 import json
 import zipfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import openpyxl
 import pandas as pd
 import polars as pl
 import pytest
+from helpers import invoke_cli, one_line_error, release_args
 
 import dprelease as dp
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.publication import csv_bytes, sdmx_csv_bytes, xlsx_bytes
 from dprelease.publish import RELEASE_FILES, decide_budget, prepare
-from dprelease.spec import resolve
+from dprelease.spec import FORMAT_MODULES, missing_writer, resolve
 
 NHANES = pd.read_csv("docs/data/nhanes2.csv")
 WEIGHT = {"column": "finalwgt", "upper": 80_000}
@@ -197,3 +199,23 @@ def test_the_same_release_gives_the_same_workbook_bytes() -> None:
     assert properties.created.isoformat() == properties.modified.isoformat() == created
     with zipfile.ZipFile(io.BytesIO(first)) as archive:
         assert {info.date_time for info in archive.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+
+
+def test_a_workbook_without_its_writer_is_refused_before_anything_is_spent(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """openpyxl comes with the `publication` extra: where it is missing, xlsx is refused at
+    `--format` and at `publish.formats` with one line saying what to install, and no ledger is
+    opened, no budget charged, no file written."""
+    monkeypatch.setitem(FORMAT_MODULES, "xlsx", ("no_such_writer_module", "publication"))
+    args = [*release_args(workspace, "2024-01"), "--epsilon", "1/10", "--cap", "1"]
+    result = invoke_cli("release", *args, "--format", "csv,xlsx")
+    one_line_error(result, "--format", "pip install 'dprelease[publication]'")
+    assert not (workspace / "ledger.sqlite").exists() and not (workspace / "pub").exists()
+    spec = workspace / "spec.yaml"
+    spec.write_text(spec.read_text() + "publish: {scope: s, share: 1/12, formats: [xlsx]}\n")
+    result = invoke_cli("release", *args)
+    one_line_error(result, "publish.formats", "no_such_writer_module")
+    assert not (workspace / "ledger.sqlite").exists() and not (workspace / "pub").exists()
+    monkeypatch.undo()
+    assert missing_writer(["xlsx", "sdmx", "csv"]) is None  # here the extra is installed
