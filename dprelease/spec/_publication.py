@@ -155,8 +155,8 @@ def check_publication(spec: ReleaseSpec) -> None:
     if post.decimals is not None and post.decimals < 0:
         place = 10.0**-post.decimals
         for index, stat in enumerate(spec.statistics):
-            bounds = stat.element_bounds()
-            if stat.published_as is not PublishedAs.MEAN or bounds is None:
+            bounds = stat.value_range()
+            if bounds is None:
                 continue
             lower, upper = bounds
             if upper - lower < place:
@@ -223,6 +223,13 @@ def check_publication(spec: ReleaseSpec) -> None:
                 where,
                 f"{stat_name!r} is a {stat.kind.value}: its interval is in ranks of the sample, "
                 "with no sampling error to add; give sampling to counts, sums and means",
+            )
+        if stat.published_as is PublishedAs.RATIO and sampling.design_effect is not None:
+            raise SpecError(
+                f"{where}.design_effect",
+                f"{stat_name!r} is a ratio of two sums: its sampling variance needs their "
+                "covariance, which no design effect gives; give the standard_errors published "
+                "for its cells",
             )
         weight = spec.survey_weight_of(stat)
         if stat.published_as is PublishedAs.TOTAL and weight is None:

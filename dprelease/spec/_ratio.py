@@ -66,6 +66,9 @@ class ShareStatistic(StatisticModel):
     def element_bounds(self) -> tuple[float, float] | None:
         return (0.0, 1.0)  # an indicator's
 
+    def value_range(self) -> tuple[float, float] | None:
+        return (0.0, 1.0)
+
     def category_reads(self) -> dict[str, tuple[str | float, ...]]:
         return {self.column: tuple(self.categories)}
 
@@ -158,6 +161,9 @@ class RatioStatistic(StatisticModel):
 
     def reads(self) -> list[str]:
         return list(dict.fromkeys((self.numerator.column, self.denominator.column)))
+
+    def value_range(self) -> tuple[float, float] | None:
+        return (self.lower, self.upper)
 
     def output_columns(self) -> list[str]:
         """Its value and margin, and the flags of cells where it is undefined (a noisy

@@ -100,6 +100,11 @@ class _StatisticBase(Renamed):
         them: at most (ȳ − lower)(upper − ȳ))."""
         return None
 
+    def value_range(self) -> tuple[float, float] | None:
+        """The bounds its released value is clamped to, where it has some (a ratio's: a mean,
+        a share, a ratio); decimals coarser than their width would show only a bound."""
+        return None
+
     def target(self) -> float | None:
         """The 95% margin it targets (an accuracy-first split), if its kind can have one."""
         return None
@@ -233,6 +238,9 @@ class MeanStatistic(_Bounded):
     kind: Literal[StatisticKind.MEAN] = StatisticKind.MEAN
 
     published_as: ClassVar[PublishedAs] = PublishedAs.MEAN
+
+    def value_range(self) -> tuple[float, float] | None:
+        return (self.lower, self.upper)
 
     @model_validator(mode="before")
     @classmethod

@@ -121,6 +121,31 @@ def test_negative_decimals_round_sums_to_tens_but_never_a_mean_past_its_range() 
 
 
 @pytest.mark.parametrize(
+    "statistic",
+    [
+        {"name": "s", "kind": "share", "column": "region", "categories": ["n"]},
+        {"name": "r", "kind": "ratio", "numerator": {"column": "cost", "lower": 0, "upper": 9},
+         "denominator": {"column": "cost", "lower": 0, "upper": 9}, "lower": 0, "upper": 9},
+    ],
+)  # fmt: skip
+def test_a_share_or_a_ratio_is_never_rounded_past_its_range(statistic: dict) -> None:
+    """A share in [0, 1] at decimals −1 would show 0 or 10; a ratio in [0, 9] likewise."""
+    spec = {**BASE_SPEC, "statistics": [*BASE_SPEC["statistics"], statistic]}
+    assert make_spec(spec, postprocess={"decimals": 0})
+    message = refused("coarser than the range", spec, postprocess={"decimals": -1})
+    assert f"'{statistic['name']}'" in message and f"a {statistic['kind']} would" in message
+
+
+def test_a_ratios_sampling_error_comes_from_published_standard_errors_only() -> None:
+    ratio = {"name": "r", "kind": "ratio", "numerator": {"column": "cost", "lower": 0, "upper": 9},
+             "denominator": {"column": "cost", "lower": 0, "upper": 9}, "lower": 0, "upper": 9,
+             "survey_weight": WEIGHT}  # fmt: skip
+    spec = {**SURVEY, "statistics": [*SURVEY["statistics"], ratio]}
+    message = refused("covariance", spec, sampling={"r": {"design_effect": 2, "respondents": "n"}})
+    assert message.startswith("release.sampling.r.design_effect:")
+
+
+@pytest.mark.parametrize(
     ("sampling", "path", "words"),
     [
         ({"nope": {"design_effect": 2, "respondents": "n"}}, "release.sampling.nope",
