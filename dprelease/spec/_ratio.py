@@ -162,6 +162,10 @@ class RatioStatistic(StatisticModel):
     def reads(self) -> list[str]:
         return list(dict.fromkeys((self.numerator.column, self.denominator.column)))
 
+    def read_fields(self) -> dict[str, str]:
+        sides = {self.denominator.column: "denominator.column"}
+        return {self.numerator.column: "numerator.column", **sides}
+
     def value_range(self) -> tuple[float, float] | None:
         return (self.lower, self.upper)
 

@@ -122,6 +122,10 @@ class _StatisticBase(Renamed):
         """The input columns it reads as values (each named by its `column` field)."""
         return []
 
+    def read_fields(self) -> dict[str, str]:
+        """Each column it reads as values, and the field that names it (for errors)."""
+        return {column: "column" for column in self.reads()}
+
     def category_reads(self) -> dict[str, tuple[str | float, ...]]:
         """The input columns it compares with public categories (named by its `column`)."""
         return {}

@@ -179,6 +179,7 @@ def test_the_declared_schema_must_give_numbers_on_both_sides() -> None:
     with pytest.raises(SchemaError, match="earners") as refused:
         prepare_release(data, ratio_spec(PER_EARNER))
     assert refused.value.column == "earners"
+    assert "statistics[1].denominator.column" in str(refused.value)
 
 
 @pytest.mark.spark

@@ -276,7 +276,9 @@ class RowPlan:
             for column in group.key_columns:
                 paths[column] = f"release.group_by[{i}].{'column' if group.column else 'columns'}"
         for i, stat in enumerate(spec.statistics):
-            for column in [*stat.reads(), *stat.category_reads()]:
+            for column, named_by in stat.read_fields().items():
+                paths.setdefault(column, f"release.statistics[{i}].{named_by}")
+            for column in stat.category_reads():
                 paths.setdefault(column, f"release.statistics[{i}].column")
         weights = _weights_read(resolved)
         for column, path in weights.items():
