@@ -29,7 +29,7 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".pyproject.sha256"
 #: What each command installs (extras of the project).
 DEMO_EXTRAS = ("dagster",)
-TEST_EXTRAS = ("dagster", "dev", "spark", "postgres", "publication")
+TEST_EXTRAS = ("consortium", "dagster", "dev", "spark", "postgres", "publication")
 #: The fast tier leaves these markers out (see tests/conftest.py).
 FAST_TIER = "not e2e and not spark and not races"
 DAGSTER_HOME = ROOT / ".dprelease" / "dagster"

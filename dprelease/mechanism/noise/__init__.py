@@ -22,6 +22,12 @@ variance, margin of error and words; `noise_family(mechanism)` is the one rule t
 """
 
 from dprelease.mechanism.noise._bernoulli import bernoulli_exp
+from dprelease.mechanism.noise._distributed import (
+    distributed_gaussian_share,
+    summed_gaussian_moe95,
+    summed_gaussian_pmf,
+    summed_gaussian_variance,
+)
 from dprelease.mechanism.noise._gaussian import (
     discrete_gaussian,
     exact_sigma2,
@@ -70,6 +76,7 @@ __all__ = [
     "default_noise_source",
     "discrete_gaussian",
     "discrete_laplace",
+    "distributed_gaussian_share",
     "exact_scale",
     "exact_sigma2",
     "gaussian_law",
@@ -82,5 +89,8 @@ __all__ = [
     "level_noise",
     "noise_family",
     "require_private",
+    "summed_gaussian_moe95",
+    "summed_gaussian_pmf",
+    "summed_gaussian_variance",
     "word_stream",
 ]
