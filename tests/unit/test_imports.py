@@ -80,6 +80,7 @@ FLOORS = [
     {"statement"},
     {"publication"},
     {"publish"},
+    {"consortium"},  # a use case built on publish's budget and files
     {"api", "cli"},
 ]
 
