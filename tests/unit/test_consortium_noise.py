@@ -1,0 +1,168 @@
+"""The consortium's noise: shares drawn by the exact sampler, the law of their sum, the share
+variance the Kairouz–Liu–Steinke bound asks for, and an empirical privacy audit of the sum."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from helpers import chi2_pvalue_of_pmf
+from scipy import stats
+
+from dprelease.consortium import kls_rho, share_sigma2
+from dprelease.mechanism.noise import (
+    NoiseSource,
+    distributed_gaussian_share,
+    exact_sigma2,
+    gaussian_law,
+    summed_gaussian_moe95,
+    summed_gaussian_pmf,
+    summed_gaussian_variance,
+)
+
+# Each χ² test below fails a correct sampler with probability 1e-4 (its threshold).
+P_THRESHOLD = 1e-4
+
+
+def summed_draws(sigma2: Fraction, parties: int, size: int, seed: int) -> np.ndarray:
+    """`size` draws of the sum of `parties` shares, each party with its own source (as sites)."""
+    total = np.zeros(size, dtype=np.int64)
+    for party in range(parties):
+        source = NoiseSource.seeded_for_tests(seed * 100 + party)
+        total += distributed_gaussian_share(sigma2, size, source)
+    return total
+
+
+@pytest.mark.parametrize(
+    ("sigma2", "parties"), [(Fraction(1, 3), 5), (Fraction(5), 3), (Fraction(21, 4), 2)]
+)
+def test_the_sum_of_shares_has_the_exact_law(sigma2: Fraction, parties: int) -> None:
+    draws = summed_draws(sigma2, parties, 200_000, seed=31)
+    z = np.arange(-400, 401)
+    assert chi2_pvalue_of_pmf(draws, z, summed_gaussian_pmf(sigma2, parties, z)) > P_THRESHOLD
+
+
+def test_chi_square_tells_the_sum_from_one_discrete_gaussian_of_its_variance() -> None:
+    """At share σ² = 1/3 the sum of 5 is visibly not N_Z(0, 5/3): the test has the power to see
+    a wrong law, so the pmf above is not passed by accident."""
+    draws = summed_draws(Fraction(1, 3), 5, 200_000, seed=32)
+    z = np.arange(-400, 401)
+    one = summed_gaussian_pmf(Fraction(5, 3), 1, z)
+    assert chi2_pvalue_of_pmf(draws, z, one) < P_THRESHOLD
+
+
+def test_the_pmf_of_the_sum_is_a_law_with_the_summed_variance() -> None:
+    z = np.arange(-300, 301)
+    pmf = summed_gaussian_pmf(Fraction(1, 2), 4, z)
+    assert pmf.sum() == pytest.approx(1, abs=1e-12)
+    assert float((z**2) @ pmf) == pytest.approx(summed_gaussian_variance(Fraction(1, 2), 4))
+    assert summed_gaussian_variance(Fraction(7), 3) == pytest.approx(21)
+
+
+@pytest.mark.parametrize(("sigma2", "parties"), [(Fraction(1, 2), 4), (Fraction(5), 3)])
+def test_moe95_is_the_smallest_95_percent_half_width(sigma2: Fraction, parties: int) -> None:
+    h = summed_gaussian_moe95(sigma2, parties)
+    z = np.arange(-400, 401)
+    pmf = summed_gaussian_pmf(sigma2, parties, z)
+    assert pmf[np.abs(z) <= h].sum() >= 0.95
+    assert pmf[np.abs(z) <= h - 1].sum() < 0.95
+
+
+def test_a_large_share_variance_reads_the_margin_from_the_discrete_gaussian() -> None:
+    """Above σ² = 3 the sum and N_Z(0, n·σ²) agree to far below float rounding."""
+    assert summed_gaussian_moe95(Fraction(10**6), 20) == (
+        gaussian_law(exact_sigma2(Fraction(20 * 10**6))).abs_quantile95()
+    )
+
+
+# --------------------------------------------------------------------------- the KLS bound
+
+
+def test_one_honest_party_is_the_discrete_gaussian_itself() -> None:
+    """n = 1: τ is an empty sum and ρ = Δ2²/(2σ²), so σ² = Δ2²/(2ρ) exactly (CKS 2020)."""
+    assert share_sigma2(Fraction(1, 8), 1, 1, 1, 100) == 4
+    assert kls_rho(Fraction(4), 1, 1, 1, 100) == Fraction(1, 8)
+
+
+def test_tau_by_hand() -> None:
+    """n = 3, σ² = 1: τ = 10(e^{−π²} + e^{−4π²/3}) and the extra is min(τd, Δ1τ/√(nσ²) + τ²d/2,
+    τ√(dΔ2²/(nσ²)) + τ²d/2), here with d = 10, Δ1 = Δ2² = 1."""
+    tau = 10 * (math.exp(-(math.pi**2)) + math.exp(-4 * math.pi**2 / 3))
+    extra = min(tau * 10, tau / math.sqrt(3) + tau**2 * 5, tau * math.sqrt(10 / 3) + tau**2 * 5)
+    got = float(kls_rho(Fraction(1), 3, 1, 1, 10)) - 1 / 6
+    assert got == pytest.approx(extra, rel=1e-6)
+    assert got >= extra
+
+
+@pytest.mark.parametrize("honest", [2, 3, 5, 20])
+@pytest.mark.parametrize("rho", [Fraction(1, 100), Fraction(1, 8), Fraction(2)])
+def test_the_share_variance_meets_rho_and_no_less_noise_would(honest: int, rho: Fraction) -> None:
+    sigma2 = share_sigma2(rho, honest, 1, 1, 10_000)
+    assert kls_rho(sigma2, honest, 1, 1, 10_000) <= rho
+    assert sigma2 >= Fraction(1) / (2 * rho * honest)  # never less than the Gaussian's own
+    smaller = sigma2 * (1 - Fraction(1, 2**19))
+    assert kls_rho(smaller, honest, 1, 1, 10_000) > rho or smaller < 1 / (2 * rho * honest)
+
+
+def test_a_small_share_variance_is_raised_until_the_bound_holds() -> None:
+    """20 sites at ρ = 1/8 would each add σ² = 0.2, where τ is large; the share is raised (the
+    price of splitting small noise over many sites), and the manifest states the resulting SD."""
+    central = Fraction(4)
+    sigma2 = share_sigma2(Fraction(1, 8), 20, 1, 1, 10_000)
+    assert sigma2 > 3 * central / 20
+    assert kls_rho(sigma2, 20, 1, 1, 10_000) <= Fraction(1, 8)
+
+
+def test_at_moderate_noise_the_consortium_is_as_accurate_as_central() -> None:
+    """5 sites, ρ = 1/20, counts over 10⁴ cells: the shares add up to the central σ² to 1e-5."""
+    sigma2 = share_sigma2(Fraction(1, 20), 5, 1, 1, 10_000)
+    assert 5 * sigma2 / 10 == pytest.approx(1, abs=1e-5)
+
+
+# --------------------------------------------------------------------------- empirical privacy
+# Neighbours 100 and 101 (Δ = 1) released with the sum of 3 shares whose σ² meets ρ = 1/8 by
+# the KLS bound. As in test_noise_audit, Clopper–Pearson bounds on threshold events give a lower
+# bound on ε at δ = 1e-3, which must stay below the ε that ρ-zCDP implies.
+
+N = 500_000
+ALPHA = 1e-6  # the audit's total false-alarm rate, split by Bonferroni over its bounds
+DELTA = 1e-3
+
+
+def audit_lower_bound(sigma2: Fraction, parties: int, seed: int) -> float:
+    low = 100 + summed_draws(sigma2, parties, N, seed)
+    high = 101 + summed_draws(sigma2, parties, N, seed + 1)
+    thresholds = np.arange(85, 117)
+    ordered_low, ordered_high = np.sort(low), np.sort(high)
+
+    def events(ordered: np.ndarray) -> np.ndarray:
+        at_least = ordered.size - np.searchsorted(ordered, thresholds, side="left")
+        return np.concatenate([at_least, np.searchsorted(ordered, thresholds, side="right")])
+
+    a, b = events(ordered_low), events(ordered_high)
+    alpha = ALPHA / (4 * a.size)
+    upper_a, lower_a = stats.beta.ppf(1 - alpha, a + 1, N - a), stats.beta.ppf(alpha, a, N - a + 1)
+    upper_b, lower_b = stats.beta.ppf(1 - alpha, b + 1, N - b), stats.beta.ppf(alpha, b, N - b + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.concatenate(
+            [np.log((lower_b - DELTA) / upper_a), np.log((lower_a - DELTA) / upper_b)]
+        )
+    return float(np.nanmax(ratios))
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    return rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+def test_audit_of_the_summed_shares_stays_within_zcdp() -> None:
+    """False-alarm rate ≤ 1e-6 (ALPHA)."""
+    sigma2 = share_sigma2(Fraction(1, 8), 3, 1, 1, 1)
+    assert audit_lower_bound(sigma2, 3, seed=41) <= zcdp_epsilon(1 / 8, DELTA)
+
+
+def test_audit_catches_shares_that_forget_to_split_over_honest_sites() -> None:
+    """A broken split (each of 3 sites adding a ninth of the variance) must be flagged."""
+    sigma2 = share_sigma2(Fraction(1, 8), 3, 1, 1, 1) / 9
+    assert audit_lower_bound(sigma2, 3, seed=43) > zcdp_epsilon(1 / 8, DELTA)
