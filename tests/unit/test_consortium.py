@@ -1,0 +1,432 @@
+"""A consortium release through the library, three sites in one process (the command line with
+separate processes is tests/system/test_consortium_cli.py): exactness of the encrypted sum,
+what a share file holds, exactly-once across sites, and every refusal."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from helpers import BASE_SPEC, chi2_pvalue_of_pmf, make_spec
+
+from dprelease.budget import PrivacyConfig, PrivacyProfiles
+from dprelease.consortium import (
+    ConsortiumError,
+    PublicKey,
+    SecretKey,
+    ShareError,
+    aggregate,
+    contribute,
+    decrypt,
+    make_keys,
+    parse_consortium,
+    plan_release,
+    publish,
+)
+from dprelease.consortium._he import crt
+from dprelease.ledger import Ledger
+from dprelease.mechanism.noise import NoiseSource, summed_gaussian_pmf
+from dprelease.publish import decide_budget
+
+pytest.importorskip("tenseal")
+
+SITES = ("north", "south", "east")
+CONFIG = {"name": "hospitals", "sites": list(SITES), "rho": "1/10", "tolerate": 1}
+PRIVACY = {"profile": {"kind": "constant", "bound": 3000}, "measure": "zcdp", "delta": 1e-6}
+
+
+def parse_privacy_profiles(section: dict[str, Any]) -> PrivacyProfiles:
+    return PrivacyProfiles(PrivacyConfig.from_mapping(section, path_prefix="privacy"), {})
+
+
+MONTHLY = {**BASE_SPEC, "period": {"column": "day", "every": "month", "composition": "sequential"}}
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return make_keys(tmp_path_factory.mktemp("keyholder"))
+
+
+@pytest.fixture(scope="module")
+def other_keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return make_keys(tmp_path_factory.mktemp("other-keyholder"))
+
+
+def public(path: Path) -> PublicKey:
+    return PublicKey.parse(path.read_bytes(), str(path))
+
+
+def site_data(seed: int, rows: int = 60, day: str = "2025-03-05") -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pl.DataFrame(
+        {
+            "pid": [f"p{seed}-{i}" for i in range(rows)],
+            "region": rng.choice(["n", "s", "e"], rows).tolist(),
+            "cost": rng.integers(0, 120, rows).tolist(),
+            "day": [day] * rows,
+        }
+    ).with_columns(pl.col("day").str.to_date())
+
+
+def truth(frames: list[pl.DataFrame]) -> dict[str, list[int]]:
+    pooled = pl.concat(frames).with_columns(pl.col("cost").clip(0, 100))
+    grid = pl.DataFrame({"region": ["n", "s", "e"]})
+    agg = grid.join(
+        pooled.group_by("region").agg(n=pl.len(), cost=pl.col("cost").sum()),
+        on="region",
+        how="left",
+    ).fill_null(0)
+    return {"n": agg["n"].to_list(), "cost": agg["cost"].to_list()}
+
+
+class World:
+    """Three sites, an aggregator and a key holder, each with its own directory."""
+
+    def __init__(
+        self,
+        root: Path,
+        keys: tuple[Path, Path],
+        config: dict[str, Any] = CONFIG,
+        spec: dict[str, Any] = MONTHLY,
+        period: str | None = "2025-03",
+    ) -> None:
+        self.root, (self.public_path, self.secret_path) = root, keys
+        self.key = public(self.public_path)
+        self.consortium = parse_consortium(config)
+        self.resolved = make_spec(spec)
+        self.plan = plan_release(self.consortium, self.resolved, period)
+        self.ledger = Ledger(str(root / "aggregator" / "ledger.sqlite"), mode="create")
+        self.budget = decide_budget(
+            self.resolved,
+            scope=self.consortium.ledger_scope,
+            ledger=self.ledger,
+            privacy=parse_privacy_profiles(PRIVACY),
+            rho=self.consortium.rho,
+        )
+        self.inbox = root / "inbox"
+
+    def contribute(self, site: str, data: pl.DataFrame, noise: NoiseSource | None = None) -> Path:
+        return contribute(
+            self.plan,
+            site,
+            self.key,
+            data,
+            store=self.root / site / "store",
+            out=self.inbox,
+            noise=noise or NoiseSource.zero_for_tests(),
+            allow_unsafe_noise=True,
+        ).out
+
+    def aggregate(self, **options: Any) -> Any:
+        shares = sorted(self.inbox.glob("*.dpshare"))
+        return aggregate(
+            self.plan,
+            self.key,
+            shares,
+            ledger=self.ledger,
+            budget=self.budget,
+            out=self.root / "aggregator",
+            **options,
+        )
+
+    def release(self, **options: Any) -> tuple[Any, pl.DataFrame]:
+        summed = self.aggregate(**options)
+        totals = self.root / "aggregator" / "totals.json"
+        decrypt(self.secret_path, summed.sum_path, totals, log=self.root / "keyholder.log")
+        done = publish(
+            self.plan,
+            summed.sum_path,
+            totals,
+            ledger=self.ledger,
+            budget=self.budget,
+            out=self.root / "release",
+        )
+        return done, pl.read_parquet(done.files["release.parquet"])
+
+
+def test_three_sites_pool_exactly(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    """With zero noise the published counts and sums are the pooled truth: encryption, the sum
+    under encryption, CRT decoding and post-processing lose nothing."""
+    world = World(tmp_path, keys, spec={**MONTHLY, "postprocess": {"decimals": 0}})
+    frames = [site_data(i) for i in range(3)]
+    for site, frame in zip(SITES, frames, strict=True):
+        world.contribute(site, frame)
+    done, table = world.release()
+    expected = truth(frames)
+    assert table["n"].to_list() == expected["n"]
+    assert table["cost"].to_list() == [float(x) for x in expected["cost"]]
+    manifest = json.loads(done.files["manifest.json"].read_text())
+    assert "distributed discrete Gaussian" in manifest["mechanism"]
+    assert manifest["privacy_unit"].startswith("pid within a site")
+    assert manifest["rho_total_exact"] == "1/10"
+    facts = json.loads(done.files["consortium.json"].read_text())
+    assert facts["contributed"] == sorted(SITES) and facts["missing"] == []
+
+
+def test_crt_decodes_every_integer_the_engines_can_pool(keys: tuple[Path, Path]) -> None:
+    key, secret = public(keys[0]), SecretKey.parse(keys[1].read_bytes(), "secret")
+    values = [0, 1, -1, 2**100, -(2**100), 3 * 2**116 + 12345, -(3 * 2**116)]
+    blobs = key.encrypt(values, 3)
+    assert secret.decrypt(blobs, 3, len(values)) == values
+    assert crt([[5], [5]], [7, 11]) == [5] and crt([[6], [10]], [7, 11]) == [-1]
+
+
+def test_counts_need_two_primes_and_wide_sums_three(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    """A count adds 1 per row, a sum up to U units, below 2^63 rows each: two 60-bit primes
+    hold 3 sites' counts; a plan whose pooled bound passes their product needs a third, and one
+    beyond all three is refused (the sampler's σ² ≤ 2^48 keeps real specs far below it)."""
+    world = World(tmp_path, keys)
+    assert world.plan.moduli_needed(world.key.moduli, "key") == 2
+    p1, p2, p3 = world.key.moduli
+
+    def with_units(units: int) -> Any:
+        noise = tuple(dataclasses.replace(n, units_bound=units) for n in world.plan.noise)
+        return dataclasses.replace(world.plan, noise=noise)
+
+    edge = (p1 * p2) // (2 * 3 * 2**63)  # 2·3·2^63·(U + 1) just above P = p1·p2
+    assert with_units(edge - 2).moduli_needed(world.key.moduli, "key") == 2
+    assert with_units(edge).moduli_needed(world.key.moduli, "key") == 3
+    with pytest.raises(ConsortiumError, match="cannot hold"):
+        with_units(p1 * p2 * p3).moduli_needed(world.key.moduli, "key")
+
+
+def test_a_share_holds_no_plaintext_and_its_size_is_public(
+    tmp_path: Path, keys: tuple[Path, Path], other_keys: tuple[Path, Path]
+) -> None:
+    world = World(tmp_path, keys)
+    small, large = site_data(1, rows=5), site_data(2, rows=300)
+    first = world.contribute("north", small).read_bytes()
+    other = World(tmp_path / "b", keys)
+    second = other.contribute("north", large).read_bytes()
+    assert len(first) == len(second)  # two tables, one size: it depends on public facts only
+    exact = truth([large])
+    from dprelease.consortium._container import decode
+
+    container = decode(second, "share")
+    # the header holds public facts only: the release's, the site's name, the key, the engine
+    public_keys = set(world.plan.public_facts()) | {
+        "format",
+        "site",
+        "key_id",
+        "moduli",
+        "engine",
+        "noise_bits",
+        "noise_seeded",
+        "slot",
+        "blobs",
+    }
+    assert set(container.header) == public_keys
+    assert {k: container.header[k] for k in world.plan.public_facts()} == (
+        other.plan.public_facts()
+    )
+    # no exact aggregate (nor its residue) is in the ciphertexts as a 64-bit integer
+    for value in (v for v in exact["cost"] if v >= 1000):
+        for blob in container.blobs:
+            assert value.to_bytes(8, "little", signed=True) not in blob
+    # the share decrypts with the key (zero noise: the site's exact table) and only with it
+    secret = SecretKey.parse(keys[1].read_bytes(), "secret")
+    assert secret.decrypt(container.blobs, 2, 6)[:3] == exact["n"]
+    wrong = SecretKey.parse(other_keys[1].read_bytes(), "other")
+    assert wrong.decrypt(container.blobs, 2, 6)[:3] != exact["n"]
+
+
+def test_a_rerun_sends_the_stored_share_never_fresh_noise(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    world = World(tmp_path, keys)
+    data = site_data(3)
+    path = world.contribute("north", data, NoiseSource.seeded_for_tests(1))
+    first = path.read_bytes()
+    path.unlink()  # lost in transit: the re-run sends it again, byte for byte
+    again = contribute(
+        world.plan,
+        "north",
+        world.key,
+        site_data(4),
+        store=tmp_path / "north" / "store",
+        out=world.inbox,
+        noise=NoiseSource.seeded_for_tests(2),
+        allow_unsafe_noise=True,
+    )
+    assert again.status == "stored" and again.out.read_bytes() == first
+
+
+def test_refusals_of_shares(
+    tmp_path: Path, keys: tuple[Path, Path], other_keys: tuple[Path, Path]
+) -> None:
+    world = World(tmp_path, keys)
+    for i, site in enumerate(SITES):
+        world.contribute(site, site_data(i))
+    # a replay of another period's share
+    april = World(tmp_path / "april", keys, period="2025-04")
+    replay = april.contribute("east", site_data(9, day="2025-04-02"))
+    moved = world.inbox / ("x" + replay.name)
+    moved.write_bytes(replay.read_bytes())
+    with pytest.raises(ShareError, match="another release_id"):
+        world.aggregate()
+    moved.unlink()
+    # a share of another spec
+    changed = World(tmp_path / "spec", keys, spec={**MONTHLY, "max_rows_per_unit": 3})
+    cross = changed.contribute("east", site_data(9))
+    (world.inbox / ("y" + cross.name)).write_bytes(cross.read_bytes())
+    with pytest.raises(ShareError, match="another spec_hash"):
+        world.aggregate()
+    (world.inbox / ("y" + cross.name)).unlink()
+    # a share under another key
+    foreign = World(tmp_path / "key", other_keys)
+    alien = foreign.contribute("east", site_data(9))
+    (world.inbox / ("z" + alien.name)).write_bytes(alien.read_bytes())
+    with pytest.raises(ShareError, match="encrypted under key"):
+        world.aggregate()
+    (world.inbox / ("z" + alien.name)).unlink()
+    # a second, different share from one site
+    twice = World(tmp_path / "twice", keys).contribute("east", site_data(8))
+    (world.inbox / ("w" + twice.name)).write_bytes(twice.read_bytes())
+    with pytest.raises(ShareError, match="second, different share"):
+        world.aggregate()
+    (world.inbox / ("w" + twice.name)).unlink()
+    # a corrupted ciphertext
+    victim = next(world.inbox.glob("*east*"))
+    good = victim.read_bytes()
+    victim.write_bytes(good[:-400_000] + bytes(400_000))
+    with pytest.raises(ShareError, match="not a BFV ciphertext"):
+        world.aggregate()
+    victim.write_bytes(good[:-10])
+    with pytest.raises(ShareError, match="truncated"):
+        world.aggregate()
+    assert world.ledger.stored_release(world.plan.release_id) is None
+
+
+def test_missing_sites_refuse_or_proceed_within_t(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    world = World(tmp_path, keys)
+    world.contribute("north", site_data(0))
+    with pytest.raises(ShareError, match="no share from south, east; wait for them \\(at most"):
+        world.aggregate(allow_missing=True)
+    world.contribute("south", site_data(1))
+    with pytest.raises(ShareError, match="or pass --allow-missing"):
+        world.aggregate()
+    done, _ = world.release(allow_missing=True)
+    facts = json.loads(done.files["consortium.json"].read_text())
+    assert facts["missing"] == ["east"] and facts["colluding_sites_tolerated_now"] == 0
+    manifest = json.loads(done.files["manifest.json"].read_text())
+    assert "missing: east" in manifest["mechanism"]
+
+
+def test_charged_once_and_late_shares_refused(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    world = World(tmp_path, keys)
+    for i, site in enumerate(SITES[:2]):
+        world.contribute(site, site_data(i))
+    first = world.aggregate(allow_missing=True)
+    again = world.aggregate(allow_missing=True)
+    assert (first.status, again.status) == ("reserved", "resumed")
+    world.contribute("east", site_data(2))  # arrives after the sum was made
+    with pytest.raises(ShareError, match="late or replaced share"):
+        world.aggregate()
+    (world.inbox / next(p.name for p in world.inbox.glob("*east*"))).unlink()
+    done, table = world.release(allow_missing=True)
+    rerun, same = world.release(allow_missing=True)
+    assert (done.status, rerun.status) == ("committed now", "already released")
+    assert table.equals(same)
+    status = world.ledger.status(world.consortium.ledger_scope)[0]
+    assert status.spent == Fraction(1, 10)  # one charge for all of it
+    world.contribute("east", site_data(2))
+    with pytest.raises(ShareError, match="late or replaced"):
+        world.aggregate(allow_missing=True)
+
+
+def test_the_key_holder_decrypts_one_sum_per_release(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    world = World(tmp_path, keys)
+    for i, site in enumerate(SITES):
+        world.contribute(site, site_data(i))
+    summed = world.aggregate()
+    log = tmp_path / "keyholder.log"
+    decrypt(keys[1], summed.sum_path, tmp_path / "t.json", log=log)
+    decrypt(keys[1], summed.sum_path, tmp_path / "t2.json", log=log)  # the same sum: fine
+    forged = tmp_path / "forged.dpsum"
+    data = bytearray(summed.sum_path.read_bytes())
+    data[-5] ^= 1
+    forged.write_bytes(bytes(data))
+    with pytest.raises(ShareError, match="decrypted already"):
+        decrypt(keys[1], forged, tmp_path / "t3.json", log=log)
+
+
+def test_public_refusals(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    consortium = parse_consortium(CONFIG)
+    with pytest.raises(ConsortiumError, match="release.margins"):
+        plan_release(consortium, make_spec(MONTHLY, margins=[[]]), "2025-03")
+    with pytest.raises(ConsortiumError, match="consortium.tolerate"):
+        parse_consortium({**CONFIG, "tolerate": 3})
+    with pytest.raises(ConsortiumError, match="consortium.colour"):
+        parse_consortium({**CONFIG, "colour": 1})
+    pure = parse_privacy_profiles({"profile": {"kind": "constant", "bound": 3000}})
+    world = World(tmp_path, keys)
+    budget = decide_budget(
+        world.resolved, scope="pure", ledger=world.ledger, privacy=pure, epsilon=Fraction(1, 2)
+    )
+    with pytest.raises(ConsortiumError, match="use a zCDP scope"):
+        aggregate(world.plan, world.key, [], ledger=world.ledger, budget=budget, out=tmp_path)
+    with pytest.raises(ConsortiumError, match="--site"):
+        world.contribute("west", site_data(0))
+
+
+def test_a_person_in_k_sites_multiplies_delta(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    one = plan_release(parse_consortium(CONFIG), make_spec(MONTHLY), "2025-03")
+    two = plan_release(
+        parse_consortium({**CONFIG, "max_sites_per_unit": 2}), make_spec(MONTHLY), "2025-03"
+    )
+    for a, b in zip(one.noise, two.noise, strict=True):
+        assert (b.delta1, b.delta2_squared) == (2 * a.delta1, 4 * a.delta2_squared)
+        assert b.sigma2 == pytest.approx(4 * a.sigma2, rel=1e-5)
+
+
+def test_the_total_noise_of_full_releases_has_the_pooled_law(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    """Whole releases (encrypt, add, decrypt, post-process) with seeded site noise on known data:
+    released count − true count over 300 cells × 4 releases is χ²-consistent with the sum of 3
+    shares (false-alarm rate 1e-4)."""
+    regions = [f"r{i}" for i in range(300)]
+    spec = {
+        **MONTHLY,
+        "group_by": [{"column": "region", "domain": {"values": regions}}],
+        "statistics": [{"name": "n", "kind": "count"}],
+        "max_rows_per_unit": 1,
+    }
+    noise: list[int] = []
+    for run in range(4):
+        world = World(tmp_path / str(run), keys, spec=spec, config={**CONFIG, "tolerate": 0})
+        frames = []
+        for i, site in enumerate(SITES):
+            frame = pl.DataFrame(
+                {
+                    "pid": [f"{site}{j}" for j in range(3000)],
+                    "region": regions * 10,
+                    "day": ["2025-03-01"] * 3000,
+                }
+            )
+            frame = frame.with_columns(pl.col("day").str.to_date())
+            frames.append(frame)
+            world.contribute(site, frame, NoiseSource.seeded_for_tests(1000 * run + i))
+        _, table = world.release()
+        noise += [released - 30 for released in table["n"].to_list()]
+    z = np.arange(-200, 201)
+    sigma2 = world.plan.noise[0].sigma2
+    pvalue = chi2_pvalue_of_pmf(np.array(noise), z, summed_gaussian_pmf(sigma2, 3, z))
+    assert pvalue > 1e-4
+
+
+def test_the_plan_is_the_same_at_every_party() -> None:
+    consortium = parse_consortium(CONFIG)
+    a = plan_release(consortium, make_spec(MONTHLY), "2025-03")
+    b = plan_release(dataclasses.replace(consortium), make_spec(MONTHLY), "2025-03")
+    assert a.public_facts() == b.public_facts()
