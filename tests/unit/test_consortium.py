@@ -430,3 +430,38 @@ def test_the_plan_is_the_same_at_every_party() -> None:
     a = plan_release(consortium, make_spec(MONTHLY), "2025-03")
     b = plan_release(dataclasses.replace(consortium), make_spec(MONTHLY), "2025-03")
     assert a.public_facts() == b.public_facts()
+
+
+def test_a_crash_between_store_and_outbox_resends_the_stored_share(
+    tmp_path: Path, keys: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that dies after storing its share (here: the outbox write fails) leaves the stored
+    share, which the next run sends; one that dies while storing leaves nothing (atomic writes),
+    and the next run draws the first share. (SIGKILL of real processes: test_consortium_cli.)"""
+    from dprelease.consortium import _site
+
+    world = World(tmp_path, keys)
+    real_write = _site._container.write
+    calls: list[Path] = []
+
+    def dies_on(which: int) -> Any:
+        def write(path: Path, data: bytes, **options: Any) -> None:
+            calls.append(path)
+            if len(calls) == which:
+                raise OSError("killed")
+            real_write(path, data, **options)
+
+        return write
+
+    monkeypatch.setattr(_site._container, "write", dies_on(1))  # dies storing: nothing left
+    with pytest.raises(OSError):
+        world.contribute("north", site_data(0), NoiseSource.seeded_for_tests(5))
+    assert not list((tmp_path / "north").rglob("*.dpshare"))
+    calls.clear()
+    monkeypatch.setattr(_site._container, "write", dies_on(2))  # stored, then dies sending
+    with pytest.raises(OSError):
+        world.contribute("north", site_data(0), NoiseSource.seeded_for_tests(6))
+    stored = next((tmp_path / "north" / "store").glob("*.dpshare")).read_bytes()
+    monkeypatch.setattr(_site._container, "write", real_write)
+    sent = world.contribute("north", site_data(0), NoiseSource.seeded_for_tests(7))
+    assert sent.read_bytes() == stored
