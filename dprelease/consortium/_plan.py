@@ -53,6 +53,8 @@ MAX_ROWS = 1 << 63
 #: Grid of candidate share variances: base·(1 + j/2^20), so the search never adds more than a
 #: relative 2^-20 of noise beyond what the bound needs.
 _GRID = 1 << 20
+#: The smallest share variance of a sum of several shares (σ ≥ 1/2, as KLS 2021 assume).
+_SMALLEST_SHARE = Fraction(1, 4)
 
 
 def kls_extra(
@@ -89,8 +91,10 @@ def share_sigma2(
     rho: Fraction, honest: int, delta1: int, delta2_squared: int, cells: int
 ) -> Fraction:
     """The smallest share σ² (as the sampler draws it) of the grid base·(1 + j/2^20), base =
-    Δ2²/(2ρn), whose `kls_rho` is at most ρ."""
+    Δ2²/(2ρn) (at least 1/4 when n > 1), whose `kls_rho` is at most ρ."""
     base = Fraction(delta2_squared) / (2 * rho * honest)
+    if honest > 1:  # KLS state the bound for shares with σ ≥ 1/2: never below it
+        base = max(base, _SMALLEST_SHARE)
 
     def fits(j: int) -> bool:
         candidate = exact_sigma2(base * (1 + Fraction(j, _GRID)))
