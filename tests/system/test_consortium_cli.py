@@ -24,8 +24,9 @@ BIN = Path(sys.executable).parent
 
 
 def walkthrough() -> str:
-    """The doc's shell blocks, in order, as one script that stops at the first failure."""
-    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.S)
+    """The doc's shell blocks, in order, as one script that stops at the first failure (each is
+    marked for the docs tests as run here)."""
+    blocks = re.findall(r"```sh\n(.*?)```", DOC.read_text(), re.S)
     return "set -euo pipefail\n" + "\n".join(blocks)
 
 
