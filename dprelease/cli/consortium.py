@@ -101,7 +101,16 @@ def _ledger_and_budget(
         if existing is not None:
             existing.close()
         raise
-    return existing or Ledger(ledger_url, mode="create"), budget
+    book = existing or Ledger(ledger_url, mode="create")
+    if book.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
+        typer.echo(f"created a new, empty ledger at {book.display_url}", err=True)
+    if budget.new_scope:
+        typer.echo(
+            f"new budget scope {budget.scope!r}: lifetime cap ρ = {budget.cap} "
+            f"({budget.composition})",
+            err=True,
+        )
+    return book, budget
 
 
 @consortium_app.command()
