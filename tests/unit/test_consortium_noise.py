@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from helpers import chi2_pvalue_of_pmf
 from scipy import stats
+from scipy.special import logsumexp
 
 from dprelease.consortium import kls_rho, share_sigma2
 from dprelease.mechanism.noise import (
@@ -166,3 +167,38 @@ def test_audit_catches_shares_that_forget_to_split_over_honest_sites() -> None:
     """A broken split (each of 3 sites adding a ninth of the variance) must be flagged."""
     sigma2 = share_sigma2(Fraction(1, 8), 3, 1, 1, 1) / 9
     assert audit_lower_bound(sigma2, 3, seed=43) > zcdp_epsilon(1 / 8, DELTA)
+
+
+@pytest.mark.parametrize(
+    ("sigma2", "honest"), [(Fraction(1, 4), 2), (Fraction(1, 2), 3), (Fraction(1), 5)]
+)
+def test_the_bound_dominates_the_exact_renyi_divergences(sigma2: Fraction, honest: int) -> None:
+    """An independent check of the bound as used (d = 1, Δ1 = Δ2 = 1), from the exact law of the
+    sum, where small shares make it least Gaussian: D_α(Y ‖ Y + 1) ≤ α·kls_rho from α = 1.01 up
+    to where the terms that dominate D_α (near z ≈ α) are still far above float64's underflow
+    (α² < 600·nσ², so p(α) > e^{−300})."""
+    z = np.arange(-300, 301)
+    p = summed_gaussian_pmf(sigma2, honest, z)
+    q = np.roll(p, 1)  # the law of Y + 1
+    keep = (p > 0) & (q > 0)
+    log_p, log_ratio = np.log(p[keep]), np.log(p[keep]) - np.log(q[keep])
+    bound = float(kls_rho(sigma2, honest, 1, 1, 1))
+    reach = math.sqrt(600 * honest * float(sigma2))
+    alphas = [a for a in (1.01, 1.5, 2, 3, 5, 10, 20) if a < reach]
+    assert len(alphas) >= 5
+    for alpha in alphas:
+        divergence = float(logsumexp(log_p + (alpha - 1) * log_ratio)) / (alpha - 1)
+        assert divergence <= alpha * bound * (1 + 1e-9), alpha
+
+
+def test_the_gaussian_term_alone_would_understate_small_shares() -> None:
+    """The check above can fail: for two shares of σ² = 1/4 the exact D_α near α = 1 is above
+    α·Δ2²/(2nσ²), the bound of one discrete Gaussian of the summed variance; KLS's extra term is
+    what covers it."""
+    z = np.arange(-300, 301)
+    p = summed_gaussian_pmf(Fraction(1, 4), 2, z)
+    q = np.roll(p, 1)
+    keep = (p > 0) & (q > 0)
+    log_p, log_ratio = np.log(p[keep]), np.log(p[keep]) - np.log(q[keep])
+    divergence = float(logsumexp(log_p + 0.01 * log_ratio)) / 0.01
+    assert divergence > 1.01 * 1.0  # Δ2²/(2nσ²) = 1
