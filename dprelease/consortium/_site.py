@@ -91,10 +91,9 @@ def contribute(
         raise ConsortiumError("--site", f"{site!r} is not a site of {plan.consortium.name!r}")
     engine = engine or plan.resolved.spec.engine or "polars"
     moduli = plan.moduli_needed(key.moduli, "public key")
-    check_site_input(data, plan.resolved, plan.allocation, plan.period, engine)
     name = share_name(plan, site, key)
     kept = store / name
-    if kept.exists():
+    if kept.exists():  # resent as stored: the input is not read again
         data_bytes = kept.read_bytes()
         stored = _container.decode(data_bytes, str(kept))
         if stored.header.get("format") != SHARE_FORMAT or stored.header.get("site") != site:
@@ -108,6 +107,7 @@ def contribute(
             )
         status: Literal["drawn", "stored"] = "stored"
     else:
+        check_site_input(data, plan.resolved, plan.allocation, plan.period, engine)
         exact = exact_vectors(data, plan.resolved, plan.allocation, plan.period, engine)
         values: list[int] = []
         for n in plan.noise:
