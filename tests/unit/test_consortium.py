@@ -250,7 +250,7 @@ def test_a_rerun_sends_the_stored_share_never_fresh_noise(
         world.plan,
         "north",
         world.key,
-        site_data(4),
+        tmp_path / "moved-away.parquet",  # the input is not read again to resend
         store=tmp_path / "north" / "store",
         out=world.inbox,
         noise=NoiseSource.seeded_for_tests(2),
