@@ -38,9 +38,10 @@ from dprelease.statement import Manifest, NoiseSourceEntry, build_manifest
 
 __all__ = [
     "Allocation",
-    "Measurement",
+    "CentralMeasurement",
     "PooledLaw",
     "central_allocation",
+    "central_measurements",
     "check_site_input",
     "exact_vectors",
     "manifest_for",
@@ -100,6 +101,39 @@ def exact_vectors(
     if not exact.keys.equals(resolved.key_grid):
         raise AssertionError("internal: the engine's keys are not the public key grid")
     return {m.name: [int(v) for v in exact.of(m).to_list()] for m in allocation.measurements}
+
+
+@dataclass(frozen=True)
+class CentralMeasurement:
+    """What the consortium reads of one measurement of the central allocation: its name, Δ1
+    and Δ2² in integer units, its share of ρ, the most one row adds to a cell (U, in units),
+    and how Δ follows from the spec."""
+
+    name: str
+    delta1: int
+    delta2_squared: int
+    rho: Fraction
+    units_bound: int
+    derivation: str
+
+
+def central_measurements(allocation: Allocation) -> list[CentralMeasurement]:
+    """The central allocation's measurements, in its order, as the consortium reads them."""
+    made = []
+    for m in allocation.measurements:
+        assert m.sensitivity_squared_units is not None  # Gaussian noise
+        units = 1 if m.counts_rows else max(abs(m.lower_units), abs(m.upper_units))
+        made.append(
+            CentralMeasurement(
+                m.name,
+                m.sensitivity_units,
+                m.sensitivity_squared_units,
+                m.loss.rho,
+                units,
+                m.derivation,
+            )
+        )
+    return made
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,10 @@ from fractions import Fraction
 from dprelease.change import ProtectedChange, choose_change
 from dprelease.consortium._central import (
     Allocation,
-    Measurement,
+    CentralMeasurement,
     PooledLaw,
     central_allocation,
+    central_measurements,
     pooled_allocation,
     unsupported,
 )
@@ -186,12 +187,12 @@ class Plan:
                 delta2_squared_units=n.delta2_squared,
                 derivation=_derivation(m, k),
             )
-            for n, m in zip(self.noise, self.allocation.measurements, strict=True)
+            for n, m in zip(self.noise, central_measurements(self.allocation), strict=True)
         }
         return pooled_allocation(self.allocation, laws)
 
 
-def _derivation(m: Measurement, k: int) -> str:
+def _derivation(m: CentralMeasurement, k: int) -> str:
     if k == 1:
         return m.derivation + "; a person in one site only (max_sites_per_unit: 1)"
     return (
@@ -214,12 +215,11 @@ def plan_release(consortium: Consortium, resolved: ResolvedSpec, period: str | N
     allocation = central_allocation(resolved, consortium.rho, change)
     k = consortium.max_sites_per_unit
     noise = []
-    for m in allocation.measurements:
-        assert m.sensitivity_squared_units is not None  # Gaussian noise
-        delta1, delta2_squared = m.sensitivity_units * k, m.sensitivity_squared_units * k * k
-        rho = m.loss.rho
-        sigma2 = share_sigma2(rho, consortium.honest, delta1, delta2_squared, resolved.cells)
-        units = 1 if m.counts_rows else max(abs(m.lower_units), abs(m.upper_units))
-        noise.append(ShareNoise(m.name, resolved.cells, delta1, delta2_squared, rho, sigma2, units))
+    for m in central_measurements(allocation):
+        delta1, delta2_squared = m.delta1 * k, m.delta2_squared * k * k
+        sigma2 = share_sigma2(m.rho, consortium.honest, delta1, delta2_squared, resolved.cells)
+        noise.append(
+            ShareNoise(m.name, resolved.cells, delta1, delta2_squared, m.rho, sigma2, m.units_bound)
+        )
     release_id = make_release_id(resolved.spec.name, shown)
     return Plan(consortium, resolved, month, release_id, change, allocation, tuple(noise))
