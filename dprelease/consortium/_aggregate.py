@@ -189,21 +189,18 @@ def aggregate(
 
 
 def _reserve(plan: Plan, budget: Budget, ledger: Ledger, run_id: str | None) -> Any:
-    if budget.new_scope:
-        assert budget.cap is not None  # `decide_budget` refuses a new scope without a cap
-        ledger.ensure_scope(
-            budget.scope, budget.cap, budget.composition, measure=Measure.ZCDP, delta=budget.delta
-        )
+    """Charge ρ for the release (or resume its open charge); a new scope is made with its
+    terms together with the first charge, as a central release's is."""
     return ledger.reserve(
         plan.release_id,
         budget.scope,
         None if plan.period is None else str(plan.period),
         plan.consortium.rho,
         spec_hash=plan.resolved.hash,
-        composition=budget.composition,
-        measure=Measure.ZCDP,
+        terms=budget.terms,
         run_id=run_id,
         max_cap=budget.profile_cap,
+        new_scope_cap=budget.cap if budget.new_scope else None,
     )
 
 
@@ -215,6 +212,12 @@ class Published:
     status: Literal["committed now", "already released"]
     stored: StoredRelease
     files: dict[str, Path]
+
+
+def facts_path(out: Path) -> Path:
+    """Where the consortium's facts of the release in folder `out` go: beside the folder
+    (`release/` → `release.consortium.json`), which holds the release's own files only."""
+    return out.with_name(f"{out.name}.consortium.json")
 
 
 def consortium_facts(plan: Plan, summed: dict[str, Any]) -> dict[str, Any]:
@@ -286,7 +289,8 @@ def publish(
     run_id: str | None = None,
 ) -> Published:
     """Post-process the decrypted noisy totals into the release, commit it, write its files
-    (release.parquet, release.csv, manifest.json, and consortium.json) into `out`."""
+    (release.parquet, release.csv, manifest.json) as the folder `out`, and the consortium's facts
+    beside it (`facts_path`)."""
     check_budget(plan, budget)
     summed = _container.read(sum_path)
     if summed.header.get("format") != SUM_FORMAT or differing_fact(
@@ -311,9 +315,10 @@ def publish(
             stored = _commit(plan, summed.header, totals, budget, ledger, reservation, facts)
             status = "committed now"
     files = write_release_files(stored, out)
-    with atomic_path(out / "consortium.json") as temporary:
+    beside = facts_path(out)
+    with atomic_path(beside) as temporary:
         temporary.write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
-    files["consortium.json"] = out / "consortium.json"
+    files["consortium.json"] = beside
     return Published(plan.release_id, status, stored, files)
 
 
@@ -355,7 +360,7 @@ def _commit(
                 "added to their exact aggregates under BFV encryption; only the noisy total was "
                 f"decrypted. ρ holds against the key holder with up to "
                 f"{plan.consortium.tolerate - len(facts['missing'])} colluding site(s) "
-                "(consortium.json has the details)"
+                "(<release folder>.consortium.json has the details)"
             ),
         }
     )

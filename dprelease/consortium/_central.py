@@ -1,36 +1,43 @@
 """THE ADAPTER to dprelease's mechanism: everything the consortium needs from how a central
-release is computed, and nothing else of the mechanism's internals is used anywhere else.
+release is computed, and nothing else of the mechanism is used anywhere else in the consortium.
 
 A consortium release is a central release whose exact aggregation and noise happen at the sites
-and whose sum is decrypted once: the allocation (Δ, the split of ρ, granularity), the engines'
+and whose sum is decrypted once: the allocation (Δ, the split of ρ, granularity), the row plan's
 exact integer aggregates, and the post-processing of noisy integer vectors into released columns
-and a manifest are the central release's own. What this module depends on:
+and a manifest are the central release's own. It uses only the mechanism's face:
 
-- `mechanism.allocate` → `Allocation` (`measurements`, `statistics`), and its `Measurement`
-  fields `name`, `counts_rows`, `lower_units`, `upper_units`, `sensitivity_units`,
-  `sensitivity_squared_units`, `loss`, `sigma2_units`, `derivation`, `moe95`, `variance`
-  (a dataclass: the pooled law is a subclass that overrides the last two);
-- `mechanism.check_input`, and an engine's `aggregate(EngineJob, salt)` → `ExactAggregates`
-  (`.keys`, `.of(measurement)`, `.summary.warnings`);
-- `mechanism._postprocess.from_noisy` and `columns` (noisy integer vectors → released columns);
-- `statement.build_manifest`.
+- `allocate` → `Allocation`: its `measurements` (each a `Measurement`: `name`, `loss`,
+  `sensitivity_units`, `sensitivity_squared_units`, `derivation`, `sigma2_units`, `moe95`,
+  `variance`, `granularity`), its `statistics` (each an `Allocated`: `histograms`, whose
+  non-empty answer means a selection mechanism on exact aggregates, which no site may draw) and
+  its `row_plan` (each sum's `Units` bounds what one row adds to a cell);
+- `check_input` and `aggregate` → `ExactAggregates` (`.keys`, `.of(measurement)`,
+  `.summary.warnings`): a site's exact integers, which add up across sites;
+- `released_table` (noisy integer vectors → released columns) and `statement.build_manifest`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, make_dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 import polars as pl
 
 from dprelease import operator
 from dprelease.change import ProtectedChange
 from dprelease.loss import Mechanism, PrivacyLoss
-from dprelease.mechanism import Allocation, DataSource, Measurement, allocate, check_input
-from dprelease.mechanism import StatisticAllocation as _StatisticAllocation
-from dprelease.mechanism._postprocess import columns, from_noisy
-from dprelease.mechanism.engines import EngineJob, get_engine, new_salt
+from dprelease.mechanism import (
+    Allocated,
+    Allocation,
+    DataSource,
+    Measurement,
+    aggregate,
+    allocate,
+    check_input,
+    released_table,
+)
 from dprelease.mechanism.noise import summed_gaussian_moe95, summed_gaussian_variance
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
@@ -51,16 +58,19 @@ __all__ = [
 ]
 
 
-def unsupported(resolved: ResolvedSpec) -> tuple[str, str] | None:
-    """(YAML path, why) for what a consortium release cannot do yet, else None."""
-    spec = resolved.spec
-    if spec.margins:
+def unsupported(resolved: ResolvedSpec, allocation: Allocation) -> tuple[str, str] | None:
+    """(YAML path, why) for what a consortium release cannot do yet, else None: margins, and any
+    statistic whose share is spent by a selection mechanism on exact aggregates (its row-plan
+    histograms), which only a curator who sees the pooled exact values could draw."""
+    if resolved.spec.margins:
         return "release.margins", "a consortium release has no margins yet; remove `margins:`"
-    for index, stat in enumerate(spec.statistics):
-        if stat.kind.value == "quantile":
+    reads = allocation.row_plan(resolved, None).reads
+    for index, allocated in enumerate(allocation.statistics):
+        if allocated.histograms(list(reads)):
             return (
                 f"release.statistics[{index}]",
-                "a consortium release has no quantiles yet; release counts, sums and means",
+                f"a consortium release cannot draw {allocated.statistic.kind.value}s (a "
+                "selection on the pooled exact values); release counts, sums, means and shares",
             )
     return None
 
@@ -80,7 +90,7 @@ def check_site_input(
     period: Period | None,
     engine: str,
 ) -> None:
-    """The input's declared schema against the spec (reads no row)."""
+    """The input's declared schema against the row plan (reads no row)."""
     check_input(data, resolved, allocation, period, engine)
 
 
@@ -94,7 +104,7 @@ def exact_vectors(
     """One site's exact integer aggregates per measurement over the public key grid (private:
     they leave this function only with the site's noise share added, encrypted). Data-dependent
     warnings go to the operator channel."""
-    exact = get_engine(engine).aggregate(EngineJob(data, resolved, allocation, period), new_salt())
+    exact = aggregate(data, resolved, allocation, period, engine)
     shown = None if period is None else str(period)
     for message in exact.summary.warnings(resolved.spec.name, shown):
         operator.warn(message)
@@ -117,19 +127,24 @@ class CentralMeasurement:
     derivation: str
 
 
-def central_measurements(allocation: Allocation) -> list[CentralMeasurement]:
-    """The central allocation's measurements, in its order, as the consortium reads them."""
+def central_measurements(
+    resolved: ResolvedSpec, allocation: Allocation
+) -> list[CentralMeasurement]:
+    """The central allocation's measurements, in its order, as the consortium reads them; U is
+    read from the row plan (a sum's `Units` range; a count of rows adds 1)."""
+    sums = {u.name: u for u in allocation.row_plan(resolved, None).sums}
     made = []
     for m in allocation.measurements:
         assert m.sensitivity_squared_units is not None  # Gaussian noise
-        units = 1 if m.counts_rows else max(abs(m.lower_units), abs(m.upper_units))
+        units = sums.get(m.name)
+        bound = 1 if units is None else max(abs(units.lower_units), abs(units.upper_units))
         made.append(
             CentralMeasurement(
                 m.name,
                 m.sensitivity_units,
                 m.sensitivity_squared_units,
                 m.loss.rho,
-                units,
+                bound,
                 m.derivation,
             )
         )
@@ -148,13 +163,13 @@ class PooledLaw:
     derivation: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class _PooledMeasurement(Measurement):
-    """A measurement whose noise is a sum of shares: its margin of error and variance are read
-    from the exact law of that sum, not from one discrete Gaussian."""
+class _Pooled:
+    """Mixed into a measurement's own class: its noise is a sum of shares, so its margin of error
+    and variance are read from the exact law of that sum, not from one discrete Gaussian."""
 
-    share_sigma2: Fraction = Fraction(1)
-    parties: int = 1
+    share_sigma2: Fraction
+    parties: int
+    granularity: Fraction
 
     @property
     def moe95(self) -> float:
@@ -166,33 +181,55 @@ class _PooledMeasurement(Measurement):
         return units * float(self.granularity) ** 2
 
 
+_POOLED_CLASSES: dict[type[Measurement], Any] = {}
+
+
+def _pooled_class(cls: type[Measurement]) -> Any:
+    """`cls` (a `Measurement` or a kind's subclass of it, whose row recipe it keeps) with the
+    pooled law's margin and variance: made once per class."""
+    if cls not in _POOLED_CLASSES:
+        _POOLED_CLASSES[cls] = make_dataclass(
+            f"Pooled{cls.__name__}",
+            [("share_sigma2", Fraction), ("parties", int)],
+            bases=(_Pooled, cls),
+            frozen=True,
+            kw_only=True,
+        )
+    return _POOLED_CLASSES[cls]
+
+
+def _pooled(m: Measurement, law: PooledLaw) -> Measurement:
+    kept = {f.name: getattr(m, f.name) for f in fields(m) if f.init}
+    made: Measurement = _pooled_class(type(m))(
+        **{
+            **kept,
+            "sensitivity_units": law.delta1_units,
+            "sensitivity_squared_units": law.delta2_squared_units,
+            "derivation": law.derivation,
+            "sigma2_units": law.parties * law.share_sigma2,
+        },
+        share_sigma2=law.share_sigma2,
+        parties=law.parties,
+    )
+    return made
+
+
+def _with_measurements(allocated: Allocated, made: Mapping[str, Measurement]) -> Allocated:
+    """`allocated` reading the pooled measurements: every field that holds a measurement (a
+    count's or sum's own, a mean's or share's numerator and count) is replaced by name."""
+    swapped: dict[str, Any] = {
+        f.name: made[value.name]
+        for f in fields(allocated)
+        if isinstance(value := getattr(allocated, f.name), Measurement)
+    }
+    return replace(allocated, **swapped)
+
+
 def pooled_allocation(allocation: Allocation, laws: Mapping[str, PooledLaw]) -> Allocation:
     """The central allocation with each measurement's noise replaced by its pooled law: Δ as the
     consortium bounds it, σ² = parties · share σ² (the sum's variance parameter)."""
-    made = {
-        m.name: _PooledMeasurement(
-            **{
-                **{f: getattr(m, f) for f in m.__dataclass_fields__},
-                "sensitivity_units": laws[m.name].delta1_units,
-                "sensitivity_squared_units": laws[m.name].delta2_squared_units,
-                "derivation": laws[m.name].derivation,
-                "sigma2_units": laws[m.name].parties * laws[m.name].share_sigma2,
-            },
-            share_sigma2=laws[m.name].share_sigma2,
-            parties=laws[m.name].parties,
-        )
-        for m in allocation.measurements
-    }
-    statistics = [
-        replace(
-            a,
-            measurement=made[a.measurement.name],
-            count=None if a.count is None else made[a.count.name],
-        )
-        if isinstance(a, _StatisticAllocation)
-        else a
-        for a in allocation.statistics
-    ]
+    made = {m.name: _pooled(m, laws[m.name]) for m in allocation.measurements}
+    statistics = [_with_measurements(a, made) for a in allocation.statistics]
     return replace(allocation, statistics=statistics, measurements=list(made.values()))
 
 
@@ -200,17 +237,11 @@ def noisy_table(
     resolved: ResolvedSpec, allocation: Allocation, totals: Mapping[str, list[int]]
 ) -> pl.DataFrame:
     """The released table from the decrypted noisy totals (integer units per measurement), by
-    the central release's post-processing: clamping, scaling, means, rounding."""
-    post = resolved.spec.postprocess
-    noisy = {m.name: pl.Series(totals[m.name], dtype=pl.Int128) for m in allocation.measurements}
-    measured = from_noisy(allocation.measurements, noisy, post)
-    made = [
-        col
-        for a in allocation.statistics
-        if isinstance(a, _StatisticAllocation)
-        for col in columns(a, measured, post)
-    ]
-    return pl.DataFrame([*resolved.key_grid.get_columns(), *made])
+    the central release's post-processing (`released_table`): clamping, scaling, means,
+    rounding. No statistic of a consortium release has a selection (`unsupported`)."""
+    noisy = {m.name: (pl.Series(totals[m.name], dtype=pl.Int128),) for m in allocation.measurements}
+    table, _ = released_table(resolved, allocation, None, noisy, {})
+    return table
 
 
 def manifest_for(

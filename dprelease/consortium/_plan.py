@@ -187,7 +187,9 @@ class Plan:
                 delta2_squared_units=n.delta2_squared,
                 derivation=_derivation(m, k),
             )
-            for n, m in zip(self.noise, central_measurements(self.allocation), strict=True)
+            for n, m in zip(
+                self.noise, central_measurements(self.resolved, self.allocation), strict=True
+            )
         }
         return pooled_allocation(self.allocation, laws)
 
@@ -204,8 +206,6 @@ def _derivation(m: CentralMeasurement, k: int) -> str:
 def plan_release(consortium: Consortium, resolved: ResolvedSpec, period: str | None) -> Plan:
     """The public parameters of the consortium's release of `resolved` for `period`; every
     refusal (a one-line typed error naming the field) comes from public inputs only."""
-    if (problem := unsupported(resolved)) is not None:
-        raise ConsortiumError(*problem)
     try:
         change = choose_change(resolved.spec.neighbours, consortium.neighbours)
     except ValueError as exc:
@@ -213,9 +213,11 @@ def plan_release(consortium: Consortium, resolved: ResolvedSpec, period: str | N
     month = period_of(resolved.spec.period, period)
     shown = None if month is None else str(month)
     allocation = central_allocation(resolved, consortium.rho, change)
+    if (problem := unsupported(resolved, allocation)) is not None:
+        raise ConsortiumError(*problem)
     k = consortium.max_sites_per_unit
     noise = []
-    for m in central_measurements(allocation):
+    for m in central_measurements(resolved, allocation):
         delta1, delta2_squared = m.delta1 * k, m.delta2_squared * k * k
         sigma2 = share_sigma2(m.rho, consortium.honest, delta1, delta2_squared, resolved.cells)
         noise.append(

@@ -50,7 +50,7 @@ def test_the_documented_walkthrough_runs_with_three_sites_as_processes(tmp_path:
     release = tmp_path / "release"
     table = pl.read_csv(release / "release.csv")
     assert table.height == 6 and {"admissions", "stay_days", "mean_stay"} <= set(table.columns)
-    facts = json.loads((release / "consortium.json").read_text())
+    facts = json.loads((tmp_path / "release.consortium.json").read_text())
     assert facts["contributed"] == ["east", "north", "south"] and facts["missing"] == []
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["noise_source"]["private"] is True

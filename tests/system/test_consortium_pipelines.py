@@ -126,7 +126,8 @@ def test_sites_share_then_the_sensors_sum_and_publish(world: dict[str, Path]) ->
     assert shown["sites contributed"] == "east, north, south" and shown["status"] == "committed now"
     folder = root / "public" / "admissions__2025-03"
     assert pl.read_csv(folder / "release.csv").height == 2
-    assert json.loads((folder / "consortium.json").read_text())["missing"] == []
+    facts = folder.with_name(f"{folder.name}.consortium.json")
+    assert json.loads(facts.read_text())["missing"] == []
     # a site's re-run resends its stored share; the published release does not change
     again = materialize(
         site_defs(root, public, "north"), instance, "consortium_share", "2025-03-01"
