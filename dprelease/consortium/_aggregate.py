@@ -13,6 +13,7 @@ once per release: `reserve` before the sum is written (a re-run resumes the open
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from dataclasses import dataclass
@@ -97,6 +98,23 @@ def _read_share(path: Path, plan: Plan, key: PublicKey, moduli: int) -> _Share:
     return _Share(path, str(header["site"]), container.digest, container.blobs, header)
 
 
+def _refuse_copies(by_site: dict[str, _Share]) -> None:
+    """Two sites' shares that hold a byte-identical ciphertext: one is a copy of the other's
+    (BFV encryption is randomized, so honest shares never collide). A copy would add the other
+    site's data twice; a scaled copy is not caught here (PRIVACY.md: shares are confidential to
+    the aggregator)."""
+    seen: dict[bytes, str] = {}
+    for site, share in sorted(by_site.items()):
+        for blob in share.blobs:
+            other = seen.setdefault(hashlib.sha256(blob).digest(), site)
+            if other != site:
+                raise ShareError(
+                    str(share.path),
+                    f"holds a ciphertext of {other!r}'s share; a site sends its own share, "
+                    "and only the aggregator reads the shares",
+                )
+
+
 def sum_name(plan: Plan) -> str:
     asset, period = plan.release_id.split("/")
     return f"{plan.consortium.name}__{asset}__{period}__{plan.resolved.hash[:12]}.dpsum"
@@ -124,9 +142,12 @@ def aggregate(
     budget: Budget,
     out: Path,
     allow_missing: bool = False,
+    allow_unsafe_noise: bool = False,
     run_id: str | None = None,
 ) -> Aggregated:
-    """Check every share, charge the release once, and write the encrypted sum into `out`."""
+    """Check every share, charge the release once, seal the charge (the sum leaves for the key
+    holder before commit, so it can never be voided) and write the encrypted sum into `out`.
+    Shares whose noise was seeded (tests) are refused unless `allow_unsafe_noise`."""
     check_budget(plan, budget)
     moduli = plan.moduli_needed(key.moduli, "public key")
     read = [_read_share(p, plan, key, moduli) for p in sorted(shares)]
@@ -138,7 +159,14 @@ def aggregate(
                 f"is a second, different share from {share.site!r} (the other is "
                 f"{by_site[share.site].path}); a site sends one share per release",
             )
+        if share.header.get("noise_seeded") is not False and not allow_unsafe_noise:
+            raise ShareError(
+                str(share.path),
+                f"{share.site!r} drew its noise share from a seeded (test) source; a release "
+                "needs every site's noise from the operating system's CSPRNG: contribute again",
+            )
         by_site[share.site] = share
+    _refuse_copies(by_site)
     missing = tuple(s for s in plan.consortium.sites if s not in by_site)
     t = plan.consortium.tolerate
     if missing and (not allow_missing or len(missing) > t):
@@ -166,6 +194,13 @@ def aggregate(
             )
         return Aggregated(plan.release_id, target, tuple(digests), missing, "committed")
     reservation = _reserve(plan, budget, ledger, run_id)
+    seal = json.dumps({"key_id": key.key_id, "moduli": moduli, "shares": digests}, sort_keys=True)
+    if ledger.seal(reservation, seal) != seal:
+        raise ShareError(
+            "--shares",
+            f"differ from the shares (or key) whose sum the ledger sealed for {plan.release_id}; "
+            "the sum is made once per release, whatever the key or --out",
+        )
     if earlier is None:
         ordered = [by_site[site].blobs for site in digests]
         total = key.add(ordered, moduli)

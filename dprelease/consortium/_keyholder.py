@@ -47,11 +47,12 @@ class Decrypted:
     sites: tuple[str, ...]
 
 
-def _logged(log: Path) -> dict[str, str]:
+def _logged(log: Path) -> dict[tuple[str, str], str]:
+    """The sums decrypted so far, by (consortium, release id)."""
     if not log.exists():
         return {}
     entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return {entry["release_id"]: entry["sum_digest"] for entry in entries}
+    return {(e.get("consortium", ""), e["release_id"]): e["sum_digest"] for e in entries}
 
 
 def decrypt(secret_path: Path, sum_path: Path, out: Path, *, log: Path | None = None) -> Decrypted:
@@ -69,9 +70,10 @@ def decrypt(secret_path: Path, sum_path: Path, out: Path, *, log: Path | None = 
     if len(sites) < len(total_sites) - header["tolerate"]:
         raise ShareError(str(sum_path), "sums fewer sites than the consortium tolerates")
     release_id = header["release_id"]
+    slot = (str(header["consortium"]), str(release_id))
     log = log or Path(secret_path).with_name(LOG)
     decrypted = _logged(log)
-    if decrypted.get(release_id, summed.digest) != summed.digest:
+    if decrypted.get(slot, summed.digest) != summed.digest:
         raise ShareError(
             str(sum_path),
             f"is a different ciphertext for {release_id}, whose sum was decrypted already; one "
@@ -94,9 +96,8 @@ def decrypt(secret_path: Path, sum_path: Path, out: Path, *, log: Path | None = 
     }
     with atomic_path(out) as temporary:
         temporary.write_text(json.dumps(document, sort_keys=True) + "\n")
-    if release_id not in decrypted:
+    if slot not in decrypted:
+        entry = {"consortium": slot[0], "release_id": release_id, "sum_digest": summed.digest}
         with log.open("a") as appended:
-            appended.write(
-                json.dumps({"release_id": release_id, "sum_digest": summed.digest}) + "\n"
-            )
+            appended.write(json.dumps(entry, sort_keys=True) + "\n")
     return Decrypted(release_id, out, tuple(sorted(sites)))

@@ -1,8 +1,10 @@
 """A site's step: its exact aggregates plus its noise share, encrypted, as one share file.
 
-Exactly once: a share is drawn once per (consortium, spec, period, key) and kept in the site's
-store; a re-run hands back the stored bytes, never a fresh noise share (two shares of the same
-release with independent noise could be averaged, halving the noise's variance). The store is
+Exactly once: a share is drawn once per (consortium, release, spec, period) and kept in the
+site's store; a re-run hands back the stored bytes, never a fresh noise share (two shares of the
+same release with independent noise could be averaged, halving the noise's variance). The store
+is keyed without the encryption key: a contribute under another key (a rotated or lost key, a
+second key holder) is refused, since its share would need fresh noise. The store is
 written before the outbox, each atomically, so a run killed at any point leaves either no share
 (the next run draws the first one) or the whole stored one (the next run sends it again).
 """
@@ -37,6 +39,16 @@ def share_name(plan: Plan, site: str, key: PublicKey) -> str:
     return (
         f"{plan.consortium.name}__{site}__{asset}__{period}__{plan.resolved.hash[:12]}__"
         f"{key.key_id}{SHARE_SUFFIX}"
+    )
+
+
+def stored_name(plan: Plan, site: str) -> str:
+    """The share's name in the site's store: without the key, so a release has one stored share
+    per site whatever key is offered later."""
+    asset, period = plan.release_id.split("/")
+    return (
+        f"{plan.consortium.name}__{site}__{asset}__{period}__{plan.resolved.hash[:12]}"
+        f"{SHARE_SUFFIX}"
     )
 
 
@@ -92,12 +104,19 @@ def contribute(
     engine = engine or plan.resolved.spec.engine or "polars"
     moduli = plan.moduli_needed(key.moduli, "public key")
     name = share_name(plan, site, key)
-    kept = store / name
+    kept = store / stored_name(plan, site)
     if kept.exists():  # resent as stored: the input is not read again
         data_bytes = kept.read_bytes()
         stored = _container.decode(data_bytes, str(kept))
         if stored.header.get("format") != SHARE_FORMAT or stored.header.get("site") != site:
             raise ShareError(str(kept), "is not this site's stored share; move it away")
+        if stored.header.get("key_id") != key.key_id:
+            raise ShareError(
+                "--public-key",
+                f"{plan.release_id}'s share of {site!r} was drawn under key "
+                f"{stored.header.get('key_id')!r}; a share is drawn once per release, so "
+                "decrypt this release under that key, or release under a new spec name or period",
+            )
         changed = differing_fact(stored.header, plan.public_facts())
         if changed is not None:
             raise ShareError(

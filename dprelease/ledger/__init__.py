@@ -243,6 +243,13 @@ class Ledger:
         with self._db.tx() as conn:
             return protocol.input_changed(conn, reservation.charge_id, input_fingerprint)
 
+    def seal(self, reservation: Reservation, detail: str) -> str:
+        """Mark an open reservation whose noisy output leaves before commit (a consortium's
+        sum goes to its key holder): it can no longer be voided. Returns the detail of the
+        slot's seal, the first one if it was sealed already (the caller compares)."""
+        with self._db.tx() as conn:
+            return protocol.seal(conn, reservation, detail)
+
     def void(self, release_id: str, *, reason: str) -> Voided:
         """End the slot's open reservation(s), freeing their ε; recorded with who and why.
 

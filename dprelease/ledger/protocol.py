@@ -42,7 +42,7 @@ from dprelease.ledger.records import (
     Voided,
 )
 from dprelease.ledger.reports import load_stored
-from dprelease.ledger.schema import charges, releases, scopes
+from dprelease.ledger.schema import charges, events, releases, scopes
 from dprelease.ledger.scopes import create_scope, exact_epsilon, keep_terms
 from dprelease.ledger.spending import spending
 from dprelease.loss import Amount, Measure, amount_text, typed_text
@@ -388,6 +388,39 @@ def commit(
     )
 
 
+def seal(conn: Connection, reservation: Reservation, detail: str) -> str:
+    """Mark an open reservation as one whose noisy output leaves before commit (a consortium's
+    encrypted sum, handed to its key holder): `void` refuses it from now on. Sealing again
+    returns the first seal's detail unchanged (the caller compares it with its own)."""
+    row = conn.execute(
+        select(charges).where(charges.c.charge_id == reservation.charge_id).with_for_update()
+    ).one_or_none()
+    if row is None or row.status != "reserved":
+        raise LedgerError(
+            f"no open reservation {reservation.charge_id} for release "
+            f"{reservation.release_id!r} to seal"
+        )
+    if (earlier := sealed_detail(conn, row.release_id)) is not None:
+        return earlier
+    _charge_event(conn, "sealed", row, status="reserved", run_id=reservation.run_id, detail=detail)
+    return detail
+
+
+def sealed_detail(conn: Connection, release_id: str) -> str | None:
+    """The detail of the seal on the slot's open reservation, if it has one."""
+    found = conn.execute(
+        select(events.c.detail)
+        .join(charges, charges.c.charge_id == events.c.charge_id)
+        .where(
+            events.c.kind == "sealed",
+            events.c.release_id == release_id,
+            charges.c.status == "reserved",
+        )
+        .order_by(events.c.event_id)
+    ).first()
+    return None if found is None else str(found.detail)
+
+
 def void(conn: Connection, release_id: str, reason: str) -> Voided:
     """End the open reservations of a slot; their ε is no longer spent. Committed: refused.
 
@@ -403,6 +436,11 @@ def void(conn: Connection, release_id: str, reason: str) -> Voided:
         .with_for_update()
     ).all()
     open_rows = [r for r in rows if r.status == "reserved"]
+    if sealed := sealed_detail(conn, release_id):
+        raise LedgerError(
+            f"release {release_id!r} is sealed ({sealed}): its noisy output left before commit, "
+            "so its budget is spent for good and cannot be voided. Nothing was changed"
+        )
     if not open_rows:
         done = [r for r in rows if r.status == "committed"]
         if done:

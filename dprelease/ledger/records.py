@@ -25,6 +25,7 @@ EventKind = Literal[
     "committed",  # the release was stored
     "reused",  # a re-run served from the store: no charge
     "voided",  # an open reservation ended by an operator: its budget is free again
+    "sealed",  # a reservation whose output left before commit (a consortium's sum): never voided
     "migrated",  # a schema upgrade rewrote this scope's records (detail says how)
     "terms_fixed",  # a charge fixed a term the scope kept none of yet (detail says which)
 ]

@@ -13,12 +13,20 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from helpers import BASE_SPEC, chi2_pvalue_of_pmf, make_spec
+from consortium_world import (
+    CONFIG,
+    MONTHLY,
+    SITES,
+    World,
+    parse_privacy_profiles,
+    public,
+    site_data,
+    truth,
+)
+from helpers import chi2_pvalue_of_pmf, make_spec
 
-from dprelease.budget import PrivacyConfig, PrivacyProfiles
 from dprelease.consortium import (
     ConsortiumError,
-    PublicKey,
     SecretKey,
     ShareError,
     aggregate,
@@ -27,25 +35,12 @@ from dprelease.consortium import (
     make_keys,
     parse_consortium,
     plan_release,
-    publish,
 )
 from dprelease.consortium._he import crt
-from dprelease.ledger import Ledger
 from dprelease.mechanism.noise import NoiseSource, summed_gaussian_pmf
 from dprelease.publish import decide_budget
 
 pytest.importorskip("tenseal")
-
-SITES = ("north", "south", "east")
-CONFIG = {"name": "hospitals", "sites": list(SITES), "rho": "1/10", "tolerate": 1}
-PRIVACY = {"profile": {"kind": "constant", "bound": 3000}, "measure": "zcdp", "delta": 1e-6}
-
-
-def parse_privacy_profiles(section: dict[str, Any]) -> PrivacyProfiles:
-    return PrivacyProfiles(PrivacyConfig.from_mapping(section, path_prefix="privacy"), {})
-
-
-MONTHLY = {**BASE_SPEC, "period": {"column": "day", "every": "month", "composition": "sequential"}}
 
 
 @pytest.fixture(scope="module")
@@ -56,98 +51,6 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def other_keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return make_keys(tmp_path_factory.mktemp("other-keyholder"))
-
-
-def public(path: Path) -> PublicKey:
-    return PublicKey.parse(path.read_bytes(), str(path))
-
-
-def site_data(seed: int, rows: int = 60, day: str = "2025-03-05") -> pl.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pl.DataFrame(
-        {
-            "pid": [f"p{seed}-{i}" for i in range(rows)],
-            "region": rng.choice(["n", "s", "e"], rows).tolist(),
-            "cost": rng.integers(0, 120, rows).tolist(),
-            "day": [day] * rows,
-        }
-    ).with_columns(pl.col("day").str.to_date())
-
-
-def truth(frames: list[pl.DataFrame]) -> dict[str, list[int]]:
-    pooled = pl.concat(frames).with_columns(pl.col("cost").clip(0, 100))
-    grid = pl.DataFrame({"region": ["n", "s", "e"]})
-    agg = grid.join(
-        pooled.group_by("region").agg(n=pl.len(), cost=pl.col("cost").sum()),
-        on="region",
-        how="left",
-    ).fill_null(0)
-    return {"n": agg["n"].to_list(), "cost": agg["cost"].to_list()}
-
-
-class World:
-    """Three sites, an aggregator and a key holder, each with its own directory."""
-
-    def __init__(
-        self,
-        root: Path,
-        keys: tuple[Path, Path],
-        config: dict[str, Any] = CONFIG,
-        spec: dict[str, Any] = MONTHLY,
-        period: str | None = "2025-03",
-    ) -> None:
-        self.root, (self.public_path, self.secret_path) = root, keys
-        self.key = public(self.public_path)
-        self.consortium = parse_consortium(config)
-        self.resolved = make_spec(spec)
-        self.plan = plan_release(self.consortium, self.resolved, period)
-        self.ledger = Ledger(str(root / "aggregator" / "ledger.sqlite"), mode="create")
-        self.budget = decide_budget(
-            self.resolved,
-            scope=self.consortium.ledger_scope,
-            ledger=self.ledger,
-            privacy=parse_privacy_profiles(PRIVACY),
-            rho=self.consortium.rho,
-        )
-        self.inbox = root / "inbox"
-
-    def contribute(self, site: str, data: pl.DataFrame, noise: NoiseSource | None = None) -> Path:
-        return contribute(
-            self.plan,
-            site,
-            self.key,
-            data,
-            store=self.root / site / "store",
-            out=self.inbox,
-            noise=noise or NoiseSource.zero_for_tests(),
-            allow_unsafe_noise=True,
-        ).out
-
-    def aggregate(self, **options: Any) -> Any:
-        shares = sorted(self.inbox.glob("*.dpshare"))
-        return aggregate(
-            self.plan,
-            self.key,
-            shares,
-            ledger=self.ledger,
-            budget=self.budget,
-            out=self.root / "aggregator",
-            **options,
-        )
-
-    def release(self, **options: Any) -> tuple[Any, pl.DataFrame]:
-        summed = self.aggregate(**options)
-        totals = self.root / "aggregator" / "totals.json"
-        decrypt(self.secret_path, summed.sum_path, totals, log=self.root / "keyholder.log")
-        done = publish(
-            self.plan,
-            summed.sum_path,
-            totals,
-            ledger=self.ledger,
-            budget=self.budget,
-            out=self.root / "release",
-        )
-        return done, pl.read_parquet(done.files["release.parquet"])
 
 
 def test_three_sites_pool_exactly(tmp_path: Path, keys: tuple[Path, Path]) -> None:
