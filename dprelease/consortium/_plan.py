@@ -5,8 +5,8 @@ The noise (PRIVACY.md, "Consortium releases", states the proof): each of the m s
 exact N_Z(0, σ_s²) share to each cell of each measurement; the decrypted total carries their sum.
 Against a coalition of the key holder, the aggregator's view and up to t sites, the noise the
 coalition cannot subtract is the sum of n = m − t honest shares, and by Kairouz, Liu & Steinke
-2021 (Proposition 14; their Theorem 1 is the same bound) that sum added to a vector query with
-‖Δ‖₂ ≤ Δ2, ‖Δ‖₁ ≤ Δ1 over d cells satisfies, for every α ≥ 1,
+2021 (Proposition 14; Theorem 1 gives its first and third bounds) that sum added to a vector
+query with ‖Δ‖₂ ≤ Δ2, ‖Δ‖₁ ≤ Δ1 over d cells satisfies, for every α ≥ 1,
 
     D_α ≤ α·(Δ2²/(2nσ_s²) + extra),  extra = min( τd,  Δ1·τ/√(nσ_s²) + τ²d/2,
                                                     τ·√(d·Δ2²/(nσ_s²)) + τ²d/2 ),
@@ -60,14 +60,19 @@ _SMALLEST_SHARE = Fraction(1, 4)
 
 def kls_extra(
     share_sigma2: float, honest: int, delta1: int, delta2_squared: int, cells: int
-) -> float:
+) -> Fraction:
     """What the sum of `honest` discrete Gaussian shares costs beyond a continuous Gaussian of
-    the same variance (the `extra` of the module docstring), rounded up."""
+    the same variance (the `extra` of the module docstring), rounded up: exact and positive
+    even where the float τ would underflow to 0 (then τd with τ bounded by a power of two)."""
+    if honest == 1:
+        return Fraction(0)
+    exponent = math.pi**2 * share_sigma2  # each term of τ is ≤ exp(−2π²σ²·k/(k+1)) ≤ e^−π²σ²
+    if exponent > 700:  # exp underflows: τ ≤ 10(n−1)·2^−⌊π²σ²/ln 2⌋, exactly, and extra ≤ τd
+        bits = min(math.floor(exponent / math.log(2) * (1 - 1e-9)) - 1, 2048)  # any fewer: above
+        return Fraction(10 * (honest - 1) * cells, 1 << bits)
     tau = 10 * math.fsum(
         math.exp(-2 * math.pi**2 * share_sigma2 * k / (k + 1)) for k in range(1, honest)
     )
-    if tau == 0.0:
-        return 0.0
     tau *= 1 + 1e-9  # float rounding of exp and the sum, upward
     total = honest * share_sigma2
     extra = min(
@@ -75,17 +80,16 @@ def kls_extra(
         delta1 * tau / math.sqrt(total) + tau * tau * cells / 2,
         tau * math.sqrt(cells * delta2_squared / total) + tau * tau * cells / 2,
     )
-    return extra * (1 + 1e-9)
+    return Fraction(extra * (1 + 1e-9))
 
 
 def kls_rho(
     share_sigma2: Fraction, honest: int, delta1: int, delta2_squared: int, cells: int
 ) -> Fraction:
-    """The ρ of the sum of `honest` N_Z(0, share_sigma2) shares (exact Gaussian part, plus the
-    float `extra` made an exact rational above it)."""
+    """The ρ of the sum of `honest` N_Z(0, share_sigma2) shares (exact Gaussian part, plus
+    `extra` as an exact rational above it)."""
     gaussian = Fraction(delta2_squared) / (2 * honest * share_sigma2)
-    extra = kls_extra(float(share_sigma2), honest, delta1, delta2_squared, cells)
-    return gaussian + Fraction(extra)
+    return gaussian + kls_extra(float(share_sigma2), honest, delta1, delta2_squared, cells)
 
 
 def share_sigma2(

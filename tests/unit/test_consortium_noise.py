@@ -97,6 +97,22 @@ def test_tau_by_hand() -> None:
     assert got >= extra
 
 
+def test_tau_is_never_rounded_to_zero() -> None:
+    """The review's C5: for σ² ≳ 75 every exp(−2π²σ²k/(k+1)) underflows to 0.0, which made the
+    bound exactly Δ2²/(2nσ²) though the true τ is positive; τ is now bounded by an exact power
+    of two there, so the ρ stated is above the true bound, and a share still meets ρ."""
+    gaussian = Fraction(1, 2 * 20 * 80)
+    above = kls_rho(Fraction(80), 20, 1, 1, 10**6)
+    assert above > gaussian and above - gaussian < Fraction(1, 2**1000)
+    huge = kls_rho(Fraction(10**12), 5, 1, 1, 100)  # a sum's σ² in fine units: still exact
+    assert 0 < huge - Fraction(1, 10 * 10**12) <= Fraction(4000, 2**2048)
+    rho = Fraction(1, 10**3)
+    big = share_sigma2(rho, 5, 1, 1, 10**6)  # base σ² = 100: τ underflows in floats
+    assert kls_rho(big, 5, 1, 1, 10**6) <= rho
+    step = (1 + Fraction(1, 2**20)) * (1 + Fraction(1, 2**40))  # one grid step, sampler rounding
+    assert Fraction(100) < big <= 100 * step
+
+
 @pytest.mark.parametrize("honest", [2, 3, 5, 20])
 @pytest.mark.parametrize("rho", [Fraction(1, 100), Fraction(1, 8), Fraction(2)])
 def test_the_share_variance_meets_rho_and_no_less_noise_would(honest: int, rho: Fraction) -> None:
