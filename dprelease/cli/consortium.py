@@ -159,7 +159,10 @@ def aggregate(
     consortium: ConsortiumOption,
     spec: SpecOption,
     public_key: PublicKeyOption,
-    shares: Annotated[Path, typer.Option("--shares", help="Directory of the sites' shares.")],
+    shares: Annotated[
+        list[Path],
+        typer.Option("--shares", help="A directory of shares (repeat it: one outbox per site)."),
+    ],
     out: Annotated[Path, typer.Option("--out", help="Directory for the encrypted sum.")],
     period: PeriodOption = None,
     ledger_url: LedgerOption = None,
@@ -175,7 +178,9 @@ def aggregate(
 
     plan = _plan(consortium, spec, period)
     key = _public_key(public_key)
-    files = sorted(p for p in shares.glob("*.dpshare") if not p.name.startswith("."))
+    files = sorted(
+        p for folder in shares for p in folder.glob("*.dpshare") if not p.name.startswith(".")
+    )
     book, budget = _ledger_and_budget(plan, ledger_url, config, cap)
     with book:
         done = add_shares(

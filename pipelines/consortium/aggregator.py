@@ -1,10 +1,15 @@
 """The aggregator's Dagster code location: `consortium_sum` adds a period's shares under
 encryption and charges the ledger once; `consortium_release` post-processes the key holder's
-noisy totals and publishes. A sensor starts the sum once every site's share is in the inbox,
-another the release once the totals are next to the sum; both show which sites contributed.
+noisy totals and publishes. A sensor starts the sum once every site's share is in, another the
+release once the totals are next to the sum; both show which sites contributed.
+
+Each site's shares arrive in a folder of the inbox named after the site (`<inbox>/<site>/`),
+which the consortium's channel fills from that site's outbox alone and only the aggregator
+reads (PRIVACY.md: shares are confidential to the aggregator and authenticated as their
+site's); a share in another site's folder is refused.
 
 Settings (environment): DPRELEASE_CONSORTIUM_FILE, DPRELEASE_CONSORTIUM_SPEC,
-DPRELEASE_CONSORTIUM_PUBLIC_KEY, DPRELEASE_CONSORTIUM_INBOX (the sites' shares),
+DPRELEASE_CONSORTIUM_PUBLIC_KEY, DPRELEASE_CONSORTIUM_INBOX (one folder per site),
 DPRELEASE_CONSORTIUM_WORK (encrypted sums; the key holder's totals go next to each sum as
 `<sum>.totals.json`), DPRELEASE_CONSORTIUM_OUT (published files, one folder per release),
 DPRELEASE_LEDGER_URL, DPRELEASE_PRIVACY_CONFIG, DPRELEASE_CONSORTIUM_START (YYYY-MM).
@@ -17,6 +22,8 @@ import dagster as dg
 
 from dprelease.budget import load_privacy_profiles
 from dprelease.consortium import (
+    Consortium,
+    ConsortiumError,
     Plan,
     PublicKey,
     aggregate,
@@ -82,16 +89,33 @@ class AggregatorSettings(dg.ConfigurableResource):
         return budget
 
 
+def site_shares(inbox: Path, sites: tuple[str, ...]) -> list[Path]:
+    """The share files in each site's folder of the inbox; ConsortiumError naming the file for
+    one whose name says another site (a share must come through its own site's channel)."""
+    found = []
+    for site in sites:
+        for path in sorted((inbox / site).glob("*.dpshare")):
+            if path.name.startswith("."):
+                continue
+            parts = path.name.split("__")
+            if len(parts) < 2 or parts[1] != site:
+                raise ConsortiumError(
+                    str(path), f"is not a share of {site!r} but sits in its folder; remove it"
+                )
+            found.append(path)
+    return found
+
+
 def _shares_by_period(
-    settings: AggregatorSettings, consortium: str, resolved: ResolvedSpec
+    settings: AggregatorSettings, consortium: Consortium, resolved: ResolvedSpec
 ) -> dict[str, set[str]]:
-    """Sites whose share file for this consortium, spec and key is in the inbox, by period
-    (from the file names `contribute` gives: consortium__site__asset__period__spec__key)."""
-    wanted = (consortium, resolved.spec.name, resolved.hash[:12], settings.key().key_id)
+    """Sites whose share file for this consortium, spec and key is in, by period (from the
+    file names `contribute` gives: consortium__site__asset__period__spec__key)."""
+    wanted = (consortium.name, resolved.spec.name, resolved.hash[:12], settings.key().key_id)
     found: dict[str, set[str]] = {}
-    for path in Path(settings.inbox).glob("*.dpshare"):
+    for path in site_shares(Path(settings.inbox), consortium.sites):
         parts = path.name.removesuffix(".dpshare").split("__")
-        if len(parts) == 6 and not path.name.startswith("."):
+        if len(parts) == 6:
             name, site, asset, period, spec, key = parts
             if (name, asset, spec, key) == wanted:
                 found.setdefault(period, set()).add(site)
@@ -112,7 +136,7 @@ def build_aggregator_definitions(settings: AggregatorSettings) -> dg.Definitions
     def consortium_sum(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         period = period_of(context.partition_key if context.has_partition_key else None)
         plan = settings.plan(period)
-        shares = sorted(Path(settings.inbox).glob("*.dpshare"))
+        shares = site_shares(Path(settings.inbox), plan.consortium.sites)
         mine = [p for p in shares if p.name.split("__")[2:4] == plan.release_id.split("/")]
         with Ledger(settings.ledger_url) as ledger:
             done = aggregate(
@@ -166,7 +190,7 @@ def build_aggregator_definitions(settings: AggregatorSettings) -> dg.Definitions
     def consortium_shares_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         """A sum for every period whose shares are all in the inbox (once per period)."""
         consortium = load_consortium(settings.consortium_file)
-        shares = _shares_by_period(settings, consortium.name, resolved)
+        shares = _shares_by_period(settings, consortium, resolved)
         requests = [
             dg.RunRequest(run_key=f"sum:{period}", partition_key=partition_of(period))
             for period, sites in sorted(shares.items())

@@ -5,9 +5,10 @@ Settings (environment): DPRELEASE_CONSORTIUM_FILE (the consortium YAML),
 DPRELEASE_CONSORTIUM_SPEC, DPRELEASE_CONSORTIUM_SITE (this site's name),
 DPRELEASE_CONSORTIUM_DATA (the confidential input; `{period}` is replaced by the period),
 DPRELEASE_CONSORTIUM_PUBLIC_KEY, DPRELEASE_CONSORTIUM_STORE (where shares are kept, so a re-run
-resends them), DPRELEASE_CONSORTIUM_OUTBOX (what the consortium's channel carries to the
-aggregator), DPRELEASE_CONSORTIUM_START (first month, YYYY-MM). The asset's metadata says only
-public facts: the release, the share's path and size, whether it was drawn now or resent.
+resends them), DPRELEASE_CONSORTIUM_OUTBOX (this site's own outbox, which the consortium's
+channel carries to the aggregator's inbox folder of this site, and nobody else reads),
+DPRELEASE_CONSORTIUM_START (first month, YYYY-MM). The asset's metadata says only public facts:
+the release, the share's path and size, whether it was drawn now or resent.
 """
 
 from pathlib import Path

@@ -55,8 +55,8 @@ def test_the_documented_walkthrough_runs_with_three_sites_as_processes(tmp_path:
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["noise_source"]["private"] is True
     # what each party holds: the sites' data stay in their directories, the shares hold no row
-    shares = sorted((tmp_path / "inbox").glob("*.dpshare"))
-    assert len(shares) == 3
+    shares = sorted(tmp_path.glob("*/outbox/*.dpshare"))  # one outbox per site
+    assert [s.parent.parent.name for s in shares] == ["east", "north", "south"]
     for share in shares:
         assert b"patient_id" not in share.read_bytes() and b"north-1," not in share.read_bytes()
     # a second run of the aggregator changes nothing and charges nothing
@@ -71,8 +71,7 @@ def test_the_documented_walkthrough_runs_with_three_sites_as_processes(tmp_path:
             "spec.yaml",
             "--public-key",
             "keyholder/public.key",
-            "--shares",
-            "inbox",
+            *[arg for site in ("north", "south", "east") for arg in ("--shares", f"{site}/outbox")],
             "--out",
             "aggregator",
             "--ledger",

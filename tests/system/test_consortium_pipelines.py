@@ -12,13 +12,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from dprelease.consortium import decrypt, make_keys
+from dprelease.consortium import ConsortiumError, decrypt, make_keys
 
 pytest.importorskip("tenseal")
 
 from pipelines.consortium.aggregator import (  # noqa: E402  (after the importorskip)
     AggregatorSettings,
     build_aggregator_definitions,
+    site_shares,
 )
 from pipelines.consortium.site import SiteSettings, build_site_definitions  # noqa: E402
 
@@ -79,7 +80,7 @@ def site_defs(root: Path, public: Path, site: str) -> dg.Definitions:
             data=str(root / site / "{period}.parquet"),
             public_key=str(public),
             store=str(root / site / "store"),
-            outbox=str(root / "inbox"),
+            outbox=str(root / "inbox" / site),  # the channel: its outbox is its inbox folder
         )
     )
 
@@ -133,6 +134,11 @@ def test_sites_share_then_the_sensors_sum_and_publish(world: dict[str, Path]) ->
         site_defs(root, public, "north"), instance, "consortium_share", "2025-03-01"
     )
     assert metadata(again, "consortium_share")["share drawn"] == "earlier (resent)"
+    # a share in another site's folder did not come through that site's channel: refused
+    stray = next((root / "inbox" / "north").glob("*.dpshare"))
+    (root / "inbox" / "south" / stray.name).write_bytes(stray.read_bytes())
+    with pytest.raises(ConsortiumError, match="is not a share of 'south'"):
+        site_shares(root / "inbox", SITES)
 
 
 def test_the_main_code_location_does_not_import_the_consortium() -> None:
