@@ -17,8 +17,6 @@ from dprelease.consortium import ShareError, _container, aggregate, contribute, 
 from dprelease.errors import LedgerError
 from dprelease.mechanism.noise import NoiseSource
 
-pytest.importorskip("tenseal")
-
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
