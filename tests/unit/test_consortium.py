@@ -38,7 +38,7 @@ from dprelease.consortium import (
     plan_release,
 )
 from dprelease.consortium._he import crt
-from dprelease.mechanism.noise import NoiseSource, summed_gaussian_pmf
+from dprelease.mechanism.noise import NoiseSource, summed_gaussian_moe95, summed_gaussian_pmf
 from dprelease.publish import decide_budget
 
 
@@ -379,3 +379,31 @@ def test_ci_and_the_readme_command_run_these_tests() -> None:
     assert "consortium" in dev.TEST_EXTRAS
     assert "python3 dev.py test" in (ROOT / ".ci" / "run").read_text()
     assert "python3 dev.py test" in (ROOT / "README.md").read_text()
+
+
+def test_the_manifest_states_the_pooled_law_for_every_kind(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    """The manifest's margins of error are the exact law of the sum of the contributing sites'
+    shares (not one discrete Gaussian), for a count, a sum, a mean and a share, whose
+    measurement keeps its own row recipe (the indicator of the categories): with zero noise the
+    pooled share is the pooled truth."""
+    cheap = {"name": "cheap", "kind": "share", "column": "cost", "categories": [1, 2, 3]}
+    mean = {"name": "avg", "kind": "mean", "column": "cost", "lower": 0, "upper": 100}
+    statistics = [*MONTHLY["statistics"], mean, cheap]
+    world = World(tmp_path, keys, spec={**MONTHLY, "statistics": statistics})
+    frames = [site_data(i).with_columns(pl.col("cost") % 6) for i in range(3)]
+    for site, frame in zip(SITES, frames, strict=True):
+        world.contribute(site, frame)
+    done, table = world.release()
+    pooled = pl.concat(frames)
+    expected = [
+        pooled.filter(pl.col("region") == r).select(pl.col("cost").is_in([1, 2, 3]).mean()).item()
+        for r in ("n", "s", "e")
+    ]
+    assert table["cheap"].to_list() == pytest.approx(expected, abs=0.005)  # rounded to 0.01
+    manifest = json.loads(done.files["manifest.json"].read_text())
+    by_name = {entry["name"]: entry for entry in manifest["statistics"]}
+    count = next(n for n in world.plan.noise if n.name == "n")
+    assert by_name["n"]["moe95"] == summed_gaussian_moe95(count.sigma2, 3)
+    assert manifest["rho_total_exact"] == "1/10" and set(by_name) == {"n", "cost", "avg", "cheap"}
