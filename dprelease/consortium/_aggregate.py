@@ -29,6 +29,8 @@ from dprelease.consortium._site import SHARE_FORMAT, differing_fact
 from dprelease.files import atomic_path
 from dprelease.ledger import Ledger, ReleaseConflict, StoredRelease
 from dprelease.loss import Measure, Mechanism
+from dprelease.mechanism.noise import default_noise_source
+from dprelease.publication import finish
 from dprelease.publish import Budget, write_release_files
 from dprelease.statement import LedgerRecord
 
@@ -349,7 +351,8 @@ def publish(
         else:
             stored = _commit(plan, summed.header, totals, budget, ledger, reservation, facts)
             status = "committed now"
-    files = write_release_files(stored, out)
+    chosen = None if plan.resolved.publish is None else plan.resolved.publish.formats
+    files = write_release_files(stored, out, chosen)
     beside = facts_path(out)
     with atomic_path(beside) as temporary:
         temporary.write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n")
@@ -399,6 +402,9 @@ def _commit(
             ),
         }
     )
+    # the spec's publication options (sampling error, rounding to a base, reliability rules):
+    # post-processing of the noisy table, the rounding's coins from the aggregator's CSPRNG
+    table, manifest = finish(table, manifest, plan.resolved, default_noise_source())
     buffer = io.BytesIO()
     table.write_parquet(buffer, statistics=False)
     try:

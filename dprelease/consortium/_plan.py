@@ -47,7 +47,7 @@ from dprelease.consortium._errors import ConsortiumError
 from dprelease.ledger import make_release_id
 from dprelease.mechanism.noise import exact_sigma2
 from dprelease.period import Period
-from dprelease.spec import ResolvedSpec, period_of
+from dprelease.spec import ResolvedSpec, missing_writer, period_of
 
 #: The engines' bound on rows: fewer than 2^63 (an Int128 sum of them cannot overflow).
 MAX_ROWS = 1 << 63
@@ -219,6 +219,9 @@ def plan_release(consortium: Consortium, resolved: ResolvedSpec, period: str | N
     allocation = central_allocation(resolved, consortium.rho, change)
     if (problem := unsupported(resolved, allocation)) is not None:
         raise ConsortiumError(*problem)
+    formats = None if resolved.publish is None else resolved.publish.formats
+    if formats is not None and (problem_text := missing_writer(formats)) is not None:
+        raise ConsortiumError("publish.formats", problem_text)
     k = consortium.max_sites_per_unit
     noise = []
     for m in central_measurements(resolved, allocation):

@@ -385,12 +385,17 @@ def test_the_manifest_states_the_pooled_law_for_every_kind(
     tmp_path: Path, keys: tuple[Path, Path]
 ) -> None:
     """The manifest's margins of error are the exact law of the sum of the contributing sites'
-    shares (not one discrete Gaussian), for a count, a sum, a mean and a share, whose
+    shares (not one discrete Gaussian), for a count, a sum, a mean, a ratio and a share, whose
     measurement keeps its own row recipe (the indicator of the categories): with zero noise the
     pooled share is the pooled truth."""
     cheap = {"name": "cheap", "kind": "share", "column": "cost", "categories": [1, 2, 3]}
     mean = {"name": "avg", "kind": "mean", "column": "cost", "lower": 0, "upper": 100}
-    statistics = [*MONTHLY["statistics"], mean, cheap]
+    side = {"column": "cost", "lower": 0, "upper": 100}
+    ratio = {
+        **{"name": "r", "kind": "ratio", "lower": 0, "upper": 2},
+        **{"numerator": side, "denominator": side},
+    }
+    statistics = [*MONTHLY["statistics"], mean, cheap, ratio]
     world = World(tmp_path, keys, spec={**MONTHLY, "statistics": statistics})
     frames = [site_data(i).with_columns(pl.col("cost") % 6) for i in range(3)]
     for site, frame in zip(SITES, frames, strict=True):
@@ -406,4 +411,20 @@ def test_the_manifest_states_the_pooled_law_for_every_kind(
     by_name = {entry["name"]: entry for entry in manifest["statistics"]}
     count = next(n for n in world.plan.noise if n.name == "n")
     assert by_name["n"]["moe95"] == summed_gaussian_moe95(count.sigma2, 3)
-    assert manifest["rho_total_exact"] == "1/10" and set(by_name) == {"n", "cost", "avg", "cheap"}
+    assert manifest["rho_total_exact"] == "1/10"
+    assert set(by_name) == {"n", "cost", "avg", "cheap", "r"}
+    assert table["r"].to_list() == pytest.approx([1.0, 1.0, 1.0])  # Σcost / Σcost, exactly
+
+
+def test_publication_options_are_applied_to_the_pooled_table(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    """The spec's rounding base (post-processing of the noisy totals, as in a central release)
+    is applied to a consortium release too: every count a multiple of 5, said in the manifest."""
+    world = World(tmp_path, keys, spec={**MONTHLY, "postprocess": {"round_to": 5}})
+    for i, site in enumerate(SITES):
+        world.contribute(site, site_data(i))
+    done, table = world.release()
+    assert all(n % 5 == 0 for n in table["n"].to_list())
+    manifest = json.loads(done.files["manifest.json"].read_text())
+    assert manifest["publication"] is not None and "5" in json.dumps(manifest["publication"])
