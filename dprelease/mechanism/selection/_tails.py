@@ -49,7 +49,7 @@ def laplace_tail(scale: Fraction, j: int | np.ndarray) -> np.ndarray:
     """P(Z ≥ j) in floating point (for the planner's tables, never for δ)."""
     b = float(scale)
     q = math.exp(-1 / b)
-    j = np.asarray(j, dtype=np.float64)
+    j = np.atleast_1d(np.asarray(j, dtype=np.float64))
     upper = np.exp(-np.maximum(j, 1) / b) / (1 + q)
     lower = 1 - np.exp(-np.maximum(1 - j, 1) / b) / (1 + q)
     return np.where(j >= 1, upper, lower)
