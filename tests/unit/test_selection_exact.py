@@ -99,8 +99,14 @@ def sum_fine(terms: list[Decimal]) -> Decimal:
 
 @pytest.mark.parametrize(
     ("sigma2", "j"),
-    [(Fraction(1, 4), 1), (Fraction(3, 2), 4), (Fraction(8), 13), (Fraction(100), 50),
-     (Fraction(2500), 240), (Fraction(2500), 20)],  # fmt: skip
+    [
+        (Fraction(1, 4), 1),
+        (Fraction(3, 2), 4),
+        (Fraction(8), 13),
+        (Fraction(100), 50),
+        (Fraction(2500), 240),
+        (Fraction(2500), 20),
+    ],  # fmt: skip
 )
 def test_gaussian_tail_bound_contains_and_is_tight(sigma2: Fraction, j: int) -> None:
     """Never below the true tail (that is what δ rests on), within 1e-3 of it where σ² is not
@@ -121,7 +127,9 @@ def float_optimal(epsilon: float, delta: float, n: int) -> list[float]:
     p = [0.0]
     for _ in range(n):
         last = p[-1]
-        p.append(min(1.0, math.exp(epsilon) * last + delta, 1 - math.exp(-epsilon) * (1 - last - delta)))
+        grow = math.exp(epsilon) * last + delta
+        fall = 1 - math.exp(-epsilon) * (1 - last - delta)
+        p.append(min(1.0, grow, fall))
     return p
 
 
