@@ -23,6 +23,7 @@ from dprelease.mechanism.selection import (
     l2_weights,
     plan_selection,
 )
+from dprelease.mechanism.selection._optimal import per_key_delta
 from dprelease.mechanism.selection._real import exp_bounds, pi_bounds, sqrt_bounds
 from dprelease.mechanism.selection._tails import (
     gaussian_tail,
@@ -218,8 +219,19 @@ def test_weights_have_the_norm_they_claim() -> None:
 def test_substitution_moves_twice_the_keys() -> None:
     add_remove = plan_selection(PURE, DELTA, 2)
     substitute = plan_selection(PURE, DELTA, 2, ProtectedChange.SUBSTITUTE)
-    assert add_remove.key_loss == (PURE.amount / 2, DELTA / 2)
-    assert substitute.key_loss == (PURE.amount / 4, DELTA / 4)
+    assert add_remove.key_loss == (PURE.amount / 2, per_key_delta(DELTA, 2))
+    assert substitute.key_loss == (PURE.amount / 4, per_key_delta(DELTA, 4))
+
+
+@pytest.mark.parametrize("keys", [1, 2, 5, 40, 400])
+def test_per_key_delta_composes_to_delta(keys: int) -> None:
+    """1 − (1 − δ_k)^m ≤ δ exactly, and δ_k is within 1e-40 of the real root (so nothing is
+    given away against δ/m, which it exceeds)."""
+    key_delta = per_key_delta(DELTA, keys)
+    assert 1 - (1 - key_delta) ** keys <= DELTA
+    assert key_delta >= DELTA / keys
+    root = FINE.power(FINE.subtract(1, Decimal(1) / 10**6), Decimal(1) / keys)
+    assert abs(Fraction(FINE.subtract(1, root)) - key_delta) < DELTA * Fraction(1, 10**40)
 
 
 @pytest.mark.parametrize(

@@ -99,6 +99,26 @@ def keep_table(epsilon: Fraction, delta: Fraction, digits: int = DIGITS) -> Keep
     return KeepTable(epsilon, delta, digits, tuple(lo), tuple(hi))
 
 
+def per_key_delta(delta: Fraction, keys: int, digits: int = DIGITS) -> Fraction:
+    """The largest δ_k (to `digits` digits) with 1 − (1 − δ_k)^m ≤ δ, m = `keys`: the per-key δ of
+    m independent per-key rules that together spend δ.
+
+    Composing m mechanisms that are each (ε/m, δ_k)-DP gives (ε, 1 − (1 − δ_k)^m)-DP (Kairouz, Oh
+    & Viswanath 2015, Theorem 3.3 with i = 0), slightly more per key than δ/m (as Google's library
+    and PipelineDP split it). δ_k is a decimal just below 1 − (1 − δ)^{1/m}, and the inequality is
+    checked in exact rational arithmetic (stepping δ_k down until it holds)."""
+    if keys == 1:
+        return delta
+    down = floor_context(digits)
+    one_minus = Decimal(1) - Decimal(delta.numerator) / Decimal(delta.denominator)
+    candidate = down.subtract(1, ceiling_context(digits).power(one_minus, Decimal(1) / keys))
+    key_delta = as_fraction(candidate)
+    step = delta / 10**digits
+    while 1 - (1 - key_delta) ** keys > delta:
+        key_delta -= step
+    return max(key_delta, delta / keys)
+
+
 def keep_probabilities(table: KeepTable, counts: list[int]) -> list[float]:
     """p(n) as floats (the midpoint of each interval), for the planner's tables."""
     out = []

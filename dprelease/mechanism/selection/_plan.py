@@ -4,9 +4,10 @@ A plan is what the manifest states and what the planner shows before any row is 
 (the optimal per-key rule of Desfontaines et al. 2022 in pure scopes, discrete Gaussian
 thresholding in zCDP scopes, discrete Laplace thresholding on request), the policy for units
 holding several keys (`per_key`: each key a unit holds counts 1 and the budget is split over the
-≤ c·G keys one unit can move, c = 2 under substitution; `weighted`: each unit spreads one unit of
-weight over the keys it holds, in L1 for Laplace, in L2 for Gaussian noise), τ, the noise law and
-the δ it spends. See docs/selection.md for the derivations and PRIVACY.md for the guarantee.
+≤ m = c·G keys one unit can move, c = 2 under substitution: ε/m and δ_k with 1 − (1 − δ_k)^m = δ;
+`weighted`: each unit spreads one unit of weight over the keys it holds, in L1 for Laplace, in L2
+for Gaussian noise), τ, the noise law and the δ it spends. See docs/selection.md for the
+derivations and PRIVACY.md for the guarantee.
 
 Why δ: a key that only one unit holds exists in one dataset and not in its neighbour, so no noise
 can make its release ε-indistinguishable; what can be bounded is the probability that it is
@@ -28,7 +29,7 @@ from dprelease.change import ProtectedChange
 from dprelease.loss import Measure, PrivacyLoss
 from dprelease.mechanism.noise import NoiseSource, exact_scale, exact_sigma2
 from dprelease.mechanism.selection import _draw
-from dprelease.mechanism.selection._optimal import keep_table
+from dprelease.mechanism.selection._optimal import keep_table, per_key_delta
 from dprelease.mechanism.selection._tails import (
     gaussian_tail,
     gaussian_tail_upper,
@@ -202,7 +203,7 @@ def plan_selection(
     base = SelectionPlan(loss, delta, g, change, rule, policy, weights=(1,) * g)
     moved = moved_keys(change, g)
     if rule is Rule.OPTIMAL:
-        key_loss = (loss.amount / moved, delta / moved)
+        key_loss = (loss.amount / moved, per_key_delta(delta, moved))
         keep_table(*key_loss)  # fail here, not at the draw, if ε is out of its range
         return replace(base, key_loss=key_loss)
     multiplicity = 2 if change is ProtectedChange.SUBSTITUTE else 1
