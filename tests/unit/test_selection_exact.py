@@ -240,9 +240,21 @@ def test_per_key_delta_composes_to_delta(keys: int) -> None:
         (dict(loss=PURE, delta=Fraction(1, 2)), "(0, 1/2)"),
         (dict(loss=PURE, delta=DELTA, rule=Rule.GAUSSIAN), "zCDP scope"),
         (dict(loss=PrivacyLoss.zcdp(Fraction(1)), delta=DELTA, rule=Rule.OPTIMAL), "gaussian"),
-        (dict(loss=PURE, delta=DELTA, policy=Policy.WEIGHTED), "per key"),
+        (dict(loss=PURE, delta=DELTA, rule=Rule.OPTIMAL, policy=Policy.WEIGHTED), "per key"),
     ],
 )
 def test_plan_refusals_say_what_to_change(kwargs: dict, words: str) -> None:
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         plan_selection(**kwargs)
+
+
+def test_default_policy_is_the_measured_choice() -> None:
+    """Pure: the optimal per-key rule up to G = 3, weighted Laplace from 4; zCDP: weighted."""
+    zcdp = PrivacyLoss.zcdp(Fraction(3, 50))
+    assert [plan_selection(PURE, DELTA, g).rule.value for g in (1, 3, 4)] == [
+        "optimal",
+        "optimal",
+        "laplace_threshold",
+    ]
+    assert plan_selection(PURE, DELTA, 4).policy is Policy.WEIGHTED
+    assert [plan_selection(zcdp, DELTA, g).policy.value for g in (1, 2)] == ["per_key", "weighted"]

@@ -18,6 +18,7 @@ rigorous interval arithmetic (`_real`), never a float that could round a δ belo
 from dprelease.mechanism.selection._optimal import KeepTable, keep_table
 from dprelease.mechanism.selection._plan import (
     TABLE_COUNTS,
+    WEIGHTED_FROM,
     Policy,
     Rule,
     SelectionPlan,
@@ -30,6 +31,7 @@ from dprelease.mechanism.selection._plan import (
 
 __all__ = [
     "TABLE_COUNTS",
+    "WEIGHTED_FROM",
     "KeepTable",
     "Policy",
     "Rule",
