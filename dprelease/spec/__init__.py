@@ -19,7 +19,14 @@ from dprelease.spec._catalog import (
     load_pipeline_specs,
     spec_files,
 )
-from dprelease.spec._domains import FileDomain, GroupBy, KeyDomain, RangeDomain, ValuesDomain
+from dprelease.spec._domains import (
+    FileDomain,
+    GroupBy,
+    KeyDomain,
+    RangeDomain,
+    SelectDomain,
+    ValuesDomain,
+)
 from dprelease.spec._kinds import STATISTIC_KINDS, Statistic, output_columns
 from dprelease.spec._levels import Levels, level_grid
 from dprelease.spec._loading import load_spec, parse_spec, resolve
@@ -105,6 +112,7 @@ __all__ = [
     "ReleaseSpec",
     "ResolvedSpec",
     "RowValue",
+    "SelectDomain",
     "SpecCatalog",
     "SpecProblem",
     "SurveyWeight",

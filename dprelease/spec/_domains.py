@@ -1,9 +1,12 @@
-"""Public key domains: the only keys a release ever shows, declared rather than read from data.
+"""Key domains: the only keys a release ever shows, declared rather than read from data, or
+selected from the data by a DP mechanism.
 
 A domain is listed in the spec (`values:`), a range of integers (`min:`/`max:`), or a public keys
 file (`file:`, CSV or parquet, relative to the spec file), which for several group-by columns lists
 the valid key combinations (the clinics of each region), so the released grid has no structurally
-impossible cells.
+impossible cells. Where no public list exists (diagnosis codes, products, free-text categories),
+`select: true` releases the keys that enough distinct units hold, decided by DP key selection
+(`dprelease.mechanism.selection`, docs/selection.md): the released key set is itself a DP output.
 
 A keys file's content is published (its keys are the rows of the released table), so a spec may
 read one only from its own directory (or below it) unless the domain says `outside_spec_dir:
@@ -24,7 +27,7 @@ from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator, mo
 
 from dprelease.errors import INTERRUPTS, SpecError
 from dprelease.files import irregular
-from dprelease.spec._base import Strict
+from dprelease.spec._base import Positive, Strict
 
 #: Why a reader's own message is left out of a refusal of a keys file.
 _WITHHELD = "the reader's message is withheld: a keys file may be confidential"
@@ -93,10 +96,76 @@ class FileDomain(Strict):
         return self.base / self.file
 
 
+#: What a key may be in `always:` (one column) or in one of its lists (joint columns).
+Key = str | int | bool
+#: Cap on G: a unit's keys are bounded by a salted hash per unit, and the weights of the weighted
+#: policy have to stay exact integers well inside the samplers' range.
+MAX_KEYS_PER_UNIT = 10_000
+
+
+class SelectDomain(Strict):
+    """Keys selected from the data: released only where a noisy count of the distinct units
+    holding them passes a threshold (docs/selection.md). Needs a δ in the scope's budget."""
+
+    select: bool = Field(description="true: select the keys from the data by DP key selection")
+    always: list[Key] | list[list[Key]] | None = Field(
+        default=None,
+        description="public keys released whatever the data (a list of keys; with 'columns', a "
+        "list of key combinations); they are not selected and spend nothing",
+    )
+    max_keys_per_unit: Annotated[int, Field(ge=1, le=MAX_KEYS_PER_UNIT)] = Field(
+        default=1,
+        description="G: the most keys one unit counts towards (each unit keeps G of its keys, "
+        "chosen by a salted hash); the selection's noise and threshold grow with G",
+    )
+    policy: Literal["per_key", "weighted"] | None = Field(
+        default=None,
+        description="how a unit holding several keys counts: per_key (1 per key, budget split "
+        "over G keys) or weighted (one unit of weight spread over its keys); default: chosen "
+        "from G and the scope's measure (docs/selection.md)",
+    )
+    weight: Positive | None = Field(
+        default=None,
+        description="the selection's share of the release's ε (or ρ), in proportion to the "
+        "statistics' weights (default 1, like a statistic)",
+    )
+
+    @field_validator("select")
+    @classmethod
+    def _selects(cls, select: bool) -> bool:
+        if not select:
+            raise ValueError(
+                "select: false is no key domain: list the public keys (values: [...], min: and "
+                "max:, or file:), or set select: true to select keys from the data"
+            )
+        return select
+
+    @field_validator("always")
+    @classmethod
+    def _unique(cls, always: list[Any] | None) -> list[Any] | None:
+        if always is None:
+            return None
+        if not always:
+            raise ValueError("empty list: leave 'always' out, or list at least one public key")
+        seen: set[Any] = set()
+        for index, key in enumerate(always):
+            marker = tuple(key) if isinstance(key, list) else key
+            if marker in seen:
+                raise ValueError(f"duplicate key {key!r} at position {index}")
+            seen.add(marker)
+        return always
+
+
 def _domain_kind(value: Any) -> str | None:
     """The form a domain mapping is written in, by its keys (None: none of the forms)."""
     if isinstance(value, dict):
-        forms = {"values": "values", "min": "range", "max": "range", "file": "file"}
+        forms = {
+            "values": "values",
+            "min": "range",
+            "max": "range",
+            "file": "file",
+            "select": "select",
+        }
         return next((forms[key] for key in value if key in forms), None)
     return type(value).__name__.removesuffix("Domain").lower()
 
@@ -104,13 +173,23 @@ def _domain_kind(value: Any) -> str | None:
 KeyDomain = Annotated[
     Annotated[ValuesDomain, Tag("values")]
     | Annotated[RangeDomain, Tag("range")]
-    | Annotated[FileDomain, Tag("file")],
+    | Annotated[FileDomain, Tag("file")]
+    | Annotated[SelectDomain, Tag("select")],
     Discriminator(
         _domain_kind,
         custom_error_type="domain_form",
-        custom_error_message="a key domain is `values: [...]`, `min:` and `max:`, or `file:`",
+        custom_error_message=(
+            "a key domain is `values: [...]`, `min:` and `max:`, `file:`, or `select: true` "
+            "(keys selected from the data by DP)"
+        ),
     ),
 ]
+
+#: The refusal of a group-by entry without a domain: what to give, in one line.
+MISSING_DOMAIN = (
+    "required: list the public keys (values: [...], min: and max:, or file:), or let DP select "
+    "them from the data with select: true (docs/selection.md)"
+)
 
 
 class GroupBy(Strict):
@@ -120,34 +199,89 @@ class GroupBy(Strict):
     columns: Annotated[list[str], Field(min_length=2)] | None = None
     domain: KeyDomain
 
+    @model_validator(mode="before")
+    @classmethod
+    def _has_domain(cls, data: Any) -> Any:
+        """A missing domain is refused saying what to give (pydantic's own words are only
+        "Field required")."""
+        if isinstance(data, dict) and data.get("domain") is None:
+            raise SpecError("domain", MISSING_DOMAIN)
+        return data
+
     @model_validator(mode="after")
     def _one_form(self) -> GroupBy:
         if (self.column is None) == (self.columns is None):
             raise ValueError("give either 'column' or 'columns'")
-        if self.columns is not None:
+        if isinstance(self.domain, SelectDomain):
+            self._check_always(self.domain.always)
+        elif self.columns is not None:
             if not isinstance(self.domain, FileDomain):
                 raise ValueError(
-                    "'columns' needs a public keys file listing the valid combinations"
+                    "'columns' needs a public keys file listing the valid combinations, or "
+                    "select: true"
                 )
             if self.domain.column is not None:
                 raise ValueError("with 'columns' the keys file uses the same column names")
         return self
+
+    def _check_always(self, always: list[Any] | None) -> None:
+        """One column: `always` lists keys; joint columns: lists of one key per column."""
+        if always is None:
+            return
+        width = len(self.key_columns)
+        for index, key in enumerate(always):
+            joint = isinstance(key, list)
+            if (width == 1 and joint) or (width > 1 and (not joint or len(key) != width)):
+                what = "a key" if width == 1 else f"a list of {width} keys, one per column"
+                raise SpecError(f"domain.always[{index}]", f"must be {what}")
 
     @property
     def key_columns(self) -> list[str]:
         return [self.column] if self.column is not None else list(self.columns or [])
 
     @property
+    def selects(self) -> bool:
+        """Whether this entry's keys are selected from the data (not a public list)."""
+        return isinstance(self.domain, SelectDomain)
+
+    @property
     def domain_kind(self) -> Literal["values", "range", "file"]:
+        """The form of a public domain, as the manifest names it. A selected domain has none: its
+        manifest entry is the selection's (docs/selection.md), so asking is an error."""
+        if isinstance(self.domain, SelectDomain):
+            raise ValueError("a selected key domain is stated by its selection, not a form")
         if isinstance(self.domain, ValuesDomain):
             return "values"
         return "range" if isinstance(self.domain, RangeDomain) else "file"
+
+
+def check_selected_margins(group_by: list[GroupBy], margins: list[list[str]] | None) -> None:
+    """Refuse a margin that adds up over a selected column: it would total only the keys that
+    were selected, which is not the margin of the data (a key held by too few units is absent
+    from the cells and so from their sum). Margins over public columns alone stay consistent:
+    each is the sum of its released cells over the selected keys."""
+    selected = [c for group in group_by if group.selects for c in group.key_columns]
+    for index, margin in enumerate(margins or []):
+        summed = [c for c in selected if c not in margin]
+        if summed:
+            raise SpecError(
+                f"margins[{index}]",
+                f"this margin adds up over {summed[0]!r}, whose keys are selected from the data: "
+                "it would total only the selected keys; keep every selected column in each "
+                "margin, or give that column a public domain",
+            )
 
 
 def read_domain(group: GroupBy, path: str) -> pl.DataFrame:
     """The keys of one group-by entry as a frame with its key columns; SpecError at `path` (the
     domain's YAML path) for a missing, empty or malformed keys file."""
     domain, first = group.domain, group.key_columns[0]
+    if isinstance(domain, SelectDomain):
+        raise SpecError(
+            path,
+            "keys selected from the data (select: true) can be planned (dprelease.mechanism."
+            "selection) but are not yet released by the engines; list the public keys for now",
+        )
     if isinstance(domain, ValuesDomain):
         return pl.DataFrame({first: domain.values})
     if isinstance(domain, RangeDomain):

@@ -23,7 +23,7 @@ def _is_tag(loc: Location, index: int) -> bool:
     statistic's kind), which is not part of the YAML path."""
     part = loc[index]
     if index >= 1 and loc[index - 1] == "domain":
-        return part in {"values", "range", "file"}
+        return part in {"values", "range", "file", "select"}
     return index >= 2 and loc[index - 2] == "statistics" and part in STATISTIC_KINDS
 
 

@@ -20,7 +20,7 @@ from dprelease.errors import SpecError
 from dprelease.loss import Mechanism
 from dprelease.period import Period
 from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Renamed, Strict
-from dprelease.spec._domains import GroupBy
+from dprelease.spec._domains import GroupBy, check_selected_margins
 from dprelease.spec._kinds import Statistic, output_columns
 from dprelease.spec._publication import MAX_BASE, Rule, SamplingInput, check_publication
 from dprelease.spec._statistics import MeanReuse, MeanStatistic, StatisticModel
@@ -173,6 +173,7 @@ class ReleaseSpec(Strict):
         if len(set(columns)) != len(columns):
             raise ValueError("a group-by column is listed twice")
         self._check_margins()
+        check_selected_margins(self.group_by, self.margins)
         self._check_weights()
         outputs = (
             ([LEVEL_COLUMN] if self.margins else [])

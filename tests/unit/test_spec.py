@@ -132,7 +132,7 @@ def test_joint_domain_lists_valid_key_combinations(tmp_path: Path) -> None:
         (
             {"group_by": [{"column": "age", "domain": {"vals": [1, 2]}}]},
             "release.group_by[0].domain",
-            "a key domain is `values: [...]`, `min:` and `max:`, or `file:`",
+            "a key domain is `values: [...]`, `min:` and `max:`, `file:`, or `select: true`",
         ),
         (
             {"group_by": [{"column": "age", "domain": {"min": 1}}]},
