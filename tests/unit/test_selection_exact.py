@@ -21,7 +21,9 @@ from dprelease.mechanism.selection import (
     keep_table,
     l1_weights,
     l2_weights,
+    plan_report,
     plan_selection,
+    selection_entry,
 )
 from dprelease.mechanism.selection._optimal import per_key_delta
 from dprelease.mechanism.selection._real import exp_bounds, pi_bounds, sqrt_bounds
@@ -258,3 +260,36 @@ def test_default_policy_is_the_measured_choice() -> None:
     ]
     assert plan_selection(PURE, DELTA, 4).policy is Policy.WEIGHTED
     assert [plan_selection(zcdp, DELTA, g).policy.value for g in (1, 2)] == ["per_key", "weighted"]
+
+
+# --------------------------------------------------------------------------- planner and manifest
+
+
+def test_planner_report_states_tau_keep_table_and_delta_left() -> None:
+    plan = plan_selection(PURE, DELTA, 5)
+    report = plan_report(plan, ["diagnosis"], scope_delta=Fraction(1, 10**5), spent=DELTA)
+    assert [row.units for row in report.keep] == [1, 5, 10, 20, 50, 100, 1000]
+    assert report.keep[0].probability_at_max_keys <= float(DELTA)
+    assert report.delta_left == pytest.approx(8e-6)
+    entry = report.entry
+    assert (entry.mechanism, entry.policy, entry.max_keys_per_unit) == (
+        "laplace_threshold",
+        "weighted",
+        5,
+    )
+    assert entry.tau == plan.tau(1) < entry.tau_at_max_keys == plan.tau(5)
+    assert entry.delta_exact == "1/1000000" and entry.rho is None
+    assert "nothing is said about them" in entry.keys
+
+
+def test_planner_refuses_a_delta_that_does_not_fit() -> None:
+    plan = plan_selection(PURE, DELTA)
+    with pytest.raises(ValueError, match="spend a smaller δ per release"):
+        plan_report(plan, ["diagnosis"], scope_delta=DELTA, spent=Fraction(1, 10**7))
+
+
+def test_the_manifest_entry_shows_nothing_about_data() -> None:
+    """The entry is a function of the plan: two plans alike give equal entries."""
+    a = selection_entry(plan_selection(PURE, DELTA), ["dx"])
+    b = selection_entry(plan_selection(PURE, DELTA), ["dx"])
+    assert a == b and a.model_dump()["tau"] == 36

@@ -28,8 +28,24 @@ from dprelease.mechanism.selection._plan import (
     moved_keys,
     plan_selection,
 )
+from dprelease.mechanism.selection._statement import (
+    KEYS_ARE_DP,
+    KeepRow,
+    SelectionEntry,
+    SelectionReport,
+    missing_delta,
+    plan_report,
+    selection_entry,
+)
 
 __all__ = [
+    "KEYS_ARE_DP",
+    "KeepRow",
+    "SelectionEntry",
+    "SelectionReport",
+    "missing_delta",
+    "plan_report",
+    "selection_entry",
     "TABLE_COUNTS",
     "WEIGHTED_FROM",
     "KeepTable",

@@ -1,0 +1,137 @@
+"""What a key selection says about itself: the manifest entry and the planner's report.
+
+Both are made from the plan alone (no data): the mechanism, its share of the loss, δ, τ, the
+keys-per-unit bound, and that the released key set is itself a DP output. The entry says nothing
+about keys that were not selected (not how many there were, nor that any were near τ): the only
+data-dependent fact a release shows is which keys it released.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from dprelease.loss import Measure, amount_text
+from dprelease.mechanism.selection._plan import TABLE_COUNTS, Rule, SelectionPlan
+
+#: The manifest's sentence on what the released keys are.
+KEYS_ARE_DP = (
+    "the released keys are themselves a DP output: a key appears only where a noisy count of the "
+    "distinct units holding it passed the threshold; keys that were not selected are not shown "
+    "and nothing is said about them"
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SelectionEntry(_Model):
+    """The manifest entry of one selected key domain."""
+
+    columns: list[str]
+    mechanism: Literal["optimal", "laplace_threshold", "gaussian_threshold"]
+    policy: Literal["per_key", "weighted"]
+    measure: Literal["pure", "zcdp"]
+    epsilon: float | None = Field(description="the selection's share of ε (pure scopes)")
+    rho: float | None = Field(description="the selection's share of ρ (zCDP scopes)")
+    delta: float = Field(description="δ spent: the most likely a key held by one unit is released")
+    delta_exact: str = Field(description="δ as the exact rational the ledger charges")
+    tau: int = Field(description="units (each holding one key) from which a key is kept with "
+                     "probability ≥ 1/2")  # fmt: skip
+    tau_at_max_keys: int = Field(description="the same for units holding max_keys_per_unit keys")
+    threshold: int | None = Field(description="τ on the integer weight (threshold rules)")
+    noise: str | None = Field(description="the noise law and its exact parameter (threshold "
+                              "rules)")  # fmt: skip
+    weights: list[int] = Field(description="w_g: the weight a unit holding g keys gives each")
+    max_keys_per_unit: int
+    always_released: int = Field(description="public keys released whatever the data")
+    keys: str = KEYS_ARE_DP
+
+
+def selection_entry(plan: SelectionPlan, columns: list[str], always: int = 0) -> SelectionEntry:
+    """The manifest entry of `plan` for the group-by `columns` (`always`: public keys listed)."""
+    noise = None
+    if plan.scale is not None:
+        law = "discrete Laplace, scale" if plan.rule is Rule.LAPLACE else "discrete Gaussian, σ²"
+        noise = f"{law} {plan.scale}"
+    pure = plan.loss.measure is Measure.PURE
+    return SelectionEntry(
+        columns=columns,
+        mechanism=plan.rule.value,
+        policy=plan.policy.value,
+        measure=plan.loss.measure.value,
+        epsilon=float(plan.loss.amount) if pure else None,
+        rho=None if pure else float(plan.loss.amount),
+        delta=float(plan.delta),
+        delta_exact=str(plan.delta),
+        tau=plan.tau(1),
+        tau_at_max_keys=plan.tau(plan.max_keys_per_unit),
+        threshold=plan.threshold,
+        noise=noise,
+        weights=list(plan.weights),
+        max_keys_per_unit=plan.max_keys_per_unit,
+        always_released=always,
+    )
+
+
+class KeepRow(_Model):
+    units: int
+    probability: float = Field(description="held by this many units, each holding one key")
+    probability_at_max_keys: float = Field(description="the same, units holding G keys")
+
+
+class SelectionReport(_Model):
+    """The planner's view of a selection, without data."""
+
+    entry: SelectionEntry
+    keep: list[KeepRow]
+    scope_delta: float
+    delta_spent_before: float
+    delta_left: float = Field(description="what stays of the scope's δ after this release")
+
+
+def plan_report(
+    plan: SelectionPlan,
+    columns: list[str],
+    scope_delta: Fraction,
+    spent: Fraction = Fraction(0),
+    always: int = 0,
+) -> SelectionReport:
+    """τ, the keep probabilities for n in TABLE_COUNTS, the δ spent and what stays of the scope's
+    δ budget `scope_delta` (of which `spent` is spent already). ValueError, saying what to
+    change, when this selection's δ does not fit."""
+    left = scope_delta - spent - plan.delta
+    if left < 0:
+        raise ValueError(
+            f"key selection spends δ = {amount_text(plan.delta)}, and the scope has "
+            f"{amount_text(max(scope_delta - spent, Fraction(0)))} of its δ = "
+            f"{amount_text(scope_delta)} left: spend a smaller δ per release"
+        )
+    counts = np.array(TABLE_COUNTS)
+    one = plan.keep_probability(counts, 1)
+    most = plan.keep_probability(counts, plan.max_keys_per_unit)
+    rows = [
+        KeepRow(units=n, probability=float(a), probability_at_max_keys=float(b))
+        for n, a, b in zip(TABLE_COUNTS, one, most, strict=True)
+    ]
+    return SelectionReport(
+        entry=selection_entry(plan, columns, always),
+        keep=rows,
+        scope_delta=float(scope_delta),
+        delta_spent_before=float(spent),
+        delta_left=float(left),
+    )
+
+
+def missing_delta(scope: str) -> str:
+    """The one-line refusal of selection in a scope that has no δ (phase 2 raises it where the
+    scope's facts are read)."""
+    return (
+        f"select: true spends δ (a key held by one unit is released with probability ≤ δ), and "
+        f"scope {scope!r} has no δ budget: add `delta:` (e.g. 1e-9) to its privacy profile, or "
+        "list the public keys instead of selecting them"
+    )
