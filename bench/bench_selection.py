@@ -282,40 +282,40 @@ def policy(epsilons: tuple[str, ...], delta: Fraction, groups: tuple[int, ...]) 
 
 
 def timing(rows: int, keys: int) -> None:
-    """Time to select keys from the units-per-key aggregate at `keys` candidate keys (the draw
-    and its plan), beside the noise a count over a public domain of the same size draws.
+    """Time to select keys at `rows` rows and `keys` distinct keys: the reference aggregate
+    (`selection.units_per_key`: distinct (unit, key) pairs, each unit bounded to G = 1 key by a
+    salted hash, units per key) and the exact draw, beside the two things a count over a public
+    domain of the same size does instead: a group-by count and noise for `keys` cells.
 
-    The aggregation itself (distinct units per key from `rows` rows) belongs to the engines' row
-    plan; until selection is integrated there, it is timed here with polars directly (group by
-    unit and key, bound to G keys per unit, count units per key), which is what the row plan
-    will run. After the integration this section calls `dp.release` with and without
-    `domain: {select: true}` on the same data (see docs/selection.md, phase 2)."""
+    Until selection is integrated in the engines' row plan these are the library's pieces timed
+    in one process; after the integration this section compares `dp.release` with and without
+    `domain: {select: true}` on the same data (docs/selection.md, phase 2)."""
     import polars as pl
+
+    from dprelease.mechanism.noise import discrete_laplace
+    from dprelease.mechanism.selection import units_per_key
 
     rng = np.random.default_rng(1)
     frame = pl.DataFrame(
-        {
-            "person": rng.integers(0, rows // 4, rows),
-            "key": rng.zipf(1.3, rows) % keys,
-        }
+        {"person": rng.integers(0, rows // 4, rows), "key": rng.permutation(rows) % keys}
     )
-    start = time.perf_counter()
-    per_unit = frame.unique(["person", "key"]).group_by("key").agg(pl.len().alias("units"))
-    aggregate_seconds = time.perf_counter() - start
-    table = per_unit["units"].to_numpy().reshape(-1, 1)
     plan = plan_selection(PrivacyLoss.pure(Fraction("0.347")), Fraction(1, 10**9))
+    start = time.perf_counter()
+    candidates, table = units_per_key(frame, "person", ["key"], 1, salt=12345)
+    aggregate_seconds = time.perf_counter() - start
     start = time.perf_counter()
     kept = plan.select(table, NoiseSource.system())
     select_seconds = time.perf_counter() - start
-    from dprelease.mechanism.noise import discrete_laplace
-
+    start = time.perf_counter()
+    frame.group_by("key").len()
+    count_seconds = time.perf_counter() - start
     start = time.perf_counter()
     discrete_laplace(Fraction(1000, 347), keys)
     noise_seconds = time.perf_counter() - start
-    print(f"\n## timing: {rows} rows, {table.shape[0]} candidate keys, {int(kept.sum())} kept")
-    print(f"- distinct units per key (polars, reference): {aggregate_seconds:.2f} s")
+    print(f"\n## timing: {rows} rows, {candidates.height} candidate keys, {int(kept.sum())} kept")
+    print(f"- selection aggregate (units per key, G = 1): {aggregate_seconds:.2f} s")
     print(f"- selection draw (optimal rule, exact): {select_seconds:.3f} s")
-    print(f"- count noise over a public domain of {keys} keys: {noise_seconds:.3f} s")
+    print(f"- public domain: group-by count {count_seconds:.2f} s, noise {noise_seconds:.3f} s")
 
 
 def main() -> None:

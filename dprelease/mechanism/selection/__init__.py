@@ -15,6 +15,7 @@ Everything random is exact (the project's samplers and NoiseSource bits); every 
 rigorous interval arithmetic (`_real`), never a float that could round a δ below what is spent.
 """
 
+from dprelease.mechanism.selection._aggregate import released_keys, units_per_key
 from dprelease.mechanism.selection._optimal import KeepTable, keep_table
 from dprelease.mechanism.selection._plan import (
     TABLE_COUNTS,
@@ -58,4 +59,6 @@ __all__ = [
     "l2_weights",
     "moved_keys",
     "plan_selection",
+    "released_keys",
+    "units_per_key",
 ]
