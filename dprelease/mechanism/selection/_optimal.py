@@ -105,18 +105,32 @@ def per_key_delta(delta: Fraction, keys: int, digits: int = DIGITS) -> Fraction:
 
     Composing m mechanisms that are each (ε/m, δ_k)-DP gives (ε, 1 − (1 − δ_k)^m)-DP (Kairouz, Oh
     & Viswanath 2015, Theorem 3.3 with i = 0), slightly more per key than δ/m (as Google's library
-    and PipelineDP split it). δ_k is a decimal just below 1 − (1 − δ)^{1/m}, and the inequality is
-    checked in exact rational arithmetic (stepping δ_k down until it holds)."""
+    and PipelineDP split it). δ_k is a decimal just below 1 − (1 − δ)^{1/m}; the inequality is
+    proved with (1 − δ_k)^m bounded from below by repeated squaring with every product rounded
+    down, and δ_k is stepped down until the proof goes through."""
     if keys == 1:
         return delta
     down = floor_context(digits)
-    one_minus = Decimal(1) - Decimal(delta.numerator) / Decimal(delta.denominator)
+    d_lo, d_hi = rational_bounds(delta, digits)
+    one_minus = down.subtract(1, d_hi)
     candidate = down.subtract(1, ceiling_context(digits).power(one_minus, Decimal(1) / keys))
-    key_delta = as_fraction(candidate)
-    step = delta / 10**digits
-    while 1 - (1 - key_delta) ** keys > delta:
-        key_delta -= step
-    return max(key_delta, delta / keys)
+    step = floor_context(digits).multiply(d_lo, Decimal(10) ** (10 - digits))
+    while not _composes(candidate, keys, d_lo, digits):
+        candidate = down.subtract(candidate, step)
+    return max(as_fraction(candidate), delta / keys)
+
+
+def _composes(key_delta: Decimal, keys: int, delta_lo: Decimal, digits: int) -> bool:
+    """Whether 1 − (1 − δ_k)^m ≤ δ is proved: a lower bound of (1 − δ_k)^m (products rounded
+    down, all factors in [0, 1]) at least 1 − δ_lo."""
+    down, up = floor_context(digits), ceiling_context(digits)
+    base, power, result = down.subtract(1, key_delta), keys, Decimal(1)
+    while power:
+        if power & 1:
+            result = down.multiply(result, base)
+        base = down.multiply(base, base)
+        power >>= 1
+    return up.subtract(1, result) <= delta_lo
 
 
 def keep_probabilities(table: KeepTable, counts: list[int]) -> list[float]:
