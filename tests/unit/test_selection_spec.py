@@ -129,3 +129,17 @@ def test_until_the_engines_select_a_release_says_so(tmp_path: Path) -> None:
     one line instead of failing somewhere inside an engine."""
     message = refusal(tmp_path, [{"column": "diagnosis", "domain": {"select": True}}])
     assert message.startswith("release.group_by[0].domain: keys selected from the data")
+
+
+def test_a_select_domain_gives_its_plan() -> None:
+    from fractions import Fraction
+
+    from dprelease.change import ProtectedChange
+    from dprelease.loss import PrivacyLoss
+    from dprelease.mechanism.selection import Policy, Rule, plan_for_domain
+
+    domain = SelectDomain(select=True, max_keys_per_unit=2, policy="weighted")
+    plan = plan_for_domain(
+        domain, PrivacyLoss.pure(Fraction(1)), Fraction(1, 10**9), ProtectedChange.ADD_REMOVE
+    )
+    assert (plan.policy, plan.rule, plan.max_keys_per_unit) == (Policy.WEIGHTED, Rule.LAPLACE, 2)

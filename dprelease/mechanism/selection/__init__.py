@@ -27,6 +27,7 @@ from dprelease.mechanism.selection._plan import (
     l1_weights,
     l2_weights,
     moved_keys,
+    plan_for_domain,
     plan_selection,
 )
 from dprelease.mechanism.selection._statement import (
@@ -58,6 +59,7 @@ __all__ = [
     "l1_weights",
     "l2_weights",
     "moved_keys",
+    "plan_for_domain",
     "plan_selection",
     "released_keys",
     "units_per_key",

@@ -36,6 +36,7 @@ from dprelease.mechanism.selection._tails import (
     laplace_tail,
     laplace_tail_upper,
 )
+from dprelease.spec import SelectDomain
 
 #: The counts the planner's table shows keep probabilities for.
 TABLE_COUNTS = (1, 5, 10, 20, 50, 100, 1000)
@@ -301,3 +302,11 @@ def _threshold(
     bound = proved(threshold)
     assert bound is not None
     return threshold, bound
+
+
+def plan_for_domain(
+    domain: SelectDomain, loss: PrivacyLoss, delta: Fraction, change: ProtectedChange
+) -> SelectionPlan:
+    """The plan of a spec's selected domain, given its share of the loss and its δ."""
+    policy = Policy(domain.policy) if domain.policy is not None else None
+    return plan_selection(loss, delta, domain.max_keys_per_unit, change, policy=policy)
