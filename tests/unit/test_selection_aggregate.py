@@ -127,3 +127,26 @@ def test_real_microdata_zinc_levels_of_nhanes() -> None:
     assert 43 not in shown and 240 not in shown
     p = plan.keep_probability(held)
     assert abs(keep.sum() - p.sum()) <= 5 * np.sqrt((p * (1 - p)).sum()) + 1e-9
+
+
+@pytest.mark.parametrize("g", [1, 2, 3])
+def test_hash_ties_are_broken_by_key_value_whatever_the_row_order(
+    g: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review S2: with every hash tied, a unit keeps its G smallest keys, whatever the order of
+    the rows (other units' rows included); before, `unique()` then an ordinal rank kept keys by
+    position."""
+    from dprelease.mechanism.selection import _aggregate
+
+    monkeypatch.setattr(_aggregate, "_order", lambda unit, keys, salt: pl.lit(0, pl.UInt64))
+    frame = random_rows(5, units=20, rows=300)
+    expected = {
+        person: sorted(set(group["dx"].to_list()))[:g]
+        for (person,), group in frame.group_by("person")
+    }
+    wanted = collections.Counter(k for keys in expected.values() for k in keys)
+    for seed in range(4):
+        shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed)
+        candidates, table = units_per_key(shuffled, "person", ["dx"], g, salt=3)
+        got = dict(zip(candidates["dx"].to_list(), table.sum(axis=1).tolist(), strict=True))
+        assert got == dict(wanted)

@@ -8,9 +8,11 @@ G with the smallest salted hash of (unit, key) — a choice from the unit's own 
 unit's presence moves only its own kept keys; then, per candidate key, the number of units
 holding it split by g, the number of keys their unit kept.
 
-Ties of the 64-bit hash within one unit are broken by position ("ordinal" rank), so no unit ever
-keeps more than G keys: the sensitivity rests on it. Candidates come back sorted by key, so the
-order of the released keys says nothing about the order of the input.
+Ties of the 64-bit hash within one unit are broken by the key values (the unit's pairs sorted by
+(hash, keys), then numbered), so no unit ever keeps more than G keys (the sensitivity rests on
+it) and which keys it keeps depends on its own pairs only, never on the position of other units'
+rows (which `unique()` does not fix). Candidates come back sorted by key, so the order of the
+released keys says nothing about the order of the input.
 """
 
 from __future__ import annotations
@@ -35,18 +37,17 @@ def units_per_key(
     pairs = rows.lazy().select(unit, *keys).drop_nulls()
     if always is not None:
         pairs = pairs.join(always.lazy().select(keys), on=keys, how="anti")
-    order = pl.struct(unit, *keys).hash(seed=salt)
-    if max_keys_per_unit == 1:  # the key of smallest hash per unit: no distinct pairs needed
-        by = [_RANK, *keys] if len(keys) > 1 else [_RANK]  # joint keys: one row's values, ties too
+    ordered = pairs.with_columns(_order(unit, keys, salt).alias(_RANK))
+    if max_keys_per_unit == 1:  # the key of smallest (hash, key) per unit: no distinct pairs
         kept = (
-            pairs.with_columns(order.alias(_RANK))
-            .group_by(unit)
-            .agg(pl.col(k).sort_by(by).first() for k in keys)
+            ordered.group_by(unit)
+            .agg(pl.col(k).sort_by([_RANK, *keys]).first() for k in keys)
             .with_columns(pl.lit(1, dtype=pl.UInt32).alias(_HELD))
         )
     else:
-        ranked = pairs.unique().filter(order.rank("ordinal").over(unit) <= max_keys_per_unit)
-        kept = ranked.with_columns(pl.len().over(unit).alias(_HELD))
+        position = pl.int_range(pl.len()).over(unit)  # in (hash, keys) order: ties by key value
+        ranked = ordered.unique().sort(unit, _RANK, *keys).filter(position < max_keys_per_unit)
+        kept = ranked.drop(_RANK).with_columns(pl.len().over(unit).alias(_HELD))
     counts = kept.group_by(*keys, _HELD).agg(pl.len().alias(_UNITS)).sort(keys).collect()
     candidates = counts.select(keys).unique(maintain_order=True)
     if candidates.height == 0:
@@ -60,6 +61,11 @@ def units_per_key(
         located[_UNITS].to_numpy(),
     )
     return candidates, table
+
+
+def _order(unit: str, keys: list[str], salt: int) -> pl.Expr:
+    """The salted 64-bit hash of a (unit, key) pair that ranks a unit's keys (ties: by key)."""
+    return pl.struct(unit, *keys).hash(seed=salt)
 
 
 def released_keys(
