@@ -127,6 +127,18 @@ def _exact(value: Amount, field: str) -> Fraction:
         raise SpecError(field, f"{'ρ' if field == 'rho' else 'ε'} {exc}") from None
 
 
+def _delta(value: Amount, field: str) -> Fraction:
+    """A δ given in Python (1e-9, "1/1000000000", a Fraction) as an exact rational; SpecError
+    naming the keyword unless 0 < δ < 1/2."""
+    try:
+        delta = exact_positive(value)
+    except ValueError as exc:
+        raise SpecError(field, f"δ {exc}") from None
+    if delta >= Fraction(1, 2):
+        raise SpecError(field, f"δ = {value} is not a small probability: give δ < 1/2, e.g. 1e-9")
+    return delta
+
+
 @dataclass(frozen=True)
 class _Asked:
     """What a Python caller asked of the budget: exact amounts, a privacy YAML path."""
@@ -136,6 +148,7 @@ class _Asked:
     cap: Amount | None
     privacy: PrivacyLike | None
     scope: str | None
+    selection_delta: Amount | None = None
 
     def budget(
         self, resolved: ResolvedSpec, ledger: Ledger | None, *, require_loss: bool = True
@@ -149,6 +162,9 @@ class _Asked:
             rho=None if self.rho is None else _exact(self.rho, "rho"),
             cap=None if self.cap is None else _exact(self.cap, "cap"),
             require_loss=require_loss,
+            selection_delta=None
+            if self.selection_delta is None
+            else _delta(self.selection_delta, "selection_delta"),
         )
 
 
@@ -165,6 +181,7 @@ def release(
     period: str | None = None,
     force_new: bool = False,
     engine: str | None = None,
+    selection_delta: Amount | None = None,
 ) -> ReleaseResult:
     """Release `spec` from `data` (pandas or polars DataFrame, polars LazyFrame, pyarrow Table,
     or a parquet/CSV path).
@@ -180,12 +197,16 @@ def release(
     and charges nothing. Without a ledger nothing is recorded: for exploring inside the secure
     environment, never for publication. Everything that can be wrong with the spec, ε, period or
     the input's declared schema raises a typed error before any budget is touched.
+
+    A spec whose group-by selects its keys from the data (`select: true`) spends δ as well:
+    `selection_delta` (e.g. 1e-9), a budget of its own (docs/selection.md).
     """
     resolved = _resolved(spec)
     if ledger is None and (scope is not None or force_new):
         raise ConfigError("ledger", "scope and force_new need a ledger to charge")
     with _opened(ledger) as book:
-        budget = _Asked(epsilon, rho, cap, privacy, scope).budget(resolved, book)
+        asked = _Asked(epsilon, rho, cap, privacy, scope, selection_delta)
+        budget = asked.budget(resolved, book)
         prepared = prepare(data, resolved, budget, period=period, engine=engine)
         if book is None:
             drawn = prepared.draw()

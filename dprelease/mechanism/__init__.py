@@ -16,7 +16,7 @@ noisy table (and a private input summary for the operator and the ledger). Its s
 functions of their own (`aggregate`, `noisy_totals`, `released_table`).
 """
 
-from dprelease.mechanism._allocation import Allocation, allocate, margin_accuracy
+from dprelease.mechanism._allocation import Allocation, KeySelection, allocate, margin_accuracy
 from dprelease.mechanism._compute import (
     Computed,
     aggregate,
@@ -24,6 +24,7 @@ from dprelease.mechanism._compute import (
     compute,
     noisy_totals,
     released_table,
+    select_keys,
     summarize_input,
 )
 from dprelease.mechanism.engines import DataSource, ExactAggregates, InputSummary, RowPlan
@@ -57,6 +58,7 @@ __all__ = [
     "DataSource",
     "ExactAggregates",
     "InputSummary",
+    "KeySelection",
     "LevelLaws",
     "LevelNoise",
     "MarginAccuracy",
@@ -77,6 +79,7 @@ __all__ = [
     "noise_family",
     "noisy_totals",
     "released_table",
+    "select_keys",
     "rows_reach",
     "sensitivity_bound",
     "summarize_input",

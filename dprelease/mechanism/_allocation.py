@@ -28,8 +28,20 @@ from dprelease.mechanism.kinds import (
 )
 from dprelease.mechanism.margins import MarginAccuracy
 from dprelease.mechanism.noise import noise_family
+from dprelease.mechanism.selection import SelectionPlan, missing_delta, plan_for_domain
 from dprelease.period import Period
-from dprelease.spec import ResolvedSpec, Statistic
+from dprelease.spec import ResolvedSpec, SelectDomain, Statistic
+
+
+@dataclass(frozen=True)
+class KeySelection:
+    """One selected group-by entry's key selection: its plan (share of the loss, δ, τ) and the
+    public keys it releases whatever the data."""
+
+    group: int  # the entry's position in `group_by`
+    columns: list[str]
+    plan: SelectionPlan
+    always: int  # how many public `always` keys (combinations) it lists
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,12 @@ class Allocation:
     total: PrivacyLoss
     split: Literal["weights", "accuracy targets"]
     mechanism: Mechanism = Mechanism.LAPLACE
+    selections: tuple[KeySelection, ...] = ()  # drawn first: the released keys of each entry
+
+    @property
+    def selection_delta(self) -> Fraction:
+        """The δ this release's key selections spend (their sum), which the ledger charges."""
+        return sum((s.plan.delta for s in self.selections), Fraction(0))
 
     @property
     def quantiles(self) -> list[QuantileAllocation]:
@@ -88,6 +106,7 @@ def allocate(
     loss: PrivacyLoss,
     neighbours: ProtectedChange,
     mechanism: Mechanism = Mechanism.LAPLACE,
+    selection_delta: Fraction | None = None,
 ) -> Allocation:
     """Split a release's loss over its statistics and derive every measurement's sensitivity and
     noise.
@@ -103,6 +122,10 @@ def allocate(
     other statistics may reuse are made first (`Kind.owned`), then every statistic is allocated
     in the spec's order (`Kind.allocate`). With margins every measurement's share is split again
     over its levels (`Measurement.margins`).
+
+    A group-by entry with `select: true` takes a share too (its domain's `weight`, default 1,
+    beside the statistics' weights) and an equal part of `selection_delta`, the δ the release's
+    key selections may spend (docs/selection.md); it is refused without one.
     """
     spec = resolved.spec
     if loss.amount <= 0:
@@ -118,7 +141,9 @@ def allocate(
         if accuracy_first  # the spec refuses a statistic that spends without a target then
         else [Fraction(s.weight or 1) for s in spending]
     )
-    share_of = dict(zip([s.name for s in spending], loss.split(weights), strict=True))
+    selecting = _selecting(resolved, accuracy_first, selection_delta)
+    shares = loss.split([*weights, *(Fraction(d.weight or 1) for _, d in selecting)])
+    share_of = dict(zip([s.name for s in spending], shares, strict=False))
     nothing = PrivacyLoss(loss.measure, Fraction(0))
     owned: dict[str, Measurement] = {}
     for index, stat in enumerate(spec.statistics):
@@ -130,13 +155,60 @@ def allocate(
         for index, stat in enumerate(spec.statistics)
     ]
     measurements = {m.name: m for a in allocated for m in a.vectors}
+    selections = tuple(
+        _key_selection(resolved, index, domain, share, selection_delta, len(selecting), neighbours)
+        for (index, domain), share in zip(selecting, shares[len(spending) :], strict=True)
+    )
     return Allocation(
         allocated,
         list(measurements.values()),
         loss,
         "accuracy targets" if accuracy_first else "weights",
         mechanism,
+        selections,
     )
+
+
+def _selecting(
+    resolved: ResolvedSpec, accuracy_first: bool, delta: Fraction | None
+) -> list[tuple[int, SelectDomain]]:
+    """The selected group-by entries with their domains; refused (naming the entry) with
+    accuracy targets, whose split has no share for a selection, or without a δ to spend."""
+    selecting = []
+    for index in resolved.selected:
+        domain = resolved.spec.group_by[index].domain
+        assert isinstance(domain, SelectDomain)
+        path = f"release.group_by[{index}].domain"
+        if accuracy_first:
+            raise SpecError(
+                path,
+                "select: true takes a share by weight, and this spec splits its loss by "
+                "accuracy targets: give the statistics weights instead of targets",
+            )
+        if delta is None:
+            raise SpecError(path, missing_delta())
+        selecting.append((index, domain))
+    return selecting
+
+
+def _key_selection(
+    resolved: ResolvedSpec,
+    index: int,
+    domain: SelectDomain,
+    share: PrivacyLoss,
+    delta: Fraction | None,
+    parts: int,
+    neighbours: ProtectedChange,
+) -> KeySelection:
+    """The plan of entry `index`'s selection from its share and its part of δ; SpecError naming
+    the entry when no threshold meets δ at that share."""
+    assert delta is not None
+    group = resolved.spec.group_by[index]
+    try:
+        plan = plan_for_domain(domain, share, Fraction(delta) / parts, neighbours)
+    except ValueError as exc:
+        raise SpecError(f"release.group_by[{index}].domain", str(exc)) from None
+    return KeySelection(index, group.key_columns, plan, len(domain.always or []))
 
 
 def margin_accuracy(

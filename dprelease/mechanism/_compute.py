@@ -8,6 +8,7 @@ nothing after the aggregation can fail because of a value: PRIVACY.md states the
 
 Each step is a library function of its own, so a release need not run them in one process:
 
+    resolved = select_keys(data, resolved, allocation, period, engine, source)  # select: true
     exact = aggregate(data, resolved, allocation, period, engine)   # a site's exact integers
     pooled = exact.added(other_site)                                # aggregates add up
     totals = noisy_totals(allocation, resolved, pooled, source)     # or noise shares, summed
@@ -41,6 +42,7 @@ from dprelease.mechanism.margins import (
     release_levels,
 )
 from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.selection import released_keys
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
 
@@ -48,11 +50,13 @@ from dprelease.spec import ResolvedSpec
 @dataclass(frozen=True)
 class Computed:
     """A computed release: the noisy table, what post-processing did that depends on the noisy
-    values (with margins), and the private input summary (never published)."""
+    values (with margins), the private input summary (never published) and the spec it was
+    computed over (with key selection: holding the released keys, a DP output)."""
 
     table: pl.DataFrame
     outcome: Outcome | None
     summary: InputSummary = field(repr=False)
+    resolved: ResolvedSpec | None = field(default=None, repr=False)
 
 
 def check_input(
@@ -90,6 +94,34 @@ def aggregate(
     the private input summary), with a fresh CSPRNG salt for the contribution bounding. Never
     published: only noise makes anything of them publishable."""
     return get_engine(engine).aggregate(EngineJob(data, resolved, allocation, period), new_salt())
+
+
+def select_keys(
+    data: DataSource,
+    resolved: ResolvedSpec,
+    allocation: Allocation,
+    period: Period | None,
+    engine: str,
+    source: NoiseSource,
+) -> ResolvedSpec:
+    """Draw every key selection (`select: true`) and return the spec whose selected entries
+    hold the keys released: their `always` keys and the candidates the selection kept, a DP
+    output, so everything after runs on a grid that is public from here on. Each selection
+    reads its own aggregate (`DistinctUnits`, a fresh CSPRNG salt each, never shown) and draws
+    one keep decision per candidate; nothing about the candidates leaves this function but the
+    keys kept."""
+    if not allocation.selections:
+        return resolved
+    chosen = get_engine(engine)
+    job = EngineJob(data, resolved, allocation, period)
+    selected = resolved
+    for term, selection in zip(job.plan.selections, allocation.selections, strict=True):
+        candidates, units = chosen.distinct_units(job, term, new_salt())
+        keep = selection.plan.select(units, source)
+        always = resolved.domains[term.group]
+        keys = released_keys(candidates, keep, always if always.height else None)
+        selected = selected.with_keys(term.group, keys)
+    return selected
 
 
 def noisy_totals(
@@ -151,7 +183,8 @@ def compute(
 ) -> Computed:
     """Aggregate exactly, add exact noise to every measurement (and level), draw every
     selection mechanism, then post-process. Data-dependent warnings go to the operator channel
-    only."""
+    only. Key selections are drawn first: the rest is computed over the keys they released."""
+    resolved = select_keys(data, resolved, allocation, period, engine, source)
     exact = aggregate(data, resolved, allocation, period, engine)
     shown_period = None if period is None else str(period)
     for message in exact.summary.warnings(resolved.spec.name, shown_period):
@@ -161,4 +194,4 @@ def compute(
         a.statistic.name: a.select(exact, resolved.cells, source) for a in allocation.statistics
     }
     table, outcome = released_table(resolved, allocation, margins, totals, selected)
-    return Computed(table, outcome, exact.summary)
+    return Computed(table, outcome, exact.summary, resolved)

@@ -91,6 +91,9 @@ class Budget:
     new_scope: bool  # the ledger has no such scope yet: recording creates it with `cap`
     mechanism: Mechanism = Mechanism.LAPLACE  # the noise the release adds
     delta: float | None = None  # zcdp: the δ the scope's odds statement is read at
+    #: δ this release's key selections may spend (select: true), a budget of its own: never
+    #: the δ above (PRIVACY.md: the odds statement fails with probability ≤ δ + what is spent)
+    selection_delta: Fraction | None = None
     unit: PrivacyUnit = PrivacyUnit()  # whom the release protects: the spec's privacy unit
     period_column: str | None = None  # parallel periods: the column whose months they are
     stated_cap_ignored: Fraction | None = None  # a stated cap the existing scope does not have
@@ -139,6 +142,7 @@ def decide_budget(
     may_open_scope: bool = True,
     require_loss: bool = True,
     options: Options = Options(),
+    selection_delta: Fraction | None = None,
 ) -> Budget:
     """The budget of a release of `resolved` (see the module docstring for the rules).
 
@@ -232,6 +236,7 @@ def decide_budget(
         new_scope=new_scope,
         mechanism=_mechanism(spec.mechanism, measure),
         delta=delta,
+        selection_delta=selection_delta,
         unit=unit,
         period_column=terms.period_column,
         stated_cap_ignored=cap

@@ -30,7 +30,13 @@ from dprelease.period import Period
 from dprelease.publication import finish
 from dprelease.publish._budget import Budget
 from dprelease.spec import ResolvedSpec, period_of
-from dprelease.statement import Manifest, NoiseSourceEntry, build_manifest, with_outcome
+from dprelease.statement import (
+    Manifest,
+    NoiseSourceEntry,
+    build_manifest,
+    with_outcome,
+    with_selected_keys,
+)
 
 
 def noise_source_entry(source: NoiseSource) -> NoiseSourceEntry:
@@ -82,6 +88,8 @@ class PreparedRelease:
             source,
         )
         manifest = self.manifest.model_copy(update={"noise_source": noise_source_entry(source)})
+        if self.allocation.selections and computed.resolved is not None:
+            manifest = with_selected_keys(manifest, computed.resolved)
         if self.margins is not None and computed.outcome is not None:
             post = self.resolved.spec.postprocess
             manifest = with_outcome(manifest, self.allocation, post, self.margins, computed.outcome)
@@ -111,7 +119,7 @@ def prepare(
     engine = engine or resolved.spec.engine or "polars"
     loss = budget.required_loss()
     month = period_of(resolved.spec.period, period)
-    allocation = allocate(resolved, loss, budget.change, budget.mechanism)
+    allocation = allocate(resolved, loss, budget.change, budget.mechanism, budget.selection_delta)
     margins = margin_accuracy(resolved, allocation)
     check_input(data, resolved, allocation, month, engine)
     manifest = build_manifest(

@@ -256,20 +256,34 @@ class GroupBy(Strict):
 
 
 def check_selected_margins(group_by: list[GroupBy], margins: list[list[str]] | None) -> None:
-    """Refuse a margin that adds up over a selected column: it would total only the keys that
-    were selected, which is not the margin of the data (a key held by too few units is absent
-    from the cells and so from their sum). Margins over public columns alone stay consistent:
-    each is the sum of its released cells over the selected keys."""
+    """Refuse margins with a selected column: a margin that adds up over it would total only
+    the selected keys, which is not the margin of the data (a key held by too few units is
+    absent), and one that keeps it would have a level grid, and so a sensitivity, that depends
+    on which keys were selected. A release with selected keys has its cells only."""
     selected = [c for group in group_by if group.selects for c in group.key_columns]
-    for index, margin in enumerate(margins or []):
-        summed = [c for c in selected if c not in margin]
-        if summed:
-            raise SpecError(
-                f"margins[{index}]",
-                f"this margin adds up over {summed[0]!r}, whose keys are selected from the data: "
-                "it would total only the selected keys; keep every selected column in each "
-                "margin, or give that column a public domain",
-            )
+    if selected and margins:
+        raise SpecError(
+            "margins",
+            f"margins are not released with keys selected from the data ({selected[0]!r} has "
+            "select: true): a margin would total only the selected keys; leave margins out, or "
+            "give that column a public domain",
+        )
+
+
+def _always_keys(group: GroupBy, domain: SelectDomain) -> pl.DataFrame:
+    """The keys a selected domain releases whatever the data (its `always:` list, possibly
+    none), typed: the released table's keys in a selected column have this dtype (text unless
+    `always` lists integers or booleans), and the selection adds the keys it selects."""
+    columns = group.key_columns
+    rows = domain.always or []
+    if len(columns) == 1:
+        values = {columns[0]: rows}
+    else:
+        values = {
+            c: [row[i] for row in rows if isinstance(row, list)] for i, c in enumerate(columns)
+        }
+    frame = pl.DataFrame(values, strict=False)
+    return frame.cast({c: pl.String for c in columns if frame.schema[c] == pl.Null})
 
 
 def read_domain(group: GroupBy, path: str) -> pl.DataFrame:
@@ -277,11 +291,7 @@ def read_domain(group: GroupBy, path: str) -> pl.DataFrame:
     domain's YAML path) for a missing, empty or malformed keys file."""
     domain, first = group.domain, group.key_columns[0]
     if isinstance(domain, SelectDomain):
-        raise SpecError(
-            path,
-            "keys selected from the data (select: true) can be planned (dprelease.mechanism."
-            "selection) but are not yet released by the engines; list the public keys for now",
-        )
+        return _always_keys(group, domain)
     if isinstance(domain, ValuesDomain):
         return pl.DataFrame({first: domain.values})
     if isinstance(domain, RangeDomain):

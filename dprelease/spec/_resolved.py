@@ -97,6 +97,21 @@ class ResolvedSpec:
         weights = self.spec.level_weights or [1.0] * (len(self.spec.margins) + 1)
         return tuple(split_by_weights(Fraction(1), [Fraction(w) for w in weights]))
 
+    @property
+    def selected(self) -> tuple[int, ...]:
+        """The group-by entries whose keys are selected from the data (`select: true`): their
+        domain here is their `always` keys until a selection adds the keys it released."""
+        return tuple(i for i, group in enumerate(self.spec.group_by) if group.selects)
+
+    def with_keys(self, index: int, keys: pl.DataFrame) -> ResolvedSpec:
+        """This spec with group-by entry `index`'s keys replaced by `keys`: a selection's
+        released keys (a DP output), so the rest of the release runs on a grid that is public
+        from then on. Only for selected entries; margins are refused with selection."""
+        assert index in self.selected and self.levels is None
+        domains = list(self.domains)
+        domains[index] = keys.cast(self.domains[index].schema)
+        return ResolvedSpec(self.spec, tuple(domains), None, self.publish, self.path)
+
     @cached_property
     def hash(self) -> str:
         """Identity of what gets released: the spec and its resolved key domains (not ε, which the

@@ -12,7 +12,12 @@ are in its table. `python -m dprelease.statement` prints the manifest's JSON Sch
 """
 
 from dprelease.statement._compare import MeasureComparison, StatisticComparison
-from dprelease.statement._entries import build_manifest, statistic_entry, with_outcome
+from dprelease.statement._entries import (
+    build_manifest,
+    statistic_entry,
+    with_outcome,
+    with_selected_keys,
+)
 from dprelease.statement._manifest import (
     MANIFEST_FORMAT,
     NOT_RECORDED,
@@ -84,4 +89,5 @@ __all__ = [
     "preview",
     "statistic_entry",
     "with_outcome",
+    "with_selected_keys",
 ]

@@ -21,6 +21,7 @@ from dprelease.mechanism import (
     Outcome,
     noise_family,
 )
+from dprelease.mechanism.selection import selection_entry
 from dprelease.spec import PostProcessing, ReleaseSpec, ResolvedSpec
 from dprelease.statement._manifest import (
     MANIFEST_FORMAT,
@@ -161,14 +162,7 @@ def build_manifest(
         composition="sequential over the statistics"
         + (" and, within each, over its levels" if margins else "")
         + f": their {measure.symbol} add up to the total",
-        group_by=[
-            GroupByEntry(
-                columns=group.key_columns,
-                keys=domain.height,
-                domain=group.domain_kind,
-            )
-            for group, domain in zip(spec.group_by, resolved.domains, strict=True)
-        ],
+        group_by=_group_by_entries(resolved),
         cells=resolved.cells,
         margins=None if margins is None or outcome is None else margins_entry(margins, outcome),
         out_of_domain="rows whose keys are null, do not convert to the domain's key type, or "
@@ -181,7 +175,30 @@ def build_manifest(
         statistics=[
             statistic_entry(p, spec.postprocess, margins, outcome) for p in plan.statistics
         ],
+        selections=[selection_entry(s.plan, s.columns, s.always) for s in plan.selections] or None,
+        selection_delta=float(plan.selection_delta) if plan.selections else None,
         noise_source=noise_source,
+    )
+
+
+def _group_by_entries(resolved: ResolvedSpec) -> list[GroupByEntry]:
+    """Each group-by entry's columns, keys and how they are known (a selected entry's keys:
+    those its resolved domain holds, its `always` keys before the selection is drawn)."""
+    return [
+        GroupByEntry(
+            columns=group.key_columns,
+            keys=domain.height,
+            domain="select" if group.selects else group.domain_kind,
+        )
+        for group, domain in zip(resolved.spec.group_by, resolved.domains, strict=True)
+    ]
+
+
+def with_selected_keys(manifest: Manifest, resolved: ResolvedSpec) -> Manifest:
+    """The manifest of a release whose keys were selected, over the keys it released (a DP
+    output): each entry's key count and the cells. Nothing about keys not selected."""
+    return manifest.model_copy(
+        update={"group_by": _group_by_entries(resolved), "cells": resolved.cells}
     )
 
 

@@ -35,6 +35,7 @@ from dprelease.mechanism.kinds import (
     SurveyWeightEntry,
     spent,
 )
+from dprelease.mechanism.selection import SelectionEntry
 from dprelease.statement._publication import PublicationEntry
 
 MANIFEST_FORMAT: Final = "dprelease-manifest/2"
@@ -80,7 +81,10 @@ class ContributionBounds(EntryModel):
 class GroupByEntry(EntryModel):
     columns: list[str]
     keys: int = Field(description="public keys (or key combinations) in the domain")
-    domain: Literal["values", "range", "file"]
+    domain: Literal["values", "range", "file", "select"] = Field(
+        description="how the keys are known: a public list (values, range, file) or selected "
+        "from the data by DP (select: then `keys` counts the keys released, a DP output)"
+    )
 
 
 class PostprocessingEntry(EntryModel):
@@ -174,6 +178,14 @@ class Manifest(EntryModel):
     nulls: str
     postprocessing: PostprocessingEntry
     statistics: list[StatisticEntry]
+    selections: list[SelectionEntry] | None = Field(
+        default=None,
+        description="the key selections of group-by columns with select: true (None: none)",
+    )
+    selection_delta: float | None = Field(
+        default=None,
+        description="δ the key selections spend, a budget of its own (not the δ ρ is read at)",
+    )
     noise_source: NoiseSourceEntry
     ledger: LedgerRecord | NotRecorded = NotRecorded()
     publication: PublicationEntry | None = Field(
@@ -184,12 +196,14 @@ class Manifest(EntryModel):
 
     @model_validator(mode="after")
     def _spends_its_total(self) -> Manifest:
+        selections: list[str | None] = [s.share_exact for s in self.selections or []]
         if self.measure is Measure.PURE:
-            check_total([s.epsilon_exact for s in self.statistics], self.epsilon_total_exact)
+            spent = [s.epsilon_exact for s in self.statistics]
+            check_total(spent + selections, self.epsilon_total_exact)
         else:
             if self.format != ZCDP_MANIFEST_FORMAT:
                 raise ValueError(f"a zcdp release is stated in {ZCDP_MANIFEST_FORMAT}")
-            check_total([s.rho_exact for s in self.statistics], self.rho_total_exact)
+            check_total([s.rho_exact for s in self.statistics] + selections, self.rho_total_exact)
         return self
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -201,7 +215,8 @@ class Manifest(EntryModel):
 
 
 #: Keys an unweighted release leaves out of manifest.json, so its manifest reads as before.
-_UNWEIGHTED_KEYS = frozenset({"survey_weight"})
+#: (Likewise the key selection's entries of a release without one.)
+_UNWEIGHTED_KEYS = frozenset({"survey_weight", "selections", "selection_delta"})
 
 
 def _without(data: Any, keys: frozenset[str], *, only_null: bool = False) -> Any:

@@ -278,7 +278,7 @@ def test_planner_report_states_tau_keep_table_and_delta_left() -> None:
         5,
     )
     assert entry.tau == plan.tau(1) < entry.tau_at_max_keys == plan.tau(5)
-    assert entry.delta_exact == "1/1000000" and entry.rho is None
+    assert entry.delta_spent_exact == "1/1000000" and entry.rho is None
     assert "nothing is said about them" in entry.keys
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import polars as pl
 import pytest
 import yaml
 from helpers import invoke_cli, one_line_error
@@ -109,26 +110,36 @@ def test_joint_columns_list_always_as_combinations(tmp_path: Path) -> None:
     assert message.startswith("release.group_by[0].domain.always[0]: must be a list of 2 keys")
 
 
-def test_a_margin_over_a_selected_column_is_refused(tmp_path: Path) -> None:
-    """Consistency over a selected key set: a margin that keeps the selected column is the sum of
-    its released cells; one that adds up over it would total only the selected keys."""
+@pytest.mark.parametrize("margins", [[["region"]], [["diagnosis"]], [[]]])
+def test_margins_with_a_selected_column_are_refused(
+    tmp_path: Path, margins: list[list[str]]
+) -> None:
+    """A margin over a selected key set would total only the selected keys (or, keeping the
+    column, have a level grid that depends on the selection): refused in one line, whatever
+    the margin."""
     group_by = [REGION, {"column": "diagnosis", "domain": {"select": True}}]
-    message = refusal(tmp_path, group_by, margins=[["region"]])
-    assert message.startswith("release.margins[0]: this margin adds up over 'diagnosis'")
-    assert "keep every selected column" in message
-    kept = ReleaseSpec.model_validate(
-        yaml.safe_load(spec_file(tmp_path, group_by, margins=[["diagnosis"]]).read_text())[
-            "release"
-        ]
+    message = refusal(tmp_path, group_by, margins=margins)
+    assert message.startswith("release.margins: margins are not released with keys selected")
+    assert "'diagnosis' has select: true" in message
+
+
+def test_a_selected_domain_resolves_to_its_always_keys(tmp_path: Path) -> None:
+    """Resolving no longer refuses select: true (phase 1 did); the entry holds its public
+    `always` keys until a release draws the selection, typed as they are (text without any)."""
+    plain = load_spec(spec_file(tmp_path, [{"column": "diagnosis", "domain": {"select": True}}]))
+    assert plain.domains[0].height == 0 and plain.domains[0].schema["diagnosis"] == pl.String
+    assert plain.selected == (0,)
+    listed = load_spec(
+        spec_file(tmp_path, [REGION, {"column": "code", "domain": {"select": True, "always": [7]}}])
     )
-    assert kept.margins == [["diagnosis"]]
-
-
-def test_until_the_engines_select_a_release_says_so(tmp_path: Path) -> None:
-    """Phase 1: the spec and the planner know selection; resolving a grid from it is refused in
-    one line instead of failing somewhere inside an engine."""
-    message = refusal(tmp_path, [{"column": "diagnosis", "domain": {"select": True}}])
-    assert message.startswith("release.group_by[0].domain: keys selected from the data")
+    assert listed.domains[1]["code"].to_list() == [7] and listed.selected == (1,)
+    joint = load_spec(
+        spec_file(
+            tmp_path,
+            [{"columns": ["a", "b"], "domain": {"select": True, "always": [["x", "y"]]}}],
+        )
+    )
+    assert joint.domains[0].rows() == [("x", "y")]
 
 
 def test_a_select_domain_gives_its_plan() -> None:

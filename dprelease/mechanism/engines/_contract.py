@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
+import numpy as np
 import polars as pl
 
 from dprelease.errors import SpecError
 from dprelease.mechanism.engines._inputs import DataSource
-from dprelease.mechanism.engines._plan import RowPlan
+from dprelease.mechanism.engines._plan import DistinctUnits, RowPlan
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec
 
@@ -166,6 +167,12 @@ class Engine(Protocol):
 
     def summarize(self, job: EngineJob) -> InputSummary:
         """The input summary alone, for a re-run that returns a stored release."""
+
+    def distinct_units(
+        self, job: EngineJob, term: DistinctUnits, salt: int
+    ) -> tuple[pl.DataFrame, np.ndarray]:
+        """Key selection's aggregate (`DistinctUnits`): the candidate keys of one selected
+        group-by entry, sorted, and units[k, g − 1]; each unit's G keys chosen with `salt`."""
 
 
 def _polars() -> Engine:

@@ -20,8 +20,9 @@ is the pooled one's).
 
 The vocabulary of aggregate shapes is what statistic kinds ask for: rows per cell (always), a
 sum of `Units` per cell (each factor a `Number`, or `InCategories`: 1 where a column holds one of
-public categories), a histogram of `GridPoint`s per cell. A new shape (distinct units per
-key, say) is a new term here and its translation in each engine.
+public categories), a histogram of `GridPoint`s per cell, and for key selection the distinct
+units per key of a selected group-by, each unit bounded to G keys (`DistinctUnits`). A new shape
+is a new term here and its translation in each engine.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ from typing import Protocol
 import polars as pl
 
 from dprelease.period import Period
-from dprelease.spec import ResolvedSpec
+from dprelease.spec import ResolvedSpec, SelectDomain
 
 #: The row plan's vocabulary: what the engines' face exports, a new term with it.
 __all__ = [
     "Bounding",
     "CategoryNeed",
     "DateNeed",
+    "DistinctUnits",
     "GridPoint",
     "InCategories",
     "KeyNeed",
@@ -126,6 +128,21 @@ class Bounding:
     rows_per_group: int | None
 
 
+@dataclass(frozen=True)
+class DistinctUnits:
+    """For key selection: per candidate key of the group-by entry `group` (its `columns`), the
+    distinct units holding it, split by how many candidate keys their unit kept (g = 1..G), each
+    unit keeping ≤ G = `max_keys_per_unit` of its keys, those of smallest salted hash of (unit,
+    key), ties by key value (a choice from the unit's own keys only). Read from the rows that
+    have a unit and lie in the period and in the public domains of the *other* group-by
+    columns; the entry's `always` keys (its resolved domain) and null keys are no candidates.
+    Candidates come back sorted by key (`mechanism.selection.units_per_key`)."""
+
+    group: int
+    columns: tuple[str, ...]
+    max_keys_per_unit: int
+
+
 class Need(Protocol):
     """What a role needs of a column's declared dtype (a typed input: a CSV's text columns are
     parsed for their role instead)."""
@@ -152,11 +169,15 @@ def _parses_as_key(domain: pl.DataType) -> bool:
 
 @dataclass(frozen=True)
 class KeyNeed:
-    """A column typed as the keys of a public domain."""
+    """A column typed as the keys of a public domain (`selected`: of keys selected from the
+    data, read as text unless the `always` keys say otherwise, so any column fits text)."""
 
     domain: pl.DataType
+    selected: bool = False
 
     def fits(self, dtype: pl.DataType, untyped: bool) -> bool:
+        if self.selected and self.domain == pl.String:
+            return True
         return _parses_as_key(self.domain) if untyped else key_dtype_fits(dtype, self.domain)
 
     def refusal(self, dtype: pl.DataType) -> str:
@@ -224,6 +245,7 @@ class RowPlan:
     paths: dict[str, str] = field(default_factory=dict)  # every column read → its YAML path
     needs: tuple[tuple[str, Need], ...] = ()  # what each role needs of a column's dtype
     categories: tuple[str, ...] = ()  # the columns `InCategories` read as they are, in order
+    selections: tuple[DistinctUnits, ...] = ()  # key selection's aggregates, one per entry
 
     def column_of(self, vector: str) -> int | None:
         """The position in `sums` of the sum named `vector` (None: it counts rows)."""
@@ -285,8 +307,10 @@ class RowPlan:
             paths.setdefault(column, path)
         if spec.period is not None:
             paths[spec.period.column] = "release.period.column"
+        chosen = {c for i in resolved.selected for c in spec.group_by[i].key_columns}
         needs: list[tuple[str, Need]] = [
-            (column, KeyNeed(resolved.key_dtype(column))) for column in spec.key_columns
+            (column, KeyNeed(resolved.key_dtype(column), column in chosen))
+            for column in spec.key_columns
         ]
         numeric: dict[str, str] = {}  # column → who needs numbers in it (the first to read it)
         for stat in spec.statistics:
@@ -312,7 +336,18 @@ class RowPlan:
             paths,
             tuple(needs),
             tuple(dict.fromkeys(compared)),
+            tuple(_distinct_units(resolved)),
         )
+
+
+def _distinct_units(resolved: ResolvedSpec) -> list[DistinctUnits]:
+    """Key selection's aggregate for every selected group-by entry."""
+    terms = []
+    for index in resolved.selected:
+        group = resolved.spec.group_by[index]
+        assert isinstance(group.domain, SelectDomain)
+        terms.append(DistinctUnits(index, tuple(group.key_columns), group.domain.max_keys_per_unit))
+    return terms
 
 
 def _weights_read(resolved: ResolvedSpec) -> dict[str, str]:

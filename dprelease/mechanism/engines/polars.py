@@ -26,6 +26,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from dprelease.mechanism.engines._contract import (
@@ -40,8 +41,16 @@ from dprelease.mechanism.engines._inputs import (
     scan,
     withholding_engine_errors,
 )
-from dprelease.mechanism.engines._plan import GridPoint, InCategories, Number, RowPlan, Units
+from dprelease.mechanism.engines._plan import (
+    DistinctUnits,
+    GridPoint,
+    InCategories,
+    Number,
+    RowPlan,
+    Units,
+)
 from dprelease.mechanism.engines._schema import validate_schema
+from dprelease.mechanism.selection import units_per_key
 from dprelease.period import Period
 
 #: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
@@ -201,13 +210,32 @@ def _row_local(selected: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
     each grid point and, with a unit, only the keys, the unit and those: all the bounding and
     the aggregation read, and all a partition holds."""
     keys = _keys(plan)
-    dtypes = _encoded_dtypes(plan)
-    lf = selected
-    if plan.unit is not None:  # never one shared allowance for all unknown units
+    lf = _in_domains(_with_unit_in_period(selected, plan), plan)
+    sums = [_units_of(units, plan).alias(_units(i)) for i, units in enumerate(plan.sums)] + [
+        _point_of(point).alias(_point(i)) for i, point in enumerate(plan.histograms)
+    ]
+    if plan.unit is None:
+        return lf.with_columns(sums)
+    return lf.select(*keys.values(), _UNIT, *sums)
+
+
+def _with_unit_in_period(lf: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
+    """The rows with a unit (never one shared allowance for all unknown units) in the period."""
+    if plan.unit is not None:
         lf = lf.filter(pl.col(_UNIT).is_not_null())
     if plan.period is not None:
         lf = lf.filter(_in_period(plan.period))
-    for domain in plan.resolved.domains:  # keys outside the domain (or null) are dropped here
+    return lf
+
+
+def _in_domains(lf: pl.LazyFrame, plan: RowPlan, skip: int | None = None) -> pl.LazyFrame:
+    """The rows whose keys lie in every public domain (but group-by entry `skip`'s), keys
+    encoded (`_encoded_dtypes`); keys outside a domain (or null) are dropped."""
+    keys = _keys(plan)
+    dtypes = _encoded_dtypes(plan)
+    for index, domain in enumerate(plan.resolved.domains):
+        if index == skip:
+            continue
         domain = domain.cast({column: dtypes[column] for column in domain.columns})
         names = {column: keys[column] for column in domain.columns}
         lf = lf.with_columns(  # text outside its Enum becomes null, so it is dropped too
@@ -223,12 +251,7 @@ def _row_local(selected: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
                 lf = lf.filter(key.is_in(domain.get_column(column).implode()))
         else:
             lf = lf.join(domain.rename(names).lazy(), on=list(names.values()), how="semi")
-    sums = [_units_of(units, plan).alias(_units(i)) for i, units in enumerate(plan.sums)] + [
-        _point_of(point).alias(_point(i)) for i, point in enumerate(plan.histograms)
-    ]
-    if plan.unit is None:
-        return lf.with_columns(sums)
-    return lf.select(*keys.values(), _UNIT, *sums)
+    return lf
 
 
 def _bounded(lf: pl.LazyFrame, plan: RowPlan, salt: int) -> pl.LazyFrame:
@@ -415,6 +438,24 @@ class PolarsEngine:
         }
         facts = _summary(summary.row(0, named=True), plan)
         return ExactAggregates(grid, values, facts, laid)
+
+    def distinct_units(
+        self, job: EngineJob, term: DistinctUnits, salt: int
+    ) -> tuple[pl.DataFrame, np.ndarray]:
+        """Key selection's aggregate (`DistinctUnits`) of one selected entry: the rows with a
+        unit in the period and the other entries' domains, then `selection.units_per_key` over
+        the entry's keys. Private: only the selection's draw may see it."""
+        plan = job.plan
+        names = {c: _keys(plan)[c] for c in term.columns}
+        always = plan.resolved.domains[term.group].rename(names)
+        with withholding_engine_errors(f"selecting the keys of release {plan.name!r}"):
+            selected = _selected(scan(job.data), declared(job.data), plan)
+            rows = _in_domains(_with_unit_in_period(selected, plan), plan, skip=term.group)
+            candidates, units = units_per_key(
+                rows, _UNIT, list(names.values()), term.max_keys_per_unit, salt,
+                always if always.height else None,
+            )  # fmt: skip
+        return candidates.rename({v: k for k, v in names.items()}), units
 
     def summarize(self, job: EngineJob) -> InputSummary:
         """The input summary alone (one pass): for a re-run that returns a stored release."""

@@ -20,13 +20,14 @@ from collections.abc import Mapping
 from datetime import date
 from typing import Any
 
+import numpy as np
 import polars as pl
 from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import WindowSpec
 
-from dprelease.errors import DataError, SchemaError
+from dprelease.errors import DataError, SchemaError, SpecError
 from dprelease.mechanism.engines._contract import (
     EngineJob,
     ExactAggregates,
@@ -36,6 +37,7 @@ from dprelease.mechanism.engines._contract import (
 from dprelease.mechanism.engines._inputs import withholding_engine_errors
 from dprelease.mechanism.engines._plan import (
     Bounding,
+    DistinctUnits,
     GridPoint,
     InCategories,
     Number,
@@ -414,6 +416,12 @@ class SparkEngine:
     def check(self, job: EngineJob) -> None:
         """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
         plan = job.plan
+        if plan.selections:
+            raise SpecError(
+                "engine",
+                "the spark engine does not select keys from the data yet (select: true in "
+                f"release.group_by[{plan.selections[0].group}].domain): use engine: polars",
+            )
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(job.data, self._session)
             validate_schema(polars_schema(frame.schema), plan)
@@ -423,6 +431,12 @@ class SparkEngine:
             for query in (cells, hist, summary):
                 if query is not None:
                     query.schema  # noqa: B018 - analysis only: Spark checks the plan
+
+    def distinct_units(
+        self, job: EngineJob, term: DistinctUnits, salt: int
+    ) -> tuple[pl.DataFrame, np.ndarray]:
+        """Not on Spark yet: `check` refuses a selecting plan before anything is charged."""
+        raise SpecError("engine", "the spark engine does not select keys from the data yet")
 
     def aggregate(self, job: EngineJob, salt: int) -> ExactAggregates:
         """Run the plan on Spark and lay it on the full public key grid, missing groups = 0.

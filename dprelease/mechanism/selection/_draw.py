@@ -29,8 +29,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from dprelease.mechanism.noise import NoiseSource, discrete_gaussian, discrete_laplace
-from dprelease.mechanism.noise._source import _BitStream, _draw_in_chunks
+from dprelease.mechanism.noise import (
+    NoiseSource,
+    default_noise_source,
+    discrete_gaussian,
+    discrete_laplace,
+    word_stream,
+)
 from dprelease.mechanism.selection._optimal import KeepTable, keep_table
 
 _TOP = np.uint64(1 << 63)
@@ -40,12 +45,12 @@ _MORE_DIGITS = 25
 
 
 def _words(source: NoiseSource | None, size: int) -> np.ndarray:
-    """`size` uniform 64-bit words (uint64), top bit flipped (see the module docstring)."""
-
-    def fill(stream: _BitStream, out: np.ndarray) -> None:
-        out[:] = stream.words(out.size, np.uint64).view(np.int64)
-
-    return _draw_in_chunks(source, size, fill).view(np.uint64) ^ _TOP
+    """`size` uniform 64-bit words (uint64), top bit flipped (see the module docstring), from one
+    stream of the source (the noise face's `word_stream`; the zero test source: zeros)."""
+    stream = word_stream(source or default_noise_source())
+    if stream is None:
+        return np.zeros(size, dtype=np.uint64) ^ _TOP
+    return np.asarray(stream.words(size, np.uint64), dtype=np.uint64) ^ _TOP
 
 
 def _word_bounds(table: KeepTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

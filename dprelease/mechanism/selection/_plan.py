@@ -127,9 +127,13 @@ class SelectionPlan:
             keep = _draw.optimal_keep(held, epsilon, delta, source)
         else:
             weights = held if self.policy is Policy.PER_KEY else table @ np.array(self.weights)
-            noise = (_draw.laplace_noise if self.rule is Rule.LAPLACE else _draw.gaussian_noise)(
-                self._scale()
-            )
+            laplace = self.rule is Rule.LAPLACE
+            # a lone key's δ was proved for exactly this law: more noise would mean more δ, so
+            # the draw's law must be the plan's, not one rounded again (review requirement 1)
+            exact = (exact_scale if laplace else exact_sigma2)(self._scale())
+            if exact != self._scale():
+                raise AssertionError("the selection's noise law differs from its proved one")
+            noise = (_draw.laplace_noise if laplace else _draw.gaussian_noise)(self._scale())
             keep = _draw.threshold_keep(weights, self._threshold(), noise, source)
         return keep & (held > 0)
 

@@ -38,8 +38,12 @@ class SelectionEntry(_Model):
     measure: Literal["pure", "zcdp"]
     epsilon: float | None = Field(description="the selection's share of ε (pure scopes)")
     rho: float | None = Field(description="the selection's share of ρ (zCDP scopes)")
-    delta: float = Field(description="δ spent: the most likely a key held by one unit is released")
-    delta_exact: str = Field(description="δ as the exact rational the ledger charges")
+    share_exact: str = Field(description="its share of ε (or ρ) as an exact rational")
+    delta_spent: float = Field(
+        description="δ spent: bounds the probability that any key held by one unit alone is "
+        "released (per release)"
+    )
+    delta_spent_exact: str = Field(description="δ spent as the exact rational the ledger charges")
     tau: int = Field(description="units (each holding one key) from which a key is kept with "
                      "probability ≥ 1/2")  # fmt: skip
     tau_at_max_keys: int = Field(description="the same for units holding max_keys_per_unit keys")
@@ -66,8 +70,9 @@ def selection_entry(plan: SelectionPlan, columns: list[str], always: int = 0) ->
         measure=plan.loss.measure.value,
         epsilon=float(plan.loss.amount) if pure else None,
         rho=None if pure else float(plan.loss.amount),
-        delta=float(plan.delta),
-        delta_exact=str(plan.delta),
+        share_exact=str(plan.loss.amount),
+        delta_spent=float(plan.delta),
+        delta_spent_exact=str(plan.delta),
         tau=plan.tau(1),
         tau_at_max_keys=plan.tau(plan.max_keys_per_unit),
         threshold=plan.threshold,
@@ -127,11 +132,13 @@ def plan_report(
     )
 
 
-def missing_delta(scope: str) -> str:
-    """The one-line refusal of selection in a scope that has no δ (phase 2 raises it where the
-    scope's facts are read)."""
+def missing_delta(scope: str | None = None) -> str:
+    """The one-line refusal of selection in a scope (or a release) that has no δ budget for it:
+    `selection_delta`, a budget of its own, never the δ a zCDP scope's ρ is read at (review
+    S1: reusing that one would understate the odds statement's failure probability)."""
+    where = "this release" if scope is None else f"scope {scope!r}"
     return (
-        f"select: true spends δ (a key held by one unit is released with probability ≤ δ), and "
-        f"scope {scope!r} has no δ budget: add `delta:` (e.g. 1e-9) to its privacy profile, or "
-        "list the public keys instead of selecting them"
+        "select: true spends δ (a key held by one unit alone is released with probability ≤ δ), "
+        f"and {where} has no δ budget for it: give selection_delta (e.g. 1e-9; in a privacy "
+        "profile `selection_delta:`), or list the public keys instead of selecting them"
     )
