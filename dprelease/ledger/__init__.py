@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dprelease.errors import LedgerError, LedgerNotFound
-from dprelease.ledger import protocol, reports, scopes
+from dprelease.ledger import deltas, protocol, reports, scopes
 from dprelease.ledger.database import (
     DEFAULT_LEDGER_PATH,
     LEDGER_URL_ENV,
@@ -178,6 +178,8 @@ class Ledger:
         force_new: bool = False,
         max_cap: Fraction | None = None,
         new_scope_cap: Amount | None = None,
+        selection_delta: Fraction | None = None,
+        selection_delta_budget: Fraction | None = None,
     ) -> Reservation:
         """Charge `epsilon` (in the scope's measure) for this slot, resume its open reservation,
         or return it as stored.
@@ -188,7 +190,9 @@ class Ledger:
         No `terms`: the defaults (sequential, pure), stating no neighbours nor unit.
         Raises CompositionMismatch, MeasureMismatch, NeighboursMismatch, PrivacyUnitMismatch,
         SpecChanged, ReservationMismatch, CapAboveProfile (ledger cap above `max_cap`, the
-        profile's) or BudgetExhausted; each leaves the ledger unchanged.
+        profile's) or BudgetExhausted; each leaves the ledger unchanged. `selection_delta` is
+        the δ the release's key selections spend, against the scope's selection δ budget for
+        life (`deltas`; `selection_delta_budget` states it when the scope has none yet).
         """
         with self._db.tx() as conn:
             return protocol.reserve(
@@ -204,6 +208,8 @@ class Ledger:
                 force_new=force_new,
                 max_cap=max_cap,
                 new_scope_cap=new_scope_cap,
+                selection_delta=selection_delta,
+                selection_delta_budget=selection_delta_budget,
             )
 
     def commit(
@@ -279,6 +285,11 @@ class Ledger:
         """Cap, spent and remaining per scope (UnknownScope for a named scope that is absent)."""
         with self._db.tx() as conn:
             return reports.status(conn, self.display_url, scope)
+
+    def selection_delta(self, scope: str) -> Fraction | None:
+        """The scope's key selection δ budget, kept for life (None: none yet, or no scope)."""
+        with self._db.tx() as conn:
+            return deltas.scope_delta_budget(conn, scope)
 
     def history(self, scope: str | None = None) -> list[LedgerEvent]:
         """Every event, oldest first (append-only: nothing is ever updated or deleted)."""

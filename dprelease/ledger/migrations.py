@@ -314,11 +314,20 @@ def _v4_scope_terms(conn: Connection) -> None:
             operator.warn(f"ledger upgrade, scope {name!r}: {detail}; review its guarantee")
 
 
+def _v5_selection_delta(conn: Connection) -> None:
+    """Key selection's δ (`deltas`): each scope's budget for life, each charge's spending. No
+    release of an earlier ledger selected keys, so every row starts NULL: none spent, no budget
+    yet (a scope's first selecting release states it)."""
+    _add_column(conn, "dprelease_scopes", "selection_delta", Text())
+    _add_column(conn, "dprelease_charges", "selection_delta", Text())
+
+
 MIGRATIONS: list[Callable[[Connection], None]] = [
     _v1_tables,
     _v2_release_identity,
     _v3_scope_measure,
     _v4_scope_terms,
+    _v5_selection_delta,
 ]
 LATEST = len(MIGRATIONS)
 

@@ -30,6 +30,7 @@ from dprelease.errors import (
     SpecChanged,
 )
 from dprelease.ledger.database import Database, aware, now
+from dprelease.ledger.deltas import check_delta, record_delta
 from dprelease.ledger.events import record_event
 from dprelease.ledger.identity import scope_name_problem
 from dprelease.ledger.records import (
@@ -147,6 +148,8 @@ def reserve(
     force_new: bool,
     max_cap: Fraction | None,
     new_scope_cap: Amount | None = None,
+    selection_delta: Fraction | None = None,
+    selection_delta_budget: Fraction | None = None,
 ) -> Reservation:
     """Decide what a run of this slot does; charge only for a new release (see `Reservation`).
 
@@ -160,6 +163,9 @@ def reserve(
     A scope that does not exist is made with `new_scope_cap` and `terms` (UnknownScope without
     one) in this transaction, after every check has passed and just before its first charge:
     a refused first release leaves no scope behind.
+
+    `selection_delta`: the δ the release's key selections spend, charged against the scope's
+    selection δ budget (`deltas`; `selection_delta_budget` states it for a scope without one).
     """
     if not spec_hash:
         raise LedgerError(f"release {release_id!r}: a reservation needs the spec hash")
@@ -201,9 +207,18 @@ def reserve(
         return _resume(conn, run, open_charge)
     spent = spending(conn, {scope: composition})[scope].spent(period) if scope_row else Fraction(0)
     _check_fits(run, cap, composition, spent, max_cap, terms.measure)
+    parallel = composition == "parallel"
+    budget = None
+    if selection_delta:
+        budget = check_delta(
+            conn, scope_row, scope, period, parallel, selection_delta, selection_delta_budget
+        )
     if scope_row is None:  # every check passed: the scope is made with its first charge
         create_scope(db, conn, scope, cap, terms)
-    return _charge(conn, run, cap, composition, spent, rerelease=committed is not None)
+    reservation = _charge(conn, run, cap, composition, spent, rerelease=committed is not None)
+    if selection_delta and budget is not None:
+        record_delta(conn, scope, reservation.charge_id, selection_delta, budget)
+    return reservation
 
 
 def _scope_row(db: Database, conn: Connection, scope: str, *, creating: bool) -> Row[Any] | None:

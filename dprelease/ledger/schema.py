@@ -48,6 +48,8 @@ scopes = Table(
     Column("neighbours", String(16)),  # change.ProtectedChange: "add_remove" | "substitute"
     Column("privacy_unit", Text),  # change.PrivacyUnit.key: "row" | "column:<name>"
     Column("period_column", Text),  # parallel: the date column whose months are the periods
+    # migration 5: key selection's δ budget for life (exact rational; NULL: none yet; deltas)
+    Column("selection_delta", Text),
 )
 
 charges = Table(
@@ -67,6 +69,8 @@ charges = Table(
     Column("spec_hash", String(64)),
     Column("input_fingerprint", String(128)),  # private: never exported, published or logged
     Column("voided_at", DateTime(timezone=True)),
+    # migration 5: the δ this charge's key selections spend (exact rational; NULL: none)
+    Column("selection_delta", Text),
     Index("ix_dprelease_charges_release_id", "release_id"),
     Index("ix_dprelease_charges_scope_period", "scope", "period"),
 )

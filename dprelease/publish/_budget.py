@@ -94,6 +94,9 @@ class Budget:
     #: δ this release's key selections may spend (select: true), a budget of its own: never
     #: the δ above (PRIVACY.md: the odds statement fails with probability ≤ δ + what is spent)
     selection_delta: Fraction | None = None
+    #: the scope's selection δ for life (the ledger's, else the one stated for it); a release
+    #: spends the share of it that its loss is of the cap in force (all of it without a cap)
+    selection_delta_budget: Fraction | None = None
     unit: PrivacyUnit = PrivacyUnit()  # whom the release protects: the spec's privacy unit
     period_column: str | None = None  # parallel periods: the column whose months they are
     stated_cap_ignored: Fraction | None = None  # a stated cap the existing scope does not have
@@ -208,6 +211,7 @@ def decide_budget(
             f"budget scope {name!r} is new and spends ρ: give {options.privacy} with its "
             "profile's delta (the probability that its odds statement may fail)",
         )
+    delta_budget = _delta_budget(ledger, existing, name, selection_delta, options)
     share = resolved.publish.share if resolved.publish else Fraction(1)
     stated = epsilon if epsilon is not None else rho
     amount = stated if stated is not None else None if in_force is None else in_force * share
@@ -236,7 +240,8 @@ def decide_budget(
         new_scope=new_scope,
         mechanism=_mechanism(spec.mechanism, measure),
         delta=delta,
-        selection_delta=selection_delta,
+        selection_delta=_release_delta(delta_budget, amount, in_force),
+        selection_delta_budget=delta_budget,
         unit=unit,
         period_column=terms.period_column,
         stated_cap_ignored=cap
@@ -408,6 +413,36 @@ def _mechanism(declared: Mechanism | None, measure: Measure) -> Mechanism:
     if declared is not None:
         return declared
     return Mechanism.LAPLACE if measure is Measure.PURE else Mechanism.GAUSSIAN
+
+
+def _delta_budget(
+    ledger: Ledger | None,
+    existing: ScopeStatus | None,
+    scope: str,
+    stated: Fraction | None,
+    options: Options,
+) -> Fraction | None:
+    """The scope's selection δ budget: the ledger's (a stated one must agree), else `stated`."""
+    kept = ledger.selection_delta(scope) if ledger is not None and existing else None
+    if kept is not None and stated is not None and stated != kept:
+        raise ConfigError(
+            "selection_delta",
+            f"budget scope {scope!r} keeps a selection δ of {amount_text(kept)} for life; leave "
+            f"selection_delta out, or give {typed_text(kept)}",
+        )
+    return kept if kept is not None else stated
+
+
+def _release_delta(
+    budget: Fraction | None, amount: Fraction | None, in_force: Fraction | None
+) -> Fraction | None:
+    """What one release spends of the scope's selection δ: its loss's share of the cap in
+    force, so the δ runs out when the cap does (the whole budget when there is no cap)."""
+    if budget is None:
+        return None
+    if amount is None or not in_force:
+        return budget
+    return budget * min(amount / in_force, Fraction(1))
 
 
 def _scope_status(ledger: Ledger | None, scope: str, may_open_scope: bool) -> ScopeStatus | None:

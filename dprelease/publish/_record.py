@@ -159,6 +159,8 @@ def record_release(
         force_new=force_new,
         max_cap=budget.profile_cap,
         new_scope_cap=budget.cap if budget.new_scope else None,
+        selection_delta=prepared.allocation.selection_delta or None,
+        selection_delta_budget=budget.selection_delta_budget,
     )
     input_changed = None
     if reservation.status == "committed":

@@ -176,7 +176,7 @@ def test_upgrade_migrates_an_old_ledger_then_reading_works(tmp_path: Path) -> No
     refused = run("status", "--ledger", str(old))
     assert refused.exit_code == 2 and "dprelease ledger upgrade" in refused.stderr
     result = run("upgrade", "--ledger", str(old))
-    assert result.exit_code == 0 and "schema version 1 -> 4" in result.stdout
+    assert result.exit_code == 0 and "schema version 1 -> 5" in result.stdout
     assert "up to date" in run("upgrade", "--ledger", str(old)).stdout
     status = run("status", "--ledger", str(old), "--json")
     assert [s["name"] for s in json.loads(status.stdout)] == ["cases", "visits"]

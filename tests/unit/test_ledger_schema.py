@@ -60,7 +60,7 @@ def test_a_new_ledger_gets_every_migration_once(ledger_url: str) -> None:
         (False, len(MIGRATIONS)),
         (False, len(MIGRATIONS)),
     ]
-    assert ledgers[0].schema_version == len(MIGRATIONS) == 4
+    assert ledgers[0].schema_version == len(MIGRATIONS) == 5
     with create_engine(ledger_url).connect() as conn:
         versions = conn.execute(select(schema_version.c.version)).scalars().all()
     assert versions == list(range(1, len(MIGRATIONS) + 1))
@@ -97,7 +97,7 @@ def test_upgrading_a_v1_file_gives_the_same_tables_as_a_new_ledger(
     v1_copy: Path, tmp_path: Path
 ) -> None:
     upgraded = Ledger(str(v1_copy))
-    assert (upgraded.created, upgraded.upgraded_from, upgraded.schema_version) == (False, 1, 4)
+    assert (upgraded.created, upgraded.upgraded_from, upgraded.schema_version) == (False, 1, 5)
     Ledger(str(tmp_path / "new.sqlite"))
     assert _columns(f"sqlite:///{v1_copy}") == _columns(f"sqlite:///{tmp_path / 'new.sqlite'}")
 

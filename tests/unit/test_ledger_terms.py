@@ -242,7 +242,7 @@ def _v3_ledger(url: str) -> None:
 def test_migration_4_reads_the_terms_from_stored_releases(ledger_url: str) -> None:
     _v3_ledger(ledger_url)
     ledger = Ledger(ledger_url)
-    assert (ledger.upgraded_from, ledger.schema_version) == (3, 4)
+    assert (ledger.upgraded_from, ledger.schema_version) == (3, 5)
     kept = {s.name: (s.neighbours, s.privacy_unit, s.period_column) for s in ledger.status()}
     assert kept == {
         "agree": (ADD_REMOVE, PID, None),

@@ -35,9 +35,9 @@ class SelectionEntry(_Model):
     columns: list[str]
     mechanism: Literal["optimal", "laplace_threshold", "gaussian_threshold"]
     policy: Literal["per_key", "weighted"]
-    measure: Literal["pure", "zcdp"]
+    measure: Literal["pure", "zcdp"] = "pure"  # a pure manifest (format 2) leaves it out
     epsilon: float | None = Field(description="the selection's share of ε (pure scopes)")
-    rho: float | None = Field(description="the selection's share of ρ (zCDP scopes)")
+    rho: float | None = Field(default=None, description="the selection's share of ρ (zCDP)")
     share_exact: str = Field(description="its share of ε (or ρ) as an exact rational")
     delta_spent: float = Field(
         description="δ spent: bounds the probability that any key held by one unit alone is "
