@@ -234,6 +234,7 @@ def plan(
     compare: bool = False,
     delta: float | None = None,
     releases: int | None = None,
+    selection_delta: Amount | None = None,
 ) -> ReleasePlan:
     """What a release of `spec` will state per statistic (ε or ρ, Δ, scale, 95% margin of
     error; with margins each level's), without reading any data. Its loss is the one
@@ -243,7 +244,7 @@ def plan(
     `.comparison` gives the margins under pure ε with Laplace noise and under zCDP with
     Gaussian noise at the same odds profile (at `delta`, as one of `releases` releases)."""
     resolved = _resolved(spec)
-    asked = _Asked(epsilon, rho, cap, privacy, scope)
+    asked = _Asked(epsilon, rho, cap, privacy, scope, selection_delta)
     with _opened(ledger) as book:  # the planner asks for ε or targets in its own words
         budget = asked.budget(resolved, book, require_loss=False)
     return plan_budget(

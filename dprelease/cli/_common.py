@@ -43,6 +43,27 @@ ReleaseScopeOption = Annotated[
     typer.Option("--scope", help="Budget scope (default: publish.scope, else the spec's name)."),
 ]
 
+SelectionDeltaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--selection-delta",
+        help="The scope's δ budget for key selection (select: true), kept for life, e.g. 1e-9; "
+        "a release spends its loss's share of it. Not the δ ρ is read at.",
+        show_default=False,
+    ),
+]
+
+
+def parse_delta(text: str | None) -> Fraction | None:
+    """--selection-delta exactly (1e-9 is 1/10⁹); ConfigError naming it unless 0 < δ < 1/2."""
+    if text is None:
+        return None
+    delta = parse_epsilon(text, "--selection-delta", "δ")
+    if delta >= Fraction(1, 2):
+        raise ConfigError("--selection-delta", f"δ = {text} is not small: give δ < 1/2, e.g. 1e-9")
+    return delta
+
+
 P = ParamSpec("P")
 R = TypeVar("R")
 

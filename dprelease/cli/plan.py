@@ -16,15 +16,18 @@ from dprelease.cli._app import app
 from dprelease.cli._common import (
     CLI_WORDS_FOR_BUDGET,
     ReleaseScopeOption,
+    SelectionDeltaOption,
     SpecOption,
     cli_errors,
     open_existing_ledger,
+    parse_delta,
     parse_epsilon,
 )
 from dprelease.errors import ConfigError
 from dprelease.loss import Measure, amount_text, decimal_text, loss_text
 
 if TYPE_CHECKING:
+    from dprelease.mechanism.selection import SelectionReport
     from dprelease.statement import (
         LevelAccuracy,
         MeasureComparison,
@@ -245,6 +248,24 @@ def _print(planned: ReleasePlan) -> None:
     if planned.comparison is not None:
         console.print(_comparison_table(planned.comparison))
         console.print(f"smaller margins: {planned.comparison.smaller}")
+    for report in planned.selections or []:
+        _print_selection(console, report)
+
+
+def _print_selection(console: Console, report: SelectionReport) -> None:
+    """A key selection's plan: its rule, share, δ, τ and the keep probabilities (no data)."""
+    entry = report.entry
+    share = f"ρ = {entry.rho:g}" if entry.rho is not None else f"ε = {entry.epsilon:g}"
+    console.print(
+        f"keys of {', '.join(entry.columns)} selected from the data: {entry.mechanism} "
+        f"({entry.policy}, ≤ {entry.max_keys_per_unit} key(s) per unit), {share}, δ spent = "
+        f"{entry.delta_spent:g} of the scope's selection δ = {report.scope_delta:g}; τ = "
+        f"{entry.tau} units (kept with probability ≥ 1/2)",
+        markup=False,
+    )
+    keep = ", ".join(f"{row.units}: {row.probability:.3g}" for row in report.keep)
+    console.print(f"probability a key held by n units is released: {keep}", markup=False)
+    console.print(entry.keys, markup=False)
 
 
 @app.command("plan")
@@ -272,6 +293,7 @@ def plan_command(
         ),
     ] = None,
     scope: ReleaseScopeOption = None,
+    selection_delta: SelectionDeltaOption = None,
     rho: Annotated[
         str | None,
         typer.Option("--rho", help="ρ of a zCDP release, e.g. 0.01 or 1/100.", show_default=False),
@@ -330,6 +352,7 @@ def plan_command(
             rho=chosen_rho,
             require_loss=False,  # the planner asks for ε or targets in its own words
             options=Options(**CLI_WORDS_FOR_BUDGET),
+            selection_delta=parse_delta(selection_delta),
         )
     planned = plan_budget(
         resolved,

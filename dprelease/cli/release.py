@@ -15,8 +15,10 @@ from dprelease.cli._app import app
 from dprelease.cli._common import (
     CLI_WORDS_FOR_BUDGET,
     ReleaseScopeOption,
+    SelectionDeltaOption,
     SpecOption,
     cli_errors,
+    parse_delta,
     parse_epsilon,
     parse_formats,
 )
@@ -139,6 +141,7 @@ def release(
         ),
     ] = None,
     scope: ReleaseScopeOption = None,
+    selection_delta: SelectionDeltaOption = None,
     cap: Annotated[
         str | None,
         typer.Option(
@@ -212,6 +215,7 @@ def release(
             rho=chosen_rho,
             cap=stated_cap,
             options=Options(**CLI_WORDS_FOR_BUDGET),
+            selection_delta=parse_delta(selection_delta),
         )
         prepared = prepare(data, resolved, budget, period=period, engine=engine)
     except BaseException:

@@ -273,6 +273,8 @@ def plan_budget(
         targets=targets,
         mechanism=budget.mechanism,
         measure=None if budget.loss is None else budget.loss.measure,
+        selection_delta=budget.selection_delta,
+        selection_delta_budget=budget.selection_delta_budget,
     )
     publication = planned_publication(resolved, planned)
     if publication is not None:

@@ -37,6 +37,7 @@ from dprelease.mechanism import (
     rows_reach,
     sensitivity_bound,
 )
+from dprelease.mechanism.selection import SelectionReport, plan_report
 from dprelease.spec import PostProcessing, ReleaseSpec, ResolvedSpec
 from dprelease.statement._compare import MeasureComparison
 from dprelease.statement._entries import statistic_entry
@@ -181,6 +182,13 @@ class ReleasePlan(BaseModel):
         default=None,
         description="with a rounding base or reliability rules: what they do to each value",
     )
+    selections: list[SelectionReport] | None = Field(
+        default=None,
+        exclude_if=lambda selections: selections is None,  # a plan without reads as before
+        description="each key selection (select: true): τ, the keep probabilities for n units, "
+        "the δ it spends and what stays of the scope's selection δ budget (before what the "
+        "ledger has spent: `dprelease ledger status`)",
+    )
 
 
 def accuracy_of(
@@ -201,8 +209,11 @@ def plan(
     targets: Mapping[str, float] | None = None,
     mechanism: Mechanism = Mechanism.LAPLACE,
     measure: Measure | None = None,
+    selection_delta: Fraction | None = None,
+    selection_delta_budget: Fraction | None = None,
 ) -> ReleasePlan:
-    """What a release of `resolved` spending `loss` by `mechanism` states per statistic,
+    """What a release of `resolved` spending `loss` by `mechanism` states per statistic (and,
+    spending `selection_delta` of the scope's `selection_delta_budget`, per key selection),
     without reading data.
 
     `targets` (statistic name → wanted 95% margin of error) override the spec's `target_moe95`;
@@ -224,9 +235,12 @@ def plan(
         raise SpecError(
             "epsilon", "give ε (--epsilon or --config), or target margins (target_moe95, --target)"
         )
-    planned = allocate(resolved, PrivacyLoss(measure, total), neighbours, mechanism)
+    planned = allocate(
+        resolved, PrivacyLoss(measure, total), neighbours, mechanism, selection_delta
+    )
     entries = _entries(planned, spec.postprocess, resolved)
     rows = accuracy_of(entries, wanted)
+    scope_delta = selection_delta_budget or planned.selection_delta
     stated = spent(planned.total)
     return ReleasePlan(
         release=spec.name,
@@ -245,6 +259,16 @@ def plan(
         else None,
         epsilon_for_targets=None if needed is None else float(needed),
         epsilon_for_targets_exact=None if needed is None else str(needed),
+        selections=[
+            plan_report(
+                s.plan,
+                s.columns,
+                scope_delta,
+                always=s.always,
+            )
+            for s in planned.selections
+        ]
+        or None,
     )
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
+import yaml
 
 import dprelease as dp
 from dprelease.errors import SpecError
@@ -166,3 +168,29 @@ def test_the_spark_engine_refuses_a_selecting_spec_before_reading() -> None:
     job = EngineJob("/nonexistent.parquet", resolved, allocation, None)
     with pytest.raises(SpecError, match="spark engine does not select keys"):
         get_engine("spark").check(job)
+
+
+def test_the_cli_plans_and_releases_a_selecting_spec(tmp_path: Path) -> None:
+    from helpers import invoke_cli, one_line_error, words
+
+    visits().to_csv(tmp_path / "visits.csv", index=False)
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"release": spec()}))
+    common = ["--spec", str(tmp_path / "spec.yaml")]
+    planned = invoke_cli("plan", *common, "--epsilon", "1", "--selection-delta", "1e-9")
+    assert planned.exit_code == 0, planned.output
+    said = words(planned.output)
+    assert "keys of dx selected from the data: optimal" in said and "τ = 40 units" in said
+    assert "δ spent = 1e-09 of the scope's selection δ = 1e-09" in said
+    release = [*common, "--data", str(tmp_path / "visits.csv"), "--epsilon", "1", "--cap", "2"]
+    release += ["--ledger", str(tmp_path / "ledger.sqlite")]
+    refused = invoke_cli("release", *release, "--out", str(tmp_path / "refused"))
+    one_line_error(refused, "release.group_by[1].domain", "selection_delta")
+    assert not (tmp_path / "refused").exists() and not (tmp_path / "ledger.sqlite").exists()
+    out = tmp_path / "out"
+    result = invoke_cli("release", *release, "--selection-delta", "1e-9", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    table = pl.read_csv(out / "release.csv")
+    assert sorted(set(table["dx"].to_list())) == sorted(COMMON)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["selections"][0]["delta_spent_exact"] == "1/2000000000"
+    assert manifest["group_by"][1] == {"columns": ["dx"], "keys": 3, "domain": "select"}
