@@ -17,6 +17,7 @@ import warnings
 from contextlib import ExitStack
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -128,12 +129,23 @@ def highest_cap(book: Ledger, status: ScopeStatus) -> Fraction:
 # -- checks and words ---------------------------------------------------------------------------
 
 
+def _released_grid(release: ResolvedSpec, table: pl.DataFrame) -> pl.DataFrame:
+    """The keys the release must show: its public key grid, where the keys of a selected
+    group-by (select: true) are the ones the stored table released (a DP output)."""
+    for index in release.selected:
+        columns = release.spec.group_by[index].key_columns
+        if set(columns) <= set(table.columns):
+            keys = table.select(columns).unique().sort(columns)
+            release = release.with_keys(index, keys.cast(release.domains[index].schema))
+    return release.released_keys
+
+
 def check_results(
     release: ResolvedSpec, recorded: Recorded, scope: ScopeStatus, highest: Fraction
 ) -> list[dg.AssetCheckResult]:
     """The three blocking checks; each compares the stored release with public facts only."""
-    expected = release.released_keys  # the key grid; with margins, every level's rows
     table = recorded.table
+    expected = _released_grid(release, table)  # the key grid; with margins, every level's rows
     if expected.width:
         present = set(expected.columns) <= set(table.columns)
         keys_ok = present and table.select(expected.columns).equals(expected)
@@ -307,6 +319,7 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
                 "scope_cap": amount(status.cap),
                 "scope_spent": amount(status.spent),
                 "scope_remaining": amount(status.remaining),
+                **selection_metadata(recorded.stored.manifest),
                 "manifest": dg.MetadataValue.json(recorded.stored.manifest),
                 "preview": _preview(recorded.table),
             },
@@ -314,6 +327,20 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
         )
 
     return release_
+
+
+def selection_metadata(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A release with keys selected from the data: per selection its τ, the δ it spent and how
+    many keys it released, a DP output (the count of keys not selected is nowhere)."""
+    metadata: dict[str, Any] = {}
+    for entry in manifest.get("selections") or []:
+        columns = entry["columns"]
+        name = "+".join(columns)
+        released = next(g["keys"] for g in manifest["group_by"] if g["columns"] == columns)
+        metadata[f"selected_keys[{name}] (DP output)"] = released
+        metadata[f"selection_tau[{name}]"] = entry["tau"]
+        metadata[f"selection_delta[{name}]"] = entry["delta_spent"]
+    return metadata
 
 
 def broken_spec_asset(problem: SpecProblem, key: str) -> dg.AssetsDefinition:

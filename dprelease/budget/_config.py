@@ -161,6 +161,11 @@ class PrivacyConfig(BaseModel):
     delta: float | None = Field(
         default=None, description="zcdp: the probability that the odds statement may fail"
     )
+    selection_delta: Annotated[FiniteFloat, Field(gt=0, lt=0.5)] | None = Field(
+        default=None,
+        description="the scope's δ budget for key selection (select: true), kept for life; a "
+        "budget of its own, not the δ above (docs/selection.md)",
+    )
     _origin: str = PrivateAttr(default="privacy")
 
     @model_validator(mode="after")

@@ -211,6 +211,8 @@ def decide_budget(
             f"budget scope {name!r} is new and spends ρ: give {options.privacy} with its "
             "profile's delta (the probability that its odds statement may fail)",
         )
+    if selection_delta is None and profile is not None and profile.selection_delta is not None:
+        selection_delta = Fraction(str(profile.selection_delta))  # 1e-9 is 1/10⁹ exactly
     delta_budget = _delta_budget(ledger, existing, name, selection_delta, options)
     share = resolved.publish.share if resolved.publish else Fraction(1)
     stated = epsilon if epsilon is not None else rho
