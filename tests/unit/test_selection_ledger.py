@@ -69,7 +69,9 @@ def test_a_charge_past_the_delta_budget_is_refused_and_changes_nothing(tmp_path:
             "a", "s", None, 1, spec_hash="h" * 64, new_scope_cap=10,
             selection_delta=DELTA * 3 / 4, selection_delta_budget=DELTA,
         )  # fmt: skip
-        with pytest.raises(LedgerError, match="has 0.00000000025 of its selection δ = 0.000000001 left"):
+        with pytest.raises(
+            LedgerError, match="has 0.00000000025 of its selection δ = 0.000000001 left"
+        ):
             ledger.reserve("b", "s", None, 1, spec_hash="h" * 64, selection_delta=DELTA / 2)
         with pytest.raises(LedgerError, match="fixed for life"):
             ledger.reserve(

@@ -401,6 +401,8 @@ class PolarsEngine:
             for query in (_aggregated(bounded, plan), *_histograms(bounded, plan)):
                 query.collect_schema()
             _summary_plan(selected, plan).collect_schema()
+        for term in plan.selections:  # key selection's aggregate, run on no rows
+            self.distinct_units(job, term, salt=0, rows=0)
 
     def aggregate(self, job: EngineJob, salt: int) -> ExactAggregates:
         """Run the plan and lay it on the full public key grid, missing groups = 0; the input
@@ -440,19 +442,24 @@ class PolarsEngine:
         return ExactAggregates(grid, values, facts, laid)
 
     def distinct_units(
-        self, job: EngineJob, term: DistinctUnits, salt: int
+        self, job: EngineJob, term: DistinctUnits, salt: int, *, rows: int | None = None
     ) -> tuple[pl.DataFrame, np.ndarray]:
         """Key selection's aggregate (`DistinctUnits`) of one selected entry: the rows with a
-        unit in the period and the other entries' domains, then `selection.units_per_key` over
-        the entry's keys. Private: only the selection's draw may see it."""
+        unit (each row its own, without a unit column) in the period and the other entries'
+        domains, then `selection.units_per_key` over the entry's keys. Private: only the
+        selection's draw may see it. `rows=0` runs it on no rows: `check` types it so."""
         plan = job.plan
         names = {c: _keys(plan)[c] for c in term.columns}
         always = plan.resolved.domains[term.group].rename(names)
         with withholding_engine_errors(f"selecting the keys of release {plan.name!r}"):
             selected = _selected(scan(job.data), declared(job.data), plan)
-            rows = _in_domains(_with_unit_in_period(selected, plan), plan, skip=term.group)
+            if rows == 0:
+                selected = pl.LazyFrame(schema=selected.collect_schema())
+            if plan.unit is None:
+                selected = selected.with_row_index(_UNIT)
+            kept = _in_domains(_with_unit_in_period(selected, plan), plan, skip=term.group)
             candidates, units = units_per_key(
-                rows, _UNIT, list(names.values()), term.max_keys_per_unit, salt,
+                kept, _UNIT, list(names.values()), term.max_keys_per_unit, salt,
                 always if always.height else None,
             )  # fmt: skip
         return candidates.rename({v: k for k, v in names.items()}), units
