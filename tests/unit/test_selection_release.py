@@ -156,18 +156,37 @@ def test_accuracy_targets_with_selection_are_refused() -> None:
         dp.release(visits(), targeted, epsilon=1, selection_delta=1e-9)
 
 
-def test_the_spark_engine_refuses_a_selecting_spec_before_reading() -> None:
-    pytest.importorskip("pyspark")
-    resolved = parse_spec(spec())
+@pytest.mark.spark
+def test_the_spark_engine_selects_as_the_polars_engine_does(tmp_path: Path) -> None:
+    """The same units per key from both engines (every unit holds one key here, so the engines'
+    different hashes cannot differ), and a release on Spark shows the common keys only."""
+    from sparktest import local_session
+
+    from dprelease.mechanism.engines.spark import SparkEngine
+
+    data = tmp_path / "visits.parquet"
+    pl.from_pandas(visits()).write_parquet(data)
+    resolved = parse_spec(spec(always=["B11"]))
     allocation = allocate(
         resolved,
         dp.PrivacyLoss.pure(Fraction(1)),
         dp.ProtectedChange.ADD_REMOVE,
         selection_delta=Fraction(1, 10**9),
     )
-    job = EngineJob("/nonexistent.parquet", resolved, allocation, None)
-    with pytest.raises(SpecError, match="spark engine does not select keys"):
-        get_engine("spark").check(job)
+    job = EngineJob(str(data), resolved, allocation, None)
+    (term,) = job.plan.selections
+    on_spark = SparkEngine(local_session())
+    on_spark.check(job)
+    polars_keys, polars_units = get_engine("polars").distinct_units(job, term, salt=5)
+    spark_keys, spark_units = on_spark.distinct_units(job, term, salt=5)
+    assert spark_keys.equals(polars_keys) and (spark_units == polars_units).all()
+    assert "B11" not in spark_keys["dx"].to_list()  # an always key is no candidate
+    budget = decide_budget(resolved, epsilon=Fraction(1))
+    budget = budget.__class__(**{**budget.__dict__, "selection_delta": Fraction(1, 10**9)})
+    prepared = prepare(str(data), resolved, budget, engine="spark")
+    released = prepared.draw(NoiseSource.seeded_for_tests(3), allow_unsafe_noise=True)
+    assert sorted(set(released.table["dx"].to_list())) == sorted(COMMON)
+    assert released.manifest.engine == "spark"
 
 
 def test_the_cli_plans_and_releases_a_selecting_spec(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import WindowSpec
 
-from dprelease.errors import DataError, SchemaError, SpecError
+from dprelease.errors import DataError, SchemaError
+from dprelease.mechanism.engines import _spark_selection
 from dprelease.mechanism.engines._contract import (
     EngineJob,
     ExactAggregates,
@@ -416,12 +417,6 @@ class SparkEngine:
     def check(self, job: EngineJob) -> None:
         """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
         plan = job.plan
-        if plan.selections:
-            raise SpecError(
-                "engine",
-                "the spark engine does not select keys from the data yet (select: true in "
-                f"release.group_by[{plan.selections[0].group}].domain): use engine: polars",
-            )
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(job.data, self._session)
             validate_schema(polars_schema(frame.schema), plan)
@@ -431,12 +426,17 @@ class SparkEngine:
             for query in (cells, hist, summary):
                 if query is not None:
                     query.schema  # noqa: B018 - analysis only: Spark checks the plan
+            for term in plan.selections:  # key selection's aggregate, typed on no rows
+                _spark_selection.distinct_units(selected.limit(0), plan, term, salt=0)
 
     def distinct_units(
         self, job: EngineJob, term: DistinctUnits, salt: int
     ) -> tuple[pl.DataFrame, np.ndarray]:
-        """Not on Spark yet: `check` refuses a selecting plan before anything is charged."""
-        raise SpecError("engine", "the spark engine does not select keys from the data yet")
+        """Key selection's aggregate of one selected entry (`_spark_selection`)."""
+        plan = job.plan
+        with withholding_engine_errors(f"selecting the keys of release {plan.name!r}"):
+            selected = _selected(read(job.data, self._session), plan)
+            return _spark_selection.distinct_units(selected, plan, term, salt)
 
     def aggregate(self, job: EngineJob, salt: int) -> ExactAggregates:
         """Run the plan on Spark and lay it on the full public key grid, missing groups = 0.

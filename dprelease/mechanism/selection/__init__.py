@@ -15,7 +15,12 @@ Everything random is exact (the project's samplers and NoiseSource bits); every 
 rigorous interval arithmetic (`_real`), never a float that could round a δ below what is spent.
 """
 
-from dprelease.mechanism.selection._aggregate import released_keys, units_per_key
+from dprelease.mechanism.selection._aggregate import (
+    UNITS,
+    released_keys,
+    units_per_key,
+    units_table,
+)
 from dprelease.mechanism.selection._optimal import KeepTable, keep_table
 from dprelease.mechanism.selection._plan import (
     TABLE_COUNTS,
@@ -63,4 +68,6 @@ __all__ = [
     "plan_selection",
     "released_keys",
     "units_per_key",
+    "units_table",
+    "UNITS",
 ]

@@ -23,6 +23,8 @@ import polars as pl
 _RANK = ":selection_rank"
 _HELD = ":selection_held"
 _UNITS = ":selection_units"
+#: The column of `units_table`'s counts: units holding the key that kept g keys.
+UNITS = _UNITS
 
 
 def units_per_key(
@@ -48,17 +50,27 @@ def units_per_key(
         position = pl.int_range(pl.len()).over(unit)  # in (hash, keys) order: ties by key value
         ranked = ordered.unique().sort(unit, _RANK, *keys).filter(position < max_keys_per_unit)
         kept = ranked.drop(_RANK).with_columns(pl.len().over(unit).alias(_HELD))
-    counts = kept.group_by(*keys, _HELD).agg(pl.len().alias(_UNITS)).sort(keys).collect()
+    counts = kept.group_by(*keys, _HELD).agg(pl.len().alias(_UNITS)).collect()
+    return units_table(counts, keys, max_keys_per_unit)
+
+
+def units_table(
+    counts: pl.DataFrame, keys: list[str], max_keys_per_unit: int, held: str = _HELD
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """The candidates (sorted) and units[k, g − 1] from `counts`: one row per (key, g) with the
+    number of units (`_UNITS`) holding the key that kept g (`held`) keys. Every engine hands
+    its counts to this, so the table is laid out the same way whatever computed them."""
+    counts = counts.rename({held: _HELD}).sort(keys)
     candidates = counts.select(keys).unique(maintain_order=True)
     if candidates.height == 0:
         return candidates, np.zeros((0, max_keys_per_unit), dtype=np.int64)
     index = candidates.with_row_index(_RANK)
-    located = counts.join(index, on=keys, how="left")
+    located = counts.join(index, on=keys, how="left", nulls_equal=True)
     table = np.zeros((candidates.height, max_keys_per_unit), dtype=np.int64)
     np.add.at(
         table,
-        (located[_RANK].to_numpy(), located[_HELD].to_numpy() - 1),
-        located[_UNITS].to_numpy(),
+        (located[_RANK].to_numpy(), located[_HELD].to_numpy().astype(np.int64) - 1),
+        located[_UNITS].to_numpy().astype(np.int64),
     )
     return candidates, table
 
