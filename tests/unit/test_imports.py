@@ -12,6 +12,7 @@ import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import ROOT
@@ -184,3 +185,91 @@ def test_inside_mechanism_imports_only_go_down_its_rooms() -> None:
                 if level > MECHANISM_ROOMS.index(room):
                     upward.append(f"{path.relative_to(ROOT)} imports {module}")
     assert upward == []
+
+
+def import_cycles(package: Path) -> list[list[str]]:
+    """The import cycles among the modules under `package` (a folder), each as its sorted module
+    names: the strongly connected components of the import graph with more than one module.
+    Every import counts, at the top, in a function or under TYPE_CHECKING alike (a cycle that
+    only a lazy import breaks at run time is still a tangle to read); `from a import b` names
+    the module `a.b` when there is one, else `a` (its face)."""
+    modules = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        named = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    child = f"{node.module}.{alias.name}"
+                    named.add(child if child in modules else node.module)
+            elif isinstance(node, ast.Import):
+                named |= {alias.name for alias in node.names}
+        graph[name] = {m for m in named if m in modules and m != name}
+    # Tarjan's strongly connected components, iteratively (no recursion limit to meet)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = stack[stack.index(node) :]
+                    del stack[stack.index(node) :]
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+            elif target not in index:
+                index[target] = low[target] = len(index)
+                stack.append(target)
+                work.append((target, iter(sorted(graph[target]))))
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+    return cycles
+
+
+#: Cycles known and owned elsewhere, to be removed, not added to: a spec's statistics hooks take
+#: the whole `ReleaseSpec` (a type-only import), and `ReleaseSpec.from_yaml` calls the loader.
+KNOWN_CYCLES = [
+    [
+        "dprelease.spec._loading",
+        "dprelease.spec._model",
+        "dprelease.spec._resolved",
+        "dprelease.spec._statistics",
+    ],
+]
+
+
+def test_no_module_imports_itself_in_a_circle() -> None:
+    """Imports only go down between modules too, not only between floors and rooms: an
+    engine registry that imports the engines it names lives above them, not in the contract
+    they import; a noise family that reads a level names its shape, not the module built on it."""
+    cycles = import_cycles(ROOT / "dprelease")
+    assert [c for c in cycles if c not in KNOWN_CYCLES] == []
+
+
+def test_the_cycle_finder_finds_a_circle_through_a_lazy_import(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from pkg.sub._a import A\n")
+    (package / "sub" / "_a.py").write_text("def a():\n    from pkg.sub import _b\n")
+    (package / "sub" / "_b.py").write_text("from pkg.sub._c import C\n")
+    (package / "sub" / "_c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub._a import A\n"
+    )
+    (package / "down.py").write_text("from pkg.sub import _c\n")
+    cycles = import_cycles(package)
+    assert cycles == [["pkg.sub._a", "pkg.sub._b", "pkg.sub._c"]]

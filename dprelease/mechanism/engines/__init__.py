@@ -5,19 +5,17 @@ the granularities, grid points and contribution bounds, all decided from public 
 own operations: polars in one process (`polars.py`), Apache Spark where the data live
 (`spark.py`). What they share: opening the input and its declared types (`_inputs`), checking
 the declared schema against the plan before anything is charged (`_schema`), and the contract
-(`_contract`: `EngineJob` in, `ExactAggregates` and the private `InputSummary` out, engines by
-name). PRIVACY.md lists the semantics every engine implements identically; an engine knows
-nothing of noise or ledgers.
+(`_contract`: `EngineJob` in, `ExactAggregates` and the private `InputSummary` out); engines by
+name (`_registry`) sit above the engines they name. PRIVACY.md lists the semantics every engine
+implements identically; an engine knows nothing of noise or ledgers.
 """
 
 from dprelease.mechanism.engines._contract import (
-    ENGINES,
     Engine,
     EngineJob,
     ExactAggregates,
     InputSummary,
     fingerprint,
-    get_engine,
     new_salt,
 )
 from dprelease.mechanism.engines._inputs import (
@@ -34,6 +32,7 @@ from dprelease.mechanism.engines._inputs import (
 )
 from dprelease.mechanism.engines._plan import *  # noqa: F403 - the row plan's vocabulary
 from dprelease.mechanism.engines._plan import __all__ as _VOCABULARY
+from dprelease.mechanism.engines._registry import ENGINES, get_engine
 from dprelease.mechanism.engines._schema import validate_schema
 
 __all__ = [

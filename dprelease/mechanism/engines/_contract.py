@@ -1,13 +1,13 @@
-"""The engine contract: what an engine is asked (`EngineJob`, whose `plan` is the row plan),
-what it hands back (`ExactAggregates` and the private `InputSummary`), and choosing an engine by
-name. An engine knows nothing of noise or ledgers, and its output leaves the process only
-through `dprelease.publish`."""
+"""The engine contract: what an engine is asked (`EngineJob`, whose `plan` is the row plan)
+and what it hands back (`ExactAggregates` and the private `InputSummary`). Choosing an engine by
+name is `_registry`'s, above the engines, so the contract imports none of them. An engine knows
+nothing of noise or ledgers, and its output leaves the process only through `dprelease.publish`."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
@@ -15,7 +15,6 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 
-from dprelease.errors import SpecError
 from dprelease.mechanism.engines._inputs import DataSource
 from dprelease.mechanism.engines._plan import DistinctUnits, RowPlan
 from dprelease.period import Period
@@ -173,33 +172,6 @@ class Engine(Protocol):
     ) -> tuple[pl.DataFrame, np.ndarray]:
         """Key selection's aggregate (`DistinctUnits`): the candidate keys of one selected
         group-by entry, sorted, and units[k, g − 1]; each unit's G keys chosen with `salt`."""
-
-
-def _polars() -> Engine:
-    from dprelease.mechanism.engines.polars import PolarsEngine
-
-    return PolarsEngine()
-
-
-def _spark() -> Engine:
-    try:
-        from dprelease.mechanism.engines.spark import SparkEngine
-    except ModuleNotFoundError as missing:
-        raise SpecError(
-            "engine", f"the spark engine needs {missing.name}: pip install 'dprelease[spark]'"
-        ) from None
-    return SparkEngine()
-
-
-#: Engines by name; each is imported only when chosen.
-ENGINES: dict[str, Callable[[], Engine]] = {"polars": _polars, "spark": _spark}
-
-
-def get_engine(name: str) -> Engine:
-    """The engine called `name`; SpecError naming the choices otherwise."""
-    if name not in ENGINES:
-        raise SpecError("engine", f"unknown engine {name!r}; choose one of {sorted(ENGINES)}")
-    return ENGINES[name]()
 
 
 def new_salt() -> int:

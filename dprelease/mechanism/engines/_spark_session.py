@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from dprelease.errors import ConfigError, SchemaError
-from dprelease.mechanism.engines import DataSource, refuse_irregular
+from dprelease.mechanism.engines._inputs import DataSource, refuse_irregular
 
 #: Spark Connect URL (sc://host:15002): releases run on that Spark Connect server.
 REMOTE_ENV = "DPRELEASE_SPARK_REMOTE"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -50,9 +50,6 @@ from dprelease.mechanism.noise._laplace_law import (
 )
 from dprelease.mechanism.noise._source import NoiseSource
 
-if TYPE_CHECKING:
-    from dprelease.mechanism.noise._level import LevelNoise
-
 #: Largest sensitivity in integer units. One row moves a sum by at most Δ units, so with fewer
 #: than 2^63 rows an Int128 accumulator cannot overflow whatever the data (2^53 · 2^63 < 2^127).
 MAX_SENSITIVITY_UNITS = 2**53
@@ -72,6 +69,32 @@ GAUSSIAN_TEXT = (
 LAPLACE_IN_ZCDP_TEXT = (
     LAPLACE_TEXT + "; in a zCDP scope, at the largest ε with ε²/2 ≤ ρ (ε-DP is ε²/2-zCDP)"
 )
+
+
+class Calibrated(Protocol):
+    """What a family reads of a calibrated level (`_level.LevelNoise`, which builds on the
+    families, so this module names it only by its shape): the sensitivity it was calibrated to
+    and the exact parameter `calibrate` made."""
+
+    @property
+    def granularity(self) -> Fraction: ...
+    @property
+    def sensitivity_units(self) -> int: ...
+    @property
+    def sensitivity_squared_units(self) -> int | None: ...
+    @property
+    def loss(self) -> PrivacyLoss: ...
+    @property
+    def epsilon(self) -> Fraction | None: ...
+    @property
+    def scale_units(self) -> Fraction | None: ...
+    @property
+    def sigma2_units(self) -> Fraction | None: ...
+    @property
+    def sensitivity(self) -> float: ...
+    @property
+    def scale(self) -> float: ...
+
 
 #: A sensitivity given lazily: (Δ in integer units, its derivation), computed only by a family
 #: calibrated to it (Δ2² is the Gaussian's alone).
@@ -139,7 +162,7 @@ class NoiseFamily:
         """The noise's scale in the column's units: b for Laplace, σ for Gaussian."""
         raise NotImplementedError
 
-    def sensitivity(self, level: LevelNoise) -> float:
+    def sensitivity(self, level: Calibrated) -> float:
         """The sensitivity it is calibrated to, in the column's units: Δ1, or Δ2."""
         raise NotImplementedError
 
@@ -163,11 +186,11 @@ class NoiseFamily:
         """How the noise is drawn, in words (a manifest's `mechanism`)."""
         raise NotImplementedError
 
-    def stated(self, level: LevelNoise) -> dict[str, Any]:
+    def stated(self, level: Calibrated) -> dict[str, Any]:
         """A level's sensitivity and exact noise parameter, as the manifest states them."""
         raise NotImplementedError
 
-    def stated_measurement(self, level: LevelNoise) -> dict[str, Any]:
+    def stated_measurement(self, level: Calibrated) -> dict[str, Any]:
         """What a whole measurement states besides `stated` (its norm, a calibrated ε)."""
         raise NotImplementedError
 
@@ -221,7 +244,7 @@ class _Laplace(NoiseFamily):
     def scale(self, parameter: Fraction, granularity: Fraction) -> float:
         return float(parameter * granularity)
 
-    def sensitivity(self, level: LevelNoise) -> float:
+    def sensitivity(self, level: Calibrated) -> float:
         return float(level.sensitivity_units * level.granularity)
 
     def calibrate(
@@ -245,7 +268,7 @@ class _Laplace(NoiseFamily):
     def text(self, measure: Measure) -> str:
         return LAPLACE_TEXT if measure is Measure.PURE else LAPLACE_IN_ZCDP_TEXT
 
-    def stated(self, level: LevelNoise) -> dict[str, Any]:
+    def stated(self, level: Calibrated) -> dict[str, Any]:
         return {
             "sensitivity": level.sensitivity,
             "sensitivity_units": level.sensitivity_units,
@@ -253,7 +276,7 @@ class _Laplace(NoiseFamily):
             "noise_scale_units_exact": str(level.scale_units),
         }
 
-    def stated_measurement(self, level: LevelNoise) -> dict[str, Any]:
+    def stated_measurement(self, level: Calibrated) -> dict[str, Any]:
         if level.loss.measure is Measure.PURE:
             return {}
         return {"calibrated_epsilon_exact": str(level.epsilon)}
@@ -308,7 +331,7 @@ class _Gaussian(NoiseFamily):
     def scale(self, parameter: Fraction, granularity: Fraction) -> float:
         return math.sqrt(parameter) * float(granularity)
 
-    def sensitivity(self, level: LevelNoise) -> float:
+    def sensitivity(self, level: Calibrated) -> float:
         squared = level.sensitivity_squared_units or 0  # always set on a Gaussian level
         return math.sqrt(squared) * float(level.granularity)
 
@@ -335,7 +358,7 @@ class _Gaussian(NoiseFamily):
     def text(self, measure: Measure) -> str:
         return GAUSSIAN_TEXT
 
-    def stated(self, level: LevelNoise) -> dict[str, Any]:
+    def stated(self, level: Calibrated) -> dict[str, Any]:
         return {
             "sensitivity": level.sensitivity,
             "sensitivity_units": None,
@@ -345,7 +368,7 @@ class _Gaussian(NoiseFamily):
             "noise_variance_units_exact": str(level.sigma2_units),
         }
 
-    def stated_measurement(self, level: LevelNoise) -> dict[str, Any]:
+    def stated_measurement(self, level: Calibrated) -> dict[str, Any]:
         return {"sensitivity_norm": "L2"}
 
     def cumulants(self, parameters: Sequence[Fraction]) -> tuple[np.ndarray, np.ndarray]:
