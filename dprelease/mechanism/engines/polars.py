@@ -5,9 +5,10 @@ internal names → type them non-strictly → (the private input summary branche
 rows with a null unit → period filter → drop keys outside the public domain → each row's integer
 units and grid points → bound each unit's contributions (by a salted hash of what each row
 contributes) → exact group-by → lay the result on the full key grid (missing groups are 0). The
-summary and the aggregation are collected together (sharing one read of the input when it is not
-partitioned). Every step is total: no value in the data can make it fail, overflow, or change
-anything but the aggregates.
+summary and the aggregation read the input once, together: unpartitioned, as two queries sharing
+one scan; partitioned, the summary is tallied batch by batch as the partitioning pass streams.
+Every step is total: no value in the data can make it fail, overflow, or change anything but the
+aggregates.
 
 Everything up to the bounding is row-local and streams. Bounding needs all of a unit's rows at
 once, which would hold the whole input in memory; but units are independent, so an input of more
@@ -24,7 +25,9 @@ so no input column can collide with them.
 from __future__ import annotations
 
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -329,7 +332,47 @@ def _summary_plan(selected: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
     )
 
 
-def _summary(row: dict[str, int], plan: RowPlan) -> InputSummary:
+class _Tally:
+    """The input summary of typed rows as a streaming pass reads them: `observe` the rows
+    (`tally.observe(selected)` in the pass), and each batch's facts (`_summary_plan`,
+    the same expressions as a whole scan's) are added up, exactly, in Python integers. So the
+    partitioning pass that reads the input for the aggregation also makes its summary and
+    fingerprint, from the very rows it partitions, in one read of the input.
+
+    Every fact is a count or a sum over rows (the fingerprint's too: a sum of row hashes), so
+    how the rows are split into batches does not change the total."""
+
+    def __init__(self, selected: pl.LazyFrame, plan: RowPlan) -> None:
+        self._plan = plan
+        self._lock = threading.Lock()  # polars may call from several threads
+        nothing = pl.LazyFrame(schema=selected.collect_schema())
+        self._batches = [_summary_plan(nothing, plan).collect().row(0, named=True)]
+
+    def observe(self, selected: pl.LazyFrame) -> pl.LazyFrame:
+        """`selected`, every batch of it summarized as it streams past (no optimization moves
+        a later filter before it, so the summary sees every row)."""
+        return selected.map_batches(self._batch, streamable=True)
+
+    def _batch(self, batch: pl.DataFrame) -> pl.DataFrame:
+        facts = _summary_plan(batch.lazy(), self._plan).collect().row(0, named=True)
+        with self._lock:
+            self._batches.append(facts)
+        return batch
+
+    def total(self) -> dict[str, int | None]:
+        """The summary row of every row observed (a fact that is None in every batch, as the
+        unit rows of a spec without a unit, stays None)."""
+        with self._lock:
+            batches = list(self._batches)
+        return {
+            name: None
+            if all(b[name] is None for b in batches)
+            else sum(b[name] for b in batches if b[name] is not None)
+            for name in batches[0]
+        }
+
+
+def _summary(row: dict[str, Any], plan: RowPlan) -> InputSummary:
     return InputSummary(
         rows=row[":input_rows"],
         period_rows=row[":period_rows"],
@@ -341,15 +384,15 @@ def _summary(row: dict[str, int], plan: RowPlan) -> InputSummary:
 
 def _partitioned(
     row_local: pl.LazyFrame,
-    summary: pl.LazyFrame,
+    tally: _Tally,
     keys: list[str],
     plan: RowPlan,
     partitions: int,
     salt: int,
-) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
+) -> tuple[pl.DataFrame, dict[str, int | None], list[pl.DataFrame]]:
     """The aggregation (and each histogram) as a sum over partitions of the units, in memory for
-    one partition, and the input summary, computed while the partitions are written. `keys` are
-    the internal key columns.
+    one partition, and the input summary, which `tally` makes while the partitions are written
+    (`row_local` reads the rows it observes). `keys` are the internal key columns.
 
     The row-local plan streams into a private temporary directory (mode 0700, removed whether
     this succeeds or fails), one subdirectory per partition that has rows; each is then bounded
@@ -366,10 +409,10 @@ def _partitioned(
             record_batch_size=_BATCH_ROWS,
             lazy=True,
         )
-        # two scans run side by side: sharing one between the sink and the summary makes polars
-        # (2.1) buffer every row it reads, which is the memory this function exists to save
-        separate = pl.QueryOptFlags(comm_subplan_elim=False)
-        _, facts = pl.collect_all([sink, summary], engine="streaming", optimizations=separate)
+        # one read of the input: the summary is tallied batch by batch in the same pass (a
+        # second query sharing the scan makes polars 2.1 buffer every row it reads, the memory
+        # this function exists to save; a scan of its own read the input twice)
+        sink.collect(engine="streaming")
         for directory in sorted(Path(tmp).iterdir()):
             bounded = _kept(_bounded(pl.scan_ipc(directory / "*.ipc"), plan, salt), plan)
             part, *hists = pl.collect_all(
@@ -381,7 +424,7 @@ def _partitioned(
             for parts, hist in zip(histograms, hists, strict=True):
                 parts.append(hist)
     summed = [_histogram_sum(parts, plan, i) for i, parts in enumerate(histograms)]
-    return total, facts, summed
+    return total, tally.total(), summed
 
 
 class PolarsEngine:
@@ -438,7 +481,7 @@ class PolarsEngine:
             )
             for i, (point, hist) in enumerate(zip(plan.histograms, histograms, strict=True))
         }
-        facts = _summary(summary.row(0, named=True), plan)
+        facts = _summary(summary, plan)
         return ExactAggregates(grid, values, facts, laid)
 
     def distinct_units(
@@ -474,22 +517,24 @@ class PolarsEngine:
 
     def _observed(
         self, job: EngineJob, salt: int
-    ) -> tuple[pl.DataFrame, pl.DataFrame, list[pl.DataFrame]]:
+    ) -> tuple[pl.DataFrame, dict[str, int | None], list[pl.DataFrame]]:
         """Aggregates of the observed groups, the summary row and each histogram of the observed
         groups; partitioned when bounding all units at once would hold more than
         `rows_per_partition` rows (the count is the input's, before any filter)."""
         plan = job.plan
         lf = scan(job.data)
         selected = _selected(lf, declared(job.data), plan)
-        row_local = _row_local(selected, plan)
-        summary = _summary_plan(selected, plan)
         if plan.unit is not None:
             rows = lf.select(pl.len()).collect(engine="streaming").item()
             partitions = -(-rows // self.rows_per_partition)
             if partitions > 1:
                 keys = list(_keys(plan).values())
-                return _partitioned(row_local, summary, keys, plan, partitions, salt)
-        bounded = _bounded(row_local, plan, salt)  # one plan: the queries share its scan
-        queries = [_aggregated(bounded, plan), summary, *_histograms(bounded, plan)]
-        observed, facts, *histograms = pl.collect_all(queries, engine="streaming")
-        return observed, facts, histograms
+                tally = _Tally(selected, plan)
+                row_local = _row_local(tally.observe(selected), plan)
+                return _partitioned(row_local, tally, keys, plan, partitions, salt)
+        bounded = _bounded(_row_local(selected, plan), plan, salt)  # the queries share its scan
+        queries = [_aggregated(bounded, plan), _summary_plan(selected, plan)]
+        observed, facts, *histograms = pl.collect_all(
+            [*queries, *_histograms(bounded, plan)], engine="streaming"
+        )
+        return observed, facts.row(0, named=True), histograms
