@@ -18,8 +18,8 @@ sum(visits, 0, 20) by region × age_band (50 × 10 public keys), at most 4 rows 
 * engine: the polars engine's `aggregate` alone (exact aggregates and the input summary, no
   planning, key grid or noise), partitioned as in a release or every `--rows-per-partition`
   rows; engine_whole: the same never partitioned, all rows in memory (what partitioning costs
-  in time and saves in memory); summary: the input summary's own scan (`summarize`), which
-  every `aggregate` runs beside the aggregation;
+  in time and saves in memory); summary: the input summary's own scan (`summarize`), what a
+  re-run of a released slot reads (an `aggregate` makes the summary in its own pass);
 * OpenDP: `Context.compositor` over `pl.scan_parquet`, identifier `person_id`,
   `truncate_per_group(4)`, public keys, `dp.len` and `dp.sum`, run in `.venv-bench` (OpenDP
   pins its own polars) — timed end to end and for the final `collect` alone — and the floor
@@ -242,7 +242,8 @@ def run_engine_whole(path: str) -> tuple[float, dict]:
 
 
 def run_summary(path: str) -> tuple[float, dict]:
-    """The input summary's own scan (`PolarsEngine.summarize`), part of every `aggregate`."""
+    """The input summary's own scan (`PolarsEngine.summarize`), as a re-run of a released slot
+    reads it; `aggregate` makes the same summary in the pass it reads the input in."""
     import polars as pl
 
     from dprelease.mechanism.engines import EngineJob
