@@ -54,7 +54,9 @@ from dprelease.spec import (
 
 MECHANISM = (
     "permute-and-flip (McKenna & Sheldon 2020) over the public grid with the score "
-    "|#{x < k} + ½·#{x = k} − p·n|, sampled exactly (every coin from one exact discrete "
+    "max(0, #{x < k} − p·n + 1/(2d), p·n − #{x ≤ k}) for p = a/d (how far p·n lies from "
+    "k's ranks: 0 at the grid point of rank ⌈p·n⌉ alone, however many rows tie there), "
+    "sampled exactly (every coin from one exact discrete "
     "Laplace draw, CKS 2020; uniform choice by exact rejection; OS CSPRNG bits); several p's "
     "level by level, middle first, each among the points its released neighbours in p leave "
     "(Kaplan, Schnapp & Stemmer 2022)"
@@ -110,7 +112,7 @@ class QuantileValueEntry(EntryModel):
     )
     rank_error95: float = Field(
         description="data-free: with probability ≥ 95% the value's rank is within this many "
-        "ranks of p·n (plus half the rows rounded to the true quantile's grid point)"
+        "ranks of p·n (its ranks #{x < value} to #{x ≤ value} come that close to p·n)"
     )
     interval_rank_halfwidth95: float = Field(
         description="data-free: how far from p·n (ranks) a ladder cut can be and not be ruled out"
@@ -354,7 +356,8 @@ class Quantile(Kind):
         derivation = (
             f"quantile: {why} → {moved} row(s) moved over the cells' histograms. Values "
             f"(permute-and-flip, coin scale 2Δ/ε_p): one row moves a p's score "
-            f"|#{{x < k}} + ½·#{{x = k}} − p·n| by at most max(p, 1 − p) rank; {scores}. "
+            f"max(0, #{{x < k}} − p·n + 1/(2d), p·n − #{{x ≤ k}}) by at most max(p, 1 − p) rank "
+            f"(n moves p·n by p, #{{x < k}} and #{{x ≤ k}} by 1 or 0 with it); {scores}. "
             f"Intervals (ladder of block counts, discrete Laplace): one row moves one block by 1 → "
             f"L1 Δ = {moved}"
         )

@@ -8,16 +8,19 @@ of rank ⌈p·n⌉) with probability ≥ 95%. docs/quantiles.md has the measurem
 choice; in short:
 
 * **Values: permute-and-flip** (McKenna & Sheldon 2020) over the grid with the score
-  S(k) = |#{x < k} + ½·#{x = k} − p·n|: how many ranks p·n lies from grid point k, counting
-  half the rows rounded to k as below it (they were spread around it before rounding). On
-  unrounded data, where ties are rare, this is OpenDP's score |#{x < c} + p·#{x = c} − p·n|;
-  on rounded data, counting ties at ½ rather than p halves the quartiles' mean error in a dense
-  cell (measured). Permute-and-flip is never worse than the exponential mechanism and needs
-  only Bernoulli(exp(−(S − S_min)/scale)) coins. A coin is [G ≥ S − S_min] with G
-  geometric, P(G ≥ s) = exp(−s/scale), taken from one exact discrete Laplace draw (G = Z for
-  Z ≥ 0, −Z − 1 otherwise), so every grid point costs one draw whatever the data. Flipping
-  every coin at once and taking a uniform heads-up point is exactly permute-and-flip: the first
-  heads of a uniformly random order is uniform among the heads.
+  S(k) = max(0, #{x < k} − p·n + 1/(2d), p·n − #{x ≤ k}) for p = a/d: how many ranks p·n
+  lies from grid point k's ranks, the open end #{x < k} counting 1/(2d) rank away. It is 0 at
+  the grid point of rank ⌈p·n⌉ alone, however many rows tie there, so the documented target is
+  the best point on any data. (OpenDP's |#{x < c} + p·#{x = c} − p·n|, and the ½·#{x = k}
+  this project used before, are not: on heaped data a block of ties that straddles p·n puts
+  their minimum on a neighbour.) One row moves it by at most max(p, 1 − p) rank, as it moves
+  n by one and #{x < k}, #{x ≤ k} by one or none. Permute-and-flip is never worse than the
+  exponential mechanism and needs only Bernoulli(exp(−(S − S_min)/scale)) coins. A coin is
+  [G ≥ S − S_min] with G geometric, P(G ≥ s) = exp(−s/scale), taken from one exact discrete
+  Laplace draw (G = Z for Z ≥ 0, −Z − 1 otherwise), so every grid point costs one draw
+  whatever the data. Flipping every coin at once and taking a uniform heads-up point is
+  exactly permute-and-flip: the first heads of a uniformly random order is uniform among the
+  heads.
 * **Several p's: one level at a time.** The middle p is released first over the whole grid;
   the p's below it then choose only among grid points up to it, the p's above only among points
   from it, and so on (as in Kaplan, Schnapp & Stemmer 2022). A row then moves its own p's

@@ -81,20 +81,22 @@ class QuantileGrid:
 
 def _weight_of(p: Fraction) -> int:
     """2·max(a, d − a) for p = a/d: the most one row moves p's score, in units of 1/(2d) rank
-    (the unit that keeps d·(#{x < k} + #{x ≤ k}) − 2a·n an integer)."""
+    (the unit that keeps the score, `_value_scores`, an integer)."""
     return 2 * max(p.numerator, p.denominator - p.numerator)
 
 
-def _row_moves(p: Fraction) -> tuple[Fraction, Fraction, Fraction]:
-    """How far one row at x moves p's score at a point below x, at x, and above x, as
-    fractions of the most it can move any point: 2a, |d − 2a| and 2(d − a) over 2·max(a, d − a).
+def _row_moves(p: Fraction) -> tuple[Fraction, Fraction]:
+    """How far one row at x moves p's score at a point below x and at a point above x, as
+    fractions of the most it can move any point: 2a and 2(d − a) over 2·max(a, d − a).
+
+    Below x a row moves only n (both terms of the score by 2a); above x it moves n, #{x < k}
+    and #{x ≤ k} alike (by 2(d − a)). At x itself it moves n and #{x ≤ k}: the term that is
+    positive when the point is past the target by 2a, the one positive when it falls short by
+    2(d − a), so a row at x moves p's score at x by the first fraction if p·n ≤ #{x < x}, by
+    the second if p·n > #{x ≤ x}, and not at all between (`_level_cost`).
     """
     a, d = p.numerator, p.denominator
-    return (
-        Fraction(2 * a, _weight_of(p)),
-        Fraction(abs(d - 2 * a), _weight_of(p)),
-        Fraction(2 * (d - a), _weight_of(p)),
-    )
+    return Fraction(2 * a, _weight_of(p)), Fraction(2 * (d - a), _weight_of(p))
 
 
 def _release_order(count: int) -> tuple[tuple[tuple[int, int | None, int | None], ...], ...]:
@@ -122,25 +124,26 @@ def _level_cost(ps: list[Fraction]) -> Fraction:
     A row at x spends a p's whole ε only if x is strictly inside that p's range, and then no
     other range holds x. Otherwise it can touch a run of ranges at their ends: the first ends at
     x (its points are below x or x), those between are x alone, the last starts at x. A range
-    wholly below or above x moves by `_row_moves`' first or last fraction.
+    wholly below or above x moves by `_row_moves`' first or second fraction. At x the p's of
+    the run, ascending, move by the first fraction up to some p and by the second from the next
+    one on (`_row_moves`: the cut is where p·n passes x's ranks), so every cut is tried.
     """
 
     def outside(before: list[Fraction], after: list[Fraction]) -> Fraction:
         return sum((_row_moves(p)[0] for p in before), Fraction(0)) + sum(
-            (_row_moves(p)[2] for p in after), Fraction(0)
+            (_row_moves(p)[1] for p in after), Fraction(0)
         )
 
     worst = Fraction(0)
     for j in range(len(ps)):  # x strictly inside p_j's range
         worst = max(worst, 1 + outside(ps[:j], ps[j + 1 :]))
     for first in range(len(ps)):  # x ends ps[first]'s range … starts ps[last]'s
-        for last in range(first, len(ps)):
-            below, at_x, above = zip(*map(_row_moves, ps[first : last + 1]), strict=True)
-            if first == last:
-                touching = max(max(below[0], at_x[0]), max(at_x[0], above[0]))
-            else:
-                touching = max(below[0], at_x[0]) + sum(at_x[1:-1]) + max(at_x[-1], above[-1])
-            worst = max(worst, touching + outside(ps[:first], ps[last + 1 :]))
+        for last in range(first + 1, len(ps)):  # (one range with x at an end: as inside it)
+            run = [_row_moves(p) for p in ps[first : last + 1]]
+            for cut in range(len(run) + 1):
+                at_x = [moves[0] if i < cut else moves[1] for i, moves in enumerate(run)]
+                touching = max(run[0][0], at_x[0]) + sum(at_x[1:-1]) + max(at_x[-1], run[-1][1])
+                worst = max(worst, touching + outside(ps[:first], ps[last + 1 :]))
     return worst
 
 
@@ -176,9 +179,8 @@ class QuantilePlan:
 
         Permute-and-flip outputs a point only if its coin came up, so P(S − S_min ≥ x) ≤ Σ over
         the ≤ B − 1 points that far from the best of exp(−x/scale). The score is the distance
-        of p·n from the point's rank with half the rows rounded to it counted below, so the
-        released point's rank is within T of p·n plus S_min (at most half the rows rounded to
-        the true quantile's grid point: 0 for continuous data at a fine resolution).
+        of p·n from the point's ranks #{x < k} … #{x ≤ k}, and the best (the true quantile's
+        grid point) scores 0, so the released point's ranks come within T of p·n.
         """
         if self.bins == 1:
             return tuple(0.0 for _ in self.ps)

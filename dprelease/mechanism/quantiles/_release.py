@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -54,8 +55,15 @@ def _cumulative(histograms: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArr
 def _value_scores(
     below: NDArray[np.int64], upto: NDArray[np.int64], p: Fraction
 ) -> NDArray[np.int64]:
-    """2d·|#{x < k} + ½·#{x = k} − p·n| = |d·(below + upto) − 2a·n| per grid point, at most
-    2^62 so it fits int64.
+    """2d × the distance, in ranks, of p·n from grid point k's ranks (#{x < k}, #{x ≤ k}]:
+    max(0, 2(d·#{x < k} − a·n) + 1, 2(a·n − d·#{x ≤ k})) for p = a/d, at most 2^62 so it fits
+    int64.
+
+    It is 0 exactly where #{x < k} < p·n ≤ #{x ≤ k}, at the grid point of rank ⌈p·n⌉ alone
+    (the documented target, however many rows tie there), and ≥ 1 everywhere else: p·n on the
+    open end #{x < k} counts half a unit away (the + 1), so the point after the target, and a
+    grid point without rows, never ties with it. One row moves each of the two terms by at most
+    2·max(a, d − a), so the score too.
 
     The cap applies to the score itself, a 1-Lipschitz function of it, so one row still moves a
     score by at most the stated Δ (capping the counts instead would not: a capped n with an
@@ -67,13 +75,22 @@ def _value_scores(
     n = upto[:, -1:]
     small = n[:, 0] < _EXACT_ROWS
     if small.all():
-        return np.abs(d * (below + upto) - 2 * a * n)
+        return _distance(below, upto, n, a, d)
     scores = np.empty_like(upto)
-    scores[small] = np.abs(d * (below[small] + upto[small]) - 2 * a * n[small])
+    scores[small] = _distance(below[small], upto[small], n[small], a, d)
     big = ~small
-    exact = np.abs(d * (below[big].astype(object) + upto[big]) - 2 * a * n[big].astype(object))
+    exact = _distance(
+        below[big].astype(object), upto[big].astype(object), n[big].astype(object), a, d
+    )
     scores[big] = np.minimum(exact, _SCORE_CAP).astype(np.int64)
     return scores
+
+
+def _distance(below: NDArray[Any], upto: NDArray[Any], n: NDArray[Any], a: int, d: int) -> Any:
+    """The score of `_value_scores` on int64 or Python-integer (object) arrays."""
+    past = 2 * (d * below - a * n) + 1  # p·n at or before #{x < k}: k is past the target
+    short = 2 * (a * n - d * upto)  # p·n beyond #{x ≤ k}: k falls short of it
+    return np.maximum(np.maximum(past, short), 0)
 
 
 # --------------------------------------------------------------------------- sampling
