@@ -28,6 +28,7 @@ from dprelease.errors import (
     LedgerError,
     ReservationMismatch,
     SpecChanged,
+    UnknownScope,
 )
 from dprelease.ledger.database import Database, aware, now
 from dprelease.ledger.deltas import check_delta, record_delta
@@ -176,7 +177,10 @@ def reserve(
     if scope_row is None:
         if (problem := scope_name_problem(scope)) is not None:
             raise LedgerError(problem)
-        assert new_scope_cap is not None  # without one, `_scope_row` raised UnknownScope
+        if new_scope_cap is None:  # `_scope_row` raises first; a scope never exists capless
+            raise UnknownScope(
+                f"unknown budget scope {scope!r}: a release creates a scope only with its cap"
+            )
         cap = exact_epsilon(new_scope_cap, f"cap of scope {scope!r}")
         composition = terms.composition
     else:

@@ -108,8 +108,11 @@ def terms_conflict(
             f"{scope} reads its odds statement at δ = {kept.delta}, not {asked.delta}; "
             f"{charged}. A scope's δ never changes: make the privacy profile's delta agree"
         )
-    if None not in (kept.neighbours, asked.neighbours) and kept.neighbours != asked.neighbours:
-        assert kept.neighbours is not None and asked.neighbours is not None
+    if (
+        kept.neighbours is not None
+        and asked.neighbours is not None
+        and kept.neighbours != asked.neighbours
+    ):
         word = kept.neighbours.value
         if default_neighbours is not None:
             why = " (the default: neither the spec nor a privacy profile says otherwise)"
@@ -121,8 +124,7 @@ def terms_conflict(
             f"is calibrated for {asked.neighbours.value}{why}; {charged}. A scope's neighbours "
             f"never change: {fix} neighbours: {word}, or release into another scope"
         )
-    if None not in (kept.unit, asked.unit) and kept.unit != asked.unit:
-        assert kept.unit is not None and asked.unit is not None
+    if kept.unit is not None and asked.unit is not None and kept.unit != asked.unit:
         return PrivacyUnitMismatch(
             f"{scope} protects a privacy unit of {kept.unit} but this release's unit is "
             f"{asked.unit}; {charged}. A scope's privacy unit never changes (what it has spent "

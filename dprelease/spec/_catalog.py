@@ -53,7 +53,8 @@ def load_pipeline_spec(path: Path) -> ResolvedSpec:
     the file and the YAML path."""
     release = load_spec(path, require_publish=True)
     spec, publish = release.spec, release.publish
-    assert publish is not None, "require_publish loads a publish: section"
+    if publish is None:  # load_spec refuses a missing or empty `publish:`; never read without
+        raise SpecError(f"{path.name}: publish", "a pipeline spec needs its publish: section")
     if spec.name == spec.source:
         raise SpecError(
             f"{path.name}: release.name",

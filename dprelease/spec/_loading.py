@@ -92,6 +92,12 @@ def load_spec(path: str | Path, *, require_publish: bool = False) -> ResolvedSpe
     publish = None
     if document.get("publish") is not None:
         publish = _publish_section(document["publish"], f"{prefix}publish")
+    elif require_publish:  # `publish:` with nothing under it
+        raise SpecError(
+            f"{prefix}publish",
+            "is empty: give the scope its release draws on and the share of its cap one release "
+            "spends (scope: …, share: 1/12)",
+        )
     return ResolvedSpec(
         resolved.spec, resolved.domains, resolved.levels, publish, path, resolved.standard_errors
     )

@@ -261,3 +261,45 @@ def test_migration_4_reads_the_terms_from_stored_releases(ledger_url: str) -> No
     by_day = terms(composition="parallel", period_column="day")
     ledger.reserve("m/2024-02", "months", "2024-02", "1/10", spec_hash="h", terms=by_day)
     assert ledger.status("months")[0].period_column == "day"
+
+
+# -- the checks are statements, not asserts (`python -O` strips asserts) -------------------------
+
+
+def test_a_scope_row_missing_without_a_cap_is_unknown_scope_not_an_assert(
+    ledger_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reserve` makes a scope only with a cap. Were the scope's row missing while no cap was
+    given (`_scope_row` raises UnknownScope itself today; here it is bypassed), the check is an
+    explicit UnknownScope that `python -O` keeps, and nothing is written (it was an `assert`)."""
+    import dprelease.ledger.protocol as protocol
+
+    ledger = Ledger(ledger_url)
+    before = state(ledger)
+    monkeypatch.setattr(protocol, "_scope_row", lambda *args, **kwargs: None)
+    with pytest.raises(UnknownScope, match="only with its cap"):
+        ledger.reserve("a/-", "s", None, "1/4", spec_hash="h", terms=terms())
+    assert state(ledger) == before
+
+
+@pytest.mark.parametrize(
+    ("kept", "asked", "refused"),
+    [
+        (terms(neighbours=SUBSTITUTE), terms(), NeighboursMismatch),
+        (terms(neighbours=None), terms(), None),  # not fixed yet: not compared
+        (terms(), terms(neighbours=None), None),
+        (terms(unit=ROWS), terms(), PrivacyUnitMismatch),
+        (terms(unit=None), terms(), None),
+        (terms(), terms(unit=None), None),
+        (terms(), terms(), None),
+    ],
+)
+def test_the_neighbours_and_unit_checks_compare_only_stated_terms(
+    kept: ScopeTerms, asked: ScopeTerms, refused: type[Exception] | None
+) -> None:
+    """`terms_conflict` directly: a stated term that differs is refused, one side None is not
+    compared (the narrowing is in the condition itself, no `assert` that `-O` would drop)."""
+    from dprelease.ledger.scopes import terms_conflict
+
+    got = terms_conflict("s", kept, asked)
+    assert (None if got is None else type(got)) is refused

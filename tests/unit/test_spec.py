@@ -265,3 +265,29 @@ def test_a_spec_keeps_the_hash_it_was_released_under(spec: dict, released_hash: 
     """The hashes dprelease c888955 computed for these specs (with target_ci95/ci95_columns,
     before the discriminated union): a slot released then re-runs without SpecChanged."""
     assert parse_spec(spec).hash == released_hash
+
+
+def test_an_empty_publish_section_of_a_pipeline_spec_is_a_spec_error(tmp_path: Path) -> None:
+    """`publish:` with nothing under it passed the sections check (the key is there) and was
+    caught only by an `assert` (an AssertionError; `python -O` strips it and the pipeline then
+    fails on None). It is a SpecError naming the file and the field."""
+    from dprelease.spec import load_pipeline_specs
+
+    path = tmp_path / "monthly.yaml"
+    path.write_text(yaml.safe_dump({"release": BASE_SPEC}) + "publish:\n")
+    with pytest.raises(SpecError, match=r"^monthly\.yaml: publish: is empty: give the scope"):
+        load_spec(path, require_publish=True)
+    [problem] = load_pipeline_specs([tmp_path]).problems
+    assert problem.message.startswith("monthly.yaml: publish: is empty"), problem.message
+
+
+def test_a_pipeline_spec_loaded_without_publish_is_refused_by_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog's own check (not an `assert`): were `load_spec` ever to give a pipeline spec
+    without its `publish:`, the catalog refuses it with a SpecError naming the file."""
+    import dprelease.spec._catalog as catalog
+
+    monkeypatch.setattr(catalog, "load_spec", lambda path, **_: make_spec())
+    with pytest.raises(SpecError, match=r"^x\.yaml: publish: a pipeline spec needs"):
+        catalog.load_pipeline_spec(tmp_path / "x.yaml")
