@@ -34,7 +34,7 @@ loaded machine slows every variant.
     bash bench/setup.sh                                   # once: .venv-bench with OpenDP
     .venv/bin/python bench/bench_engine.py                # 1M and 10M rows, ~5 minutes
     .venv/bin/python bench/bench_engine.py --sizes 1000000 --variants floor_sorted dprelease
-    # the README's table: 10^7 and 10^8 rows (the data need 1.7 GB of disk; --data keeps them)
+    # docs/performance.md's table: 10^7 and 10^8 rows (1.7 GB of data on disk; --data keeps them)
     .venv/bin/python bench/bench_engine.py --sizes 10000000 100000000 \
         --variants floor floor_sorted floor_first dprelease --data /tmp/bench_data
     # peak memory of a partitioned aggregation: 12·10^6 rows in 40 partitions, against holding

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every benchmark the README quotes, in one go (about 75 minutes on 2 cores, 2 GB of parquet in
-# $BENCH_DATA). Needs `bash bench/setup.sh` (OpenDP) and `bash bench/setup_tumult.sh` (Tumult
+# Every benchmark docs/performance.md (and docs/quantiles.md, docs/zcdp.md) quotes, in one go
+# (about 75 minutes on 2 cores, 2 GB of parquet in $BENCH_DATA). Needs `bash bench/setup.sh` (OpenDP) and `bash bench/setup_tumult.sh` (Tumult
 # Analytics) once; each script prints its markdown table with the machine and load average.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dprelease.budget import PrivacyProfiles, load_privacy_profiles
-from dprelease.errors import ConfigError, SpecError
+from dprelease.errors import ConfigError, LedgerNotFound, SpecError
 from dprelease.ledger import Ledger
 from dprelease.loss import Amount, Measure, exact_positive, loss_text
 from dprelease.mechanism import DataSource
@@ -108,14 +108,22 @@ def _privacy(privacy: PrivacyLike | None) -> PrivacyProfiles | None:
 
 
 @contextmanager
-def _opened(ledger: Ledger | str | None) -> Iterator[Ledger | None]:
-    """The caller's ledger as it is, or an existing ledger by URL (never a new, empty one: a
-    mistyped path must not look like a fresh budget; `dp.Ledger(url)` creates one), closed
-    afterwards; None for none."""
+def _opened(ledger: Ledger | str | Path | None) -> Iterator[Ledger | None]:
+    """The caller's ledger as it is, or an existing ledger by URL or path (never a new, empty
+    one: a mistyped path must not look like a fresh budget; `dp.Ledger(url)` creates one),
+    closed afterwards; None for none."""
     if ledger is None or isinstance(ledger, Ledger):
         yield ledger
         return
-    with Ledger(ledger, mode="existing") as opened:
+    try:
+        opened = Ledger(ledger, mode="existing")
+    except LedgerNotFound as exc:  # where it was looked for, then what to do in Python
+        raise LedgerNotFound(
+            f"{str(exc).split(';')[0]}; nothing was created. ledger= opens an existing ledger "
+            "only, so that a mistyped path never reads as a fresh budget: pass "
+            "ledger=dp.Ledger(path), which creates it, for the first release"
+        ) from None
+    with opened:
         yield opened
 
 
@@ -175,7 +183,7 @@ def release(
     epsilon: Amount | None = None,
     rho: Amount | None = None,
     privacy: PrivacyLike | None = None,
-    ledger: Ledger | str | None = None,
+    ledger: Ledger | str | Path | None = None,
     scope: str | None = None,
     cap: Amount | None = None,
     period: str | None = None,
@@ -227,7 +235,7 @@ def plan(
     *,
     rho: Amount | None = None,
     privacy: PrivacyLike | None = None,
-    ledger: Ledger | str | None = None,
+    ledger: Ledger | str | Path | None = None,
     scope: str | None = None,
     cap: Amount | None = None,
     targets: dict[str, float] | None = None,

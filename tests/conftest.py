@@ -1,8 +1,8 @@
 """Fixtures the tests share; the helpers they import are in `helpers.py`.
 
-Tiers (see README, "Tests"): `python3 dev.py test` runs the fast tier, everything not marked
-`e2e` (a real `dg dev` and browser), `spark` (a local Spark session) or `races` (real processes
-racing on a ledger); `python3 dev.py test --all` (and CI) runs every tier.
+Tiers (see docs/testing.md, "The tiers"): `python3 dev.py test` runs the fast tier, everything
+not marked `e2e` (a real `dg dev` and browser), `spark` (a local Spark session) or `races` (real
+processes racing on a ledger); `python3 dev.py test --all` (and CI) runs every tier.
 """
 
 from __future__ import annotations

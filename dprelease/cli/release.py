@@ -180,7 +180,8 @@ def release(
         ),
     ] = None,
 ) -> None:
-    """Release noisy grouped counts and sums; refuse if the scope's budget would be exceeded."""
+    """Release noisy grouped counts, sums, means, shares and quantiles (medians); refuse if the
+    scope's budget would be exceeded."""
     from dprelease.budget import load_privacy_profiles
     from dprelease.ledger import Ledger
     from dprelease.publish import (

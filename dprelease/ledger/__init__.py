@@ -87,7 +87,7 @@ class Ledger:
 
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Path | None = None,
         *,
         default_path: str | Path = DEFAULT_LEDGER_PATH,
         mode: OpenMode = "create",

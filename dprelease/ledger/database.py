@@ -52,13 +52,14 @@ PRIVATE_FILE_MODE = 0o600
 
 
 def resolve_ledger_url(
-    url: str | None = None, default_path: str | Path = DEFAULT_LEDGER_PATH
+    url: str | Path | None = None, default_path: str | Path = DEFAULT_LEDGER_PATH
 ) -> str:
     """The ledger to use: explicit `url` > env DPRELEASE_LEDGER_URL > SQLite file at default_path.
 
-    A value without ``://`` is a SQLite file path, made absolute. Nothing is created here.
+    A value without ``://`` (or a `pathlib.Path`) is a SQLite file path, made absolute. Nothing
+    is created here.
     """
-    chosen = url or os.environ.get(LEDGER_URL_ENV)
+    chosen = os.fspath(url) if url else os.environ.get(LEDGER_URL_ENV)
     if chosen and "://" in chosen:
         return chosen
     path = (Path(chosen) if chosen else Path(default_path)).expanduser().resolve()

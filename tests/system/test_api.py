@@ -117,6 +117,27 @@ def test_refusals_come_before_the_ledger_is_touched(tmp_path: Path) -> None:
         assert [e.kind for e in ledger.history()] == ["scope_created"]
 
 
+def test_a_missing_ledger_is_explained_in_python_and_a_path_is_a_ledger(tmp_path: Path) -> None:
+    """`ledger=` a missing file says what to do in Python (dp.Ledger creates it), not the CLI's
+    "--ledger … (a release creates a new ledger)", which is untrue of dp.release; and a
+    `pathlib.Path` is a ledger path for `dp.Ledger`, `dp.release` and `dp.plan` alike."""
+    path = tmp_path / "ledger.sqlite"
+    with pytest.raises(LedgerNotFound) as refused:
+        dp.release(SURVEY, SPEC, epsilon=1, ledger=path)
+    assert str(refused.value) == (
+        f"no ledger at {path}; nothing was created. ledger= opens an existing ledger only, so "
+        "that a mistyped path never reads as a fresh budget: pass ledger=dp.Ledger(path), "
+        "which creates it, for the first release"
+    )
+    assert not path.exists()
+    with dp.Ledger(path) as ledger:
+        ledger.ensure_scope("survey", 1)
+    assert dp.release(SURVEY, SPEC, epsilon="1/4", ledger=path).charged
+    assert dp.plan(SPEC, ledger=path).statistics  # the scope's cap, read through the path
+    with dp.Ledger(path, mode="read") as ledger:
+        assert ledger.status("survey")[0].spent == Fraction(1, 4)
+
+
 def test_a_new_scope_is_opened_with_the_cap_it_is_given(tmp_path: Path) -> None:
     """In an existing ledger, a release may open its scope when `cap` states the scope's
     lifetime cap; ε defaults to all of it (no `publish.share`)."""

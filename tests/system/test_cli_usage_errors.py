@@ -80,3 +80,23 @@ def test_an_empty_scope_is_refused_by_plan_and_epsilon(workspace: Path, command:
     config = ["--config", str(ROOT / "pipelines" / "privacy.yaml")]
     args = ["--spec", str(workspace / "spec.yaml"), *config] if command == "plan" else config
     one_line_error(invoke_cli(command, *args, "--scope", ""), "--scope")
+
+
+def test_the_release_help_the_package_and_its_description_name_every_kind() -> None:
+    """`dprelease release --help`, the package's docstring and pyproject's description said
+    "counts and sums" after means, shares and quantiles came: each names every statistic kind
+    the library releases (`KINDS`)."""
+    import tomllib
+
+    import dprelease
+    from dprelease.mechanism.kinds import KINDS
+
+    help_text = " ".join(invoke_cli("release", "--help", columns=200).stdout.split())
+    description = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["description"]
+    for where, text in (
+        ("release --help", help_text),
+        ("dprelease.__doc__", " ".join((dprelease.__doc__ or "").split())),
+        ("pyproject description", description),
+    ):
+        for kind in KINDS:
+            assert any(name in text for name in kind.names), (where, kind.names, text[:200])

@@ -66,9 +66,9 @@ def test_metadata_shows_exact_amounts_and_whole_numbers(root: Path) -> None:
         if line.startswith("|") and not line.startswith("|---")
     ]
     margins = {row[header.index("visits_moe95")] for row in rows}
-    assert margins == {"108"}  # the demo's count margin (README), not 108.0
+    assert margins == {"108"}  # the demo's count margin (docs/dagster.md), not 108.0
     cost_margins = {row[header.index("total_cost_moe95")] for row in rows}
-    assert cost_margins == {"220,000"}  # thousands separated (the README's ± 220,000)
+    assert cost_margins == {"220,000"}  # thousands separated (docs/dagster.md's ± 220,000)
     costs = [row[header.index("total_cost")] for row in rows]
     assert all(THOUSANDS.fullmatch(cost) for cost in costs), costs
     assert any("," in cost for cost in costs)
@@ -146,7 +146,7 @@ def test_a_refusal_is_one_message_with_its_facts_and_no_stack(root: Path) -> Non
 def test_a_missing_confidential_table_is_a_refusal_too(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's refusal table lists it: one message, no stack, nothing charged; the path it
+    """docs/dagster.md's refusal table lists it: one message, no stack, nothing charged; the path it
     names is absolute even when the store's directory is relative (the demo's default)."""
     (root / "confidential" / "visits.parquet").unlink()
     monkeypatch.chdir(root)

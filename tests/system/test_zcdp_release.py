@@ -173,7 +173,7 @@ def test_planned_margins_cover_95_percent_of_1000_simulated_releases(
 
 def test_plan_compare_says_which_measure_is_more_accurate() -> None:
     """The demo's visits scope: one release of 3 statistics (3 measurements) favours pure ε;
-    a year of monthly releases (36) favours zCDP, as the README's crossover says."""
+    a year of monthly releases (36) favours zCDP, as docs/zcdp.md's crossover says."""
     spec = ROOT / "pipelines" / "specs" / "visits_monthly.yaml"
     privacy = ROOT / "pipelines" / "privacy.yaml"
     one = dp.plan(spec, privacy=privacy, compare=True, releases=1).comparison
@@ -186,10 +186,10 @@ def test_plan_compare_says_which_measure_is_more_accurate() -> None:
     ("releases", "visits", "total_cost"),
     [(12, (108, 82), (215_692.75, 164_718.5625)), (33, (297, 137), (593_155, 273_154.875))],
 )
-def test_the_readmes_demo_margins_are_the_planners(
+def test_the_docs_demo_margins_are_the_planners(
     releases: int, visits: tuple[float, float], total_cost: tuple[float, float]
 ) -> None:
-    """The README's "Pure ε or zCDP?" figures for the demo's monthly spec (36 and 99
+    """docs/zcdp.md's ("Pure ε or zCDP?") figures for the demo's monthly spec (36 and 99
     measurements of its scope), as `dprelease plan --compare` states them: pure ε, then zCDP."""
     spec = ROOT / "pipelines" / "specs" / "visits_monthly.yaml"
     privacy = ROOT / "pipelines" / "privacy.yaml"

@@ -74,7 +74,8 @@ from dprelease.mechanism.selection import units_per_key
 ROWS_PER_PARTITION = 2_000_000
 #: Rows a partition's writer buffers before writing: the partitioning pass holds one such batch
 #: per partition. 65,536 rows (about 1 MiB at 18 bytes a row) instead of 8,192: a whole process
-#: aggregating 10^7 rows took 0.92x the time at the same peak memory (README, Performance).
+#: aggregating 10^7 rows took 0.92x the time at the same peak memory (docs/performance.md,
+#: "The polars engine").
 _BATCH_ROWS = 65_536
 
 

@@ -30,7 +30,7 @@ from dprelease.errors import NoiseError, UnsafeNoiseSourceError
 
 # Output draws per chunk: memory is bounded whatever the requested size (a chunk's working
 # arrays take a few MiB per thread). 2**18 rather than 2**16: fewer numpy calls per draw and
-# longer stretches without the GIL (README, Performance: 0.95x a whole process's time).
+# longer stretches without the GIL (docs/performance.md, "Noise": 0.95x a whole process's time).
 _CHUNK = 1 << 18
 # Bytes read from the source at a time: large enough that the cost of a call is small against
 # the bytes it returns, small enough that the bytes a chunk leaves unused are few.
