@@ -381,11 +381,11 @@ class QuantileStatistic(_StatisticBase):
         return [self.column]
 
     def output_columns(self) -> list[str]:
-        """Each p's value and its interval."""
+        """Each p's value, its interval and the flag of cells where that is the whole grid."""
         return [
-            name
+            f"{value}{suffix}"
             for value in self.value_columns()
-            for name in (value, f"{value}{LOW_SUFFIX}", f"{value}{HIGH_SUFFIX}")
+            for suffix in ("", LOW_SUFFIX, HIGH_SUFFIX, UNINFORMATIVE_SUFFIX)
         ]
 
     def refuse_margins(self) -> str | None:

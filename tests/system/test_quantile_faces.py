@@ -42,10 +42,15 @@ COLUMNS = [
     "region",
     "people",
     "people_moe95",
-    *(f"income_p{c}{s}" for c in (25, 50, 75) for s in ("", "_low", "_high")),
+    *(
+        f"income_p{c}{s}"
+        for c in (25, 50, 75)
+        for s in ("", "_low", "_high", "_uninformative")
+    ),
     "stay",
     "stay_low",
     "stay_high",
+    "stay_uninformative",
 ]
 
 
@@ -138,6 +143,11 @@ def test_a_dagster_materialization_of_a_spec_with_a_median(tmp_path: Path) -> No
     assert spent(tmp_path, SCOPE) == (VISITS_CAP / 12, 1)
     published = tmp_path / "public" / MONTHLY / "2024-03"
     table = pl.read_parquet(published / "release.parquet")
-    assert table.columns[-3:] == ["median_stay", "median_stay_low", "median_stay_high"]
+    assert table.columns[-4:] == [
+        "median_stay",
+        "median_stay_low",
+        "median_stay_high",
+        "median_stay_uninformative",
+    ]
     manifest = json.loads((published / "manifest.json").read_text())
     assert manifest["statistics"][-1]["kind"] == "median"

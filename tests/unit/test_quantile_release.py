@@ -83,7 +83,11 @@ def test_columns_are_each_ps_value_and_interval_monotone_in_p() -> None:
         ).table
         assert table.columns == [
             "g",
-            *(f"inc_p{c}{s}" for c in (25, 50, 75) for s in ("", "_low", "_high")),
+            *(
+                f"inc_p{c}{s}"
+                for c in (25, 50, 75)
+                for s in ("", "_low", "_high", "_uninformative")
+            ),
         ]
         values, low, high = released(table), released(table, "_low"), released(table, "_high")
         for name, array in (("value", values), ("low", low), ("high", high)):
@@ -106,7 +110,28 @@ def test_a_median_is_one_value_and_its_interval_named_after_the_statistic() -> N
         ]  # fmt: skip
     )
     table = draw_release(COSTS, spec, 1).table
-    assert table.columns == ["region", "mid", "mid_low", "mid_high"]
+    assert table.columns == ["region", "mid", "mid_low", "mid_high", "mid_uninformative"]
+
+
+def test_a_value_whose_interval_is_the_whole_grid_is_flagged_uninformative() -> None:
+    """Issue 26: at the data engineer's budget every ward's median read `low 0, high 60`, the
+    whole range, with nothing to say so. `_uninformative` is true exactly where a value's
+    interval is the whole grid [lower, upper], as a mean's is where its margin covers its
+    bounds: here in the cells of 3 rows at ε = 4, never in those of 200."""
+    data = pl.concat([incomes(3, 7), incomes(200, 8).with_columns(pl.col("g") + CELLS)])
+    spec = make_spec(
+        name="q",
+        source="q",
+        privacy_unit="pid",
+        max_rows_per_unit=1,
+        group_by=[{"column": "g", "domain": {"min": 0, "max": 2 * CELLS - 1}}],
+        statistics=[{"name": "inc", "kind": "quantile", "p": QUARTILES, **INCOME}],
+    )
+    table = draw_release(data, spec, 4, noise=NoiseSource.seeded_for_tests(3)).table.sort("g")
+    flags = released(table, "_uninformative").astype(bool)
+    whole = (released(table, "_low") == 0) & (released(table, "_high") == 200_000)
+    assert (flags == whole).all()
+    assert flags[:CELLS].mean() > 0.9 and not flags[CELLS:].any()
 
 
 def test_intervals_cover_the_true_quantile_in_at_least_95_percent() -> None:

@@ -46,6 +46,7 @@ from dprelease.mechanism.quantiles import (
 from dprelease.spec import (
     HIGH_SUFFIX,
     LOW_SUFFIX,
+    UNINFORMATIVE_SUFFIX,
     PostProcessing,
     QuantileStatistic,
     StatisticKind,
@@ -150,6 +151,9 @@ class QuantileEntry(ReleasedEntry):
     )
     interval_method: str
     coverage: str
+    uninformative: str = Field(
+        description="which cells' `_uninformative` flag is true: the interval is the whole grid"
+    )
     error_in_units: str
     quantiles: list[QuantileValueEntry]
 
@@ -241,7 +245,8 @@ class QuantileAllocation(Allocated):
     ) -> list[pl.Series]:
         """Each p's released value and its 95% interval (`_low`, `_high`), in the column's
         units: grid points, monotone in p, low ≤ value ≤ high (the mechanism's
-        post-processing)."""
+        post-processing); and `_uninformative`, true where the interval is the whole grid (the
+        value then says nothing the bounds did not, as a mean's flag says of its margin)."""
         drawn: QuantileRelease = selected
         out = []
         for j, name in enumerate(self.statistic.value_columns()):
@@ -252,6 +257,8 @@ class QuantileAllocation(Allocated):
             ):
                 values = self.grid.values(points[:, j])
                 out.append(pl.Series(f"{name}{suffix}", values, dtype=pl.Float64))
+            whole = (drawn.low[:, j] == 0) & (drawn.high[:, j] == self.grid.bins - 1)
+            out.append(pl.Series(f"{name}{UNINFORMATIVE_SUFFIX}", whole, dtype=pl.Boolean))
         return out
 
     def entry(
@@ -306,6 +313,9 @@ class QuantileAllocation(Allocated):
             interval_noise_scale_exact=str(plan.interval_scale),
             interval_method=INTERVAL_METHOD,
             coverage=COVERAGE,
+            uninformative=f"where a value's 95% interval is the whole grid [{stat.lower:.15g}, "
+            f"{stat.upper:.15g}], the value says nothing the bounds did not (too few rows or too "
+            f"little ε for that cell): its `{UNINFORMATIVE_SUFFIX}` column is true there",
             error_in_units=units_statement(self),
             quantiles=value_entries,
         )
