@@ -98,6 +98,46 @@ def test_an_object_column_of_numbers_is_text_too() -> None:
     assert exact_table(frame, make_spec(PARTY_SPEC)).get_column("m").to_list() == [3.0, 4.0]
 
 
+SMOKERS = pd.DataFrame(
+    {"pid": [1, 2, 3, 4, 5], "region": ["n", "n", "n", "s", "s"], "smoker": [1, 0, 1, 1, 1]}
+)
+SMOKER_GRID = {"column": "smoker", "lower": 0, "upper": 1}
+SMOKER_SPEC = make_spec(
+    PARTY_SPEC,
+    statistics=[
+        {"name": "smokers", "kind": "sum", **SMOKER_GRID},
+        {"name": "rate", "kind": "mean", **SMOKER_GRID},
+        {"name": "mid", "kind": "median", **SMOKER_GRID, "resolution": 1},
+    ],
+)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "boolean"])
+def test_a_boolean_column_is_read_as_0_and_1_where_a_number_is_needed(dtype: str) -> None:
+    """Issue 26: a bool column was refused for a sum, mean or quantile, and the message's fix
+    (pd.to_numeric) left it bool. It is read as 0/1, as the engines cast it: a sum counts the
+    True rows, a mean is their share, a median is 0 or 1 (pandas' bool and nullable boolean;
+    polars' Boolean; a null is missing, as in any number column)."""
+    frame = SMOKERS.astype({"smoker": dtype})
+    for data in (frame, pl.from_pandas(frame)):
+        table = exact_table(data, SMOKER_SPEC, 1000)
+        assert table.get_column("smokers").to_list() == [2.0, 2.0]
+        assert table.get_column("rate").to_list() == pytest.approx([2 / 3, 1.0], abs=0.01)
+        assert table.get_column("mid").to_list() == [1.0, 1.0]
+
+
+@pytest.mark.spark
+def test_the_spark_engine_reads_a_boolean_column_as_0_and_1_too(tmp_path: Path) -> None:
+    from sparktest import local_session
+
+    local_session()
+    path = tmp_path / "smokers.parquet"
+    pl.from_pandas(SMOKERS.astype({"smoker": "bool"})).write_parquet(path)
+    on_spark = exact_table(path, SMOKER_SPEC, 1000, engine="spark")
+    assert on_spark.equals(exact_table(path, SMOKER_SPEC, 1000, engine="polars"))
+    assert on_spark.get_column("smokers").to_list() == [2.0, 2.0]
+
+
 @pytest.mark.parametrize("text_dtype", TEXT_DTYPES)
 def test_an_integer_domain_on_a_pandas_text_column_is_refused_as_the_reverse_case_is(
     text_dtype: str,

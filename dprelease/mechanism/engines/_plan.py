@@ -189,12 +189,13 @@ class KeyNeed:
 
 @dataclass(frozen=True)
 class NumberNeed:
-    """A column read as numbers; `why` names who reads it."""
+    """A column read as numbers; `why` names who reads it. A boolean column is read as 0/1
+    (False/True), as both engines cast it: a sum of a flag is how many rows have it set."""
 
     why: str
 
     def fits(self, dtype: pl.DataType, untyped: bool) -> bool:
-        return untyped or dtype.is_numeric() or dtype == pl.Null
+        return untyped or dtype.is_numeric() or dtype in (pl.Boolean, pl.Null)
 
     def refusal(self, dtype: pl.DataType) -> str:
         return f"has dtype {dtype} but {self.why}"

@@ -81,8 +81,9 @@ def _integral(source: T.DataType) -> bool:
 
 
 def _number(column: Column, source: T.DataType, target: T.DataType) -> Column:
-    """A number as `target` (BIGINT or DOUBLE); null where the column holds no numbers."""
-    if isinstance(source, T.NumericType):
+    """A number as `target` (BIGINT or DOUBLE), a boolean as 0/1; null where the column holds
+    no numbers."""
+    if isinstance(source, T.NumericType | T.BooleanType):
         return column.try_cast(target)
     return F.lit(None).cast(target)
 
