@@ -74,6 +74,12 @@ class ReleaseResult:
         shape = f"{self.table.height} rows × {self.table.width} columns"
         return f"ReleaseResult({self.status}{spent}; {shape})"
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the same line, then the released table."""
+        from html import escape
+
+        return f"<p>{escape(repr(self))}</p>{self.table._repr_html_()}"
+
     @property
     def accuracy(self) -> list[StatisticAccuracy]:
         """Per statistic: ε spent, Δ, noise scale and 95% margin of error (as `dp.plan`)."""

@@ -55,6 +55,7 @@ from dprelease.statement._search import (
     _targeted,
     _unit,
 )
+from dprelease.statement._shown import plan_html, plan_text
 
 #: 2: the measure and mechanism, ρ beside ε (None where a zCDP release spends no ε).
 PLAN_FORMAT: Final = "dprelease-plan/2"
@@ -189,6 +190,17 @@ class ReleasePlan(BaseModel):
         "the δ it spends and what stays of the scope's selection δ budget (before what the "
         "ledger has spent: `dprelease ledger status`)",
     )
+
+    def __repr__(self) -> str:
+        """What the release will spend and state per statistic, as `print(dp.plan(...))` shows
+        it (the fields are the JSON of `dprelease plan --json`)."""
+        return plan_text(self)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        """The same, as a table in a notebook."""
+        return plan_html(self)
 
 
 def accuracy_of(

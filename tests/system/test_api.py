@@ -156,3 +156,30 @@ def test_a_dict_spec_is_read_like_a_spec_file_and_anything_else_is_refused() -> 
         dp.plan({**as_dict, "statistics": [{"name": "n", "kind": "total"}]}, "1/2")
     with pytest.raises(SpecError, match=r"^spec: got a DataFrame: .*dp\.release\(data, spec"):
         dp.release(SPEC, SURVEY, epsilon=1)  # the data and the spec swapped
+
+
+def test_a_plan_and_a_result_read_as_text_and_html_not_as_raw_models() -> None:
+    """Issue 26: `print(dp.plan(...))` printed a raw pydantic object. A plan prints its
+    header (the loss named by its measure) and one aligned row per statistic (a quantile one
+    per p, its error in ranks); in a notebook the same as an HTML table; a result shows its
+    status line above the released table."""
+    quartiles = dp.QuantileStatistic(name="q", kind="quantile", column="income", lower=0,
+                                     upper=100, resolution=1, p=[0.25, 0.5, 0.75])  # fmt: skip
+    spec = SPEC.model_copy(update={"statistics": [*SPEC.statistics, quartiles]})
+    names = [s.name for s in SPEC.statistics]
+    planned = dp.plan(spec, epsilon="1/2")
+    text = str(planned)
+    assert repr(planned) == text and "ReleasePlan(" not in text
+    lines = text.splitlines()
+    assert lines[0].startswith("release 'survey' at ε = 0.5: laplace noise")
+    assert lines[1].split() == ["statistic", "kind", "ε", "Δ", "scale", "±95%", "target"]
+    assert [line.split()[0] for line in lines[2:-3]] == names
+    assert lines[-3].split()[:2] == ["q", "quantile"] and "p = 0.25:" in lines[-3]
+    assert "p = 0.75:" in lines[-1] and lines[-1].endswith("ranks")
+    html = planned._repr_html_()
+    assert html.startswith("<p>release") and html.count("<tr>") == len(lines) - 1
+    zcdp = str(dp.plan(spec, rho="1/100")).splitlines()
+    assert "ρ = 0.01 (zCDP)" in zcdp[0] and zcdp[1].split()[2] == "ρ"
+    result = dp.release(SURVEY, spec, epsilon="1/2")
+    shown = result._repr_html_()
+    assert shown.startswith(f"<p>{repr(result)}</p>") and "<table" in shown
