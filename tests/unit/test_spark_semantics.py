@@ -154,6 +154,7 @@ def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: 
     out: dict[str, Any] = {m.name: [0] * len(cells) for m in plan.measurements}
     out |= {q.statistic.name: Counter() for q in plan.quantiles}
     summary = {"rows": df.height, "period_rows": 0, "unit_rows": 0, "keyed": Counter()}
+    summary["missing"] = Counter()  # per column: rows of the period with no number in it
     for row in df.iter_rows(named=True):
         if spec.period is not None:
             when = row[spec.period.column]
@@ -164,6 +165,7 @@ def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: 
         summary["period_rows"] += 1
         summary["unit_rows"] += unit is not None
         summary["keyed"].update(k for k, value in zip(keys, key, strict=True) if value is not None)
+        summary["missing"].update(c for c, v in row.items() if v is None or _as_unit(v) is None)
         cell = cells.get(key)
         if cell is None or unit is None:
             continue
@@ -525,6 +527,8 @@ def test_exact_aggregates_follow_the_contract(case: Case, engine: Engine, tmp_pa
             expected["summary"]["unit_rows"],
         )
         assert facts.keyed_rows == {k: expected["summary"]["keyed"][k] for k in keys}
+        missing = expected["summary"]["missing"]
+        assert facts.missing_rows == {c: missing[c] for c in facts.missing_rows}, period
         # not vacuous: every period but a case's last (where some cases test an empty month)
         assert any(any(expected[m.name]) for m in plan.measurements) or period == case.periods[-1]
 

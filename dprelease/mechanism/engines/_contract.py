@@ -42,12 +42,15 @@ class InputSummary:
     unit_rows: int | None  # rows in the period whose privacy unit is not null (None: no unit)
     keyed_rows: Mapping[str, int]  # per key column: rows in the period whose key converted
     fingerprint: str  # `fingerprint` of the rows in the period
+    #: per column read as a number: rows in the period without one (null, NaN, unreadable)
+    missing_rows: Mapping[str, int] = field(default_factory=dict)
 
     def warnings(self, release: str, period: str | None) -> list[str]:
         """What looks wrong with an input that was released anyway, for the operator channel
         only: no rows, no rows in the period, or no row of the period with a privacy unit or a
-        usable key. A release is made whatever they say (an empty period is a correct release
-        of noise around 0)."""
+        usable key; a column read as a number with missing values, which count as 0 (or the
+        statistic's lower bound) by the documented rule. A release is made whatever they say
+        (an empty period is a correct release of noise around 0)."""
         noise = "the released values are noise around 0"
         if self.rows == 0:
             return [f"release {release!r}: the input has no rows; {noise}. Check the input"]
@@ -70,6 +73,15 @@ class InputSummary:
                     f"(all null, or not of the domain's key type); such rows are dropped, so "
                     f"{noise}"
                 )
+        for column, rows in self.missing_rows.items():
+            if rows > 0:
+                found.append(
+                    f"release {release!r}: column {column!r} has no number in {rows:,} of "
+                    f"{self.period_rows:,} rows{where} (null, NaN or unreadable); each statistic "
+                    "that reads it counts them as 0, or as its lower bound when 0 is outside its "
+                    "bounds, which pulls its values toward that. Drop those rows before the "
+                    "release if they are not zeros"
+                )
         return found
 
     def added(self, other: InputSummary) -> InputSummary:
@@ -86,6 +98,7 @@ def _added_summaries(a: InputSummary, b: InputSummary) -> InputSummary:
         unit_rows=units,
         keyed_rows={c: a.keyed_rows[c] + b.keyed_rows.get(c, 0) for c in a.keyed_rows},
         fingerprint=f"added:{digest}",
+        missing_rows={c: n + b.missing_rows.get(c, 0) for c, n in a.missing_rows.items()},
     )
 
 

@@ -65,6 +65,7 @@ from dprelease.mechanism.engines._polars_rows import (
     _row_local,
     _selected,
     _units,
+    _value,
     _with_unit_in_period,
 )
 from dprelease.mechanism.selection import units_per_key
@@ -97,7 +98,17 @@ def _summary_plan(selected: pl.LazyFrame, plan: RowPlan) -> pl.LazyFrame:
         unit_rows.alias(":unit_rows"),
         in_period(row_hash).sum().alias(":hash_sum"),
         *(in_period(pl.col(key)).is_not_null().sum().alias(key) for key in _keys(plan).values()),
+        *(
+            in_period(_missing(pl.col(_value(i)))).sum().alias(f":missing{i}")
+            for i in range(len(plan.reads))
+        ),
     )
+
+
+def _missing(value: pl.Expr) -> pl.Expr:
+    """Where a value column holds no number (null, NaN, text that does not parse): the rows the
+    nulls rule fills (`_number`)."""
+    return value.cast(pl.Float64, strict=False).fill_nan(None).is_null()
 
 
 class _Tally:
@@ -147,6 +158,7 @@ def _summary(row: dict[str, Any], plan: RowPlan) -> InputSummary:
         unit_rows=row[":unit_rows"],
         keyed_rows={column: row[key] for column, key in _keys(plan).items()},
         fingerprint=fingerprint(FINGERPRINT_SCHEME, row[":period_rows"], row[":hash_sum"] or 0),
+        missing_rows={c: row[f":missing{i}"] for i, c in enumerate(plan.reads)},
     )
 
 

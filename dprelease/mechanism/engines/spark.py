@@ -90,6 +90,10 @@ def _summary_metrics(selected: DataFrame, plan: RowPlan) -> list[Column]:
             rows_where(F.col(f"key{i}").isNotNull()).alias(f"key{i}")
             for i in range(len(plan.key_columns))
         ),
+        *(  # a value is typed as a double or null (`_number`): NaN is missing too
+            rows_where(F.col(f"value{i}").isNull() | F.isnan(f"value{i}")).alias(f"missing{i}")
+            for i in range(len(plan.reads))
+        ),
     ]
 
 
@@ -117,6 +121,7 @@ def _summary(row: Mapping[str, Any], plan: RowPlan) -> InputSummary:
         unit_rows=None if row["unit_rows"] is None else int(row["unit_rows"]),
         keyed_rows={c: int(row[f"key{i}"]) for i, c in enumerate(plan.key_columns)},
         fingerprint=fingerprint(FINGERPRINT_SCHEME, period_rows, int(row["hash_sum"] or 0)),
+        missing_rows={c: int(row[f"missing{i}"]) for i, c in enumerate(plan.reads)},
     )
 
 
