@@ -1,5 +1,5 @@
-"""dprelease: differentially private counts, sums, means, shares and quantiles of dataframes, with
-a ledger.
+"""dprelease: differentially private counts, sums, means, ratios, shares and quantiles of
+dataframes, with a ledger.
 
     import dprelease as dp
 

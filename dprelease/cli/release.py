@@ -180,8 +180,8 @@ def release(
         ),
     ] = None,
 ) -> None:
-    """Release noisy grouped counts, sums, means, shares and quantiles (medians); refuse if the
-    scope's budget would be exceeded."""
+    """Release noisy grouped counts, sums, means, ratios, shares and quantiles (medians); refuse
+    if the scope's budget would be exceeded."""
     from dprelease.budget import load_privacy_profiles
     from dprelease.ledger import Ledger
     from dprelease.publish import (
