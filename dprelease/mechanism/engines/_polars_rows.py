@@ -25,15 +25,6 @@ from dprelease.mechanism.engines._plan import (
 from dprelease.mechanism.engines._schema import validate_schema
 from dprelease.period import Period
 
-#: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
-#: for a query with two keys and two sums), so peak memory stays flat however long the input.
-ROWS_PER_PARTITION = 2_000_000
-#: Rows a partition's writer buffers before writing: the partitioning pass holds one such batch
-#: per partition. 65,536 rows (about 1 MiB at 18 bytes a row) instead of 8,192: a whole process
-#: aggregating 10^7 rows took 0.92x the time at the same peak memory (README, Performance).
-_BATCH_ROWS = 65_536
-
-
 _UNIT = ":unit"
 _PERIOD = ":period"
 _ORDER = ":order"

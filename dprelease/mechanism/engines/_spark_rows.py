@@ -26,11 +26,6 @@ from dprelease.mechanism.engines._plan import (
 )
 from dprelease.period import Period
 
-#: The fingerprint's hash seed is fixed (not the per-release salt): fingerprints of the same rows
-#: must agree across runs. Spark's xxhash64 is stable across versions.
-FINGERPRINT_SEED = 0x6470_7265_6C65_6173
-FINGERPRINT_SCHEME = "spark-xxhash64-v1"
-
 _SUM = T.DecimalType(38, 0)  # |units| ≤ 2^53 per row and < 2^63 rows: cannot overflow
 
 
