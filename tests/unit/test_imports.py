@@ -79,7 +79,7 @@ FLOORS = [
     {"mechanism"},
     {"statement"},
     {"publication"},
-    {"publish"},
+    {"publish", "local"},
     {"consortium"},  # a use case built on publish's budget and files
     {"api", "cli"},
 ]

@@ -1,0 +1,125 @@
+"""Everything the local path borrows from the central machinery, in this one module.
+
+The randomizers and estimators stand alone; a release of randomized answers reuses what a
+central release already has: the bits of a `NoiseSource`, the public key grid of a spec's
+group-by (read and checked as a central spec's, margins included), opening an input, checking
+its declared schema and typing its keys as the engines do (polars and Spark), and the margin a
+central count states (for the planner).
+When local releases become a statistic kind of the central spec, this module is what changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from dprelease.errors import NoiseError, SpecError
+from dprelease.files import error_at_path
+from dprelease.mechanism.engines import (
+    DataSource,
+    Declared,
+    declared,
+    key_dtype_fits,
+    scan,
+    validate_schema,
+    withholding_engine_errors,
+)
+from dprelease.mechanism.engines.polars import _as_key as polars_key
+from dprelease.mechanism.noise import (
+    NoiseSource,
+    default_noise_source,
+    laplace_moe95,
+    laplace_variance,
+    require_private,
+)
+from dprelease.spec import FileDomain, ReleaseSpec, ResolvedSpec, resolve
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import polars as pl
+    from pyspark.sql import DataFrame as SparkFrame
+
+    from dprelease.local._spec import LocalReleaseSpec
+
+__all__ = [
+    "DataSource",
+    "Declared",
+    "NoiseSource",
+    "byte_reader",
+    "central_count_accuracy",
+    "declared",
+    "key_dtype_fits",
+    "key_structure",
+    "polars_key",
+    "scan",
+    "spark_engine",
+    "spark_input",
+    "validate_schema",
+    "withholding_engine_errors",
+]
+
+
+def byte_reader(
+    source: NoiseSource | None, *, allow_unsafe_noise: bool = False
+) -> Callable[[int], bytes]:
+    """Fresh random bytes from `source` (default: the OS CSPRNG); a seeded test source only
+    with `allow_unsafe_noise` (production never randomizes with a fixed seed)."""
+    chosen = source or default_noise_source()
+    if not isinstance(chosen, NoiseSource):
+        raise NoiseError(f"source must be a NoiseSource, got {type(chosen).__name__}")
+    require_private(chosen, allow_unsafe=allow_unsafe_noise)
+    if chosen._open_stream is None:
+        raise NoiseError("source: the zero test source gives no random bytes to randomize with")
+    read = chosen._open_stream()
+    return lambda n: read(n).tobytes()
+
+
+def key_structure(release: LocalReleaseSpec, base: Path | None) -> ResolvedSpec:
+    """The public key grid (and levels, with margins) of a local release's group-by, resolved as
+    a central spec's: the same domains, keys files and refusals at the same YAML paths."""
+    for group in release.group_by:
+        if isinstance(group.domain, FileDomain):
+            group.domain._base_dir = base
+    try:  # a count of respondents stands for the local statistic until it is a kind of its own
+        central = ReleaseSpec.model_validate(
+            {
+                "name": release.name,
+                "source": release.source,
+                "group_by": release.group_by,
+                "margins": release.margins,
+                "statistics": [{"name": "_local_respondents_", "kind": "count"}],
+            }
+        )
+    except ValidationError as exc:  # the margins' checks, at the release's YAML path
+        raise error_at_path(exc, "release", SpecError) from None
+    return resolve(central)
+
+
+def spark_input(data: DataSource) -> tuple[SparkFrame, pl.Schema]:
+    """The input as a Spark DataFrame and its schema in polars' types (the Spark engine's
+    reader and schema mapping)."""
+    from dprelease.mechanism.engines._spark_session import polars_schema, read
+
+    frame = read(data)
+    return frame, polars_schema(frame.schema)
+
+
+def spark_engine() -> ModuleType:
+    """The Spark engine's module, for its key typing (`_as_key`, `_key_types`), public domains
+    on Spark (`_domain_frame`) and column quoting (`_column`): the same keys as a central
+    release's."""
+    from dprelease.mechanism.engines import spark
+
+    return spark
+
+
+def central_count_accuracy(epsilon: Fraction) -> tuple[float, int]:
+    """The standard deviation and 95% margin of a count the central path releases at ε (exact
+    discrete Laplace noise of scale 1/ε: one person changes one count by one)."""
+    scale = 1 / epsilon
+    return laplace_variance(scale) ** 0.5, laplace_moe95(scale)
