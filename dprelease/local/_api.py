@@ -12,25 +12,21 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dprelease.budget import PrivacyProfiles, load_privacy_profiles
 from dprelease.errors import ConfigError, SpecError
-from dprelease.ledger import Ledger
 from dprelease.local._adapter import DataSource, NoiseSource, byte_reader
 from dprelease.local._exact import ByteStream
 from dprelease.local._plan import LocalPlan, plan_local
 from dprelease.local._randomizers import Answer, Mechanism, Randomizer, Report, make_randomizer
-from dprelease.local._release import (
-    LocalRelease,
-    check_out_dir,
-    prepare_local,
-    write_local_files,
-)
 from dprelease.local._spec import LocalSpec, load_local_spec, parse_local_spec
-from dprelease.local._wave import RecordedWave
-from dprelease.local._wave import record_wave as _record
 from dprelease.loss import Amount, exact_positive
+
+if TYPE_CHECKING:  # SQLAlchemy loads with the ledger: only waves and releases need it
+    from dprelease.ledger import Ledger
+    from dprelease.local._release import LocalRelease
+    from dprelease.local._wave import RecordedWave
 
 #: A local spec, the mapping of a local spec file (`wave:`, `release:`), or its path.
 LocalSpecLike = LocalSpec | Mapping[str, Any] | str | Path
@@ -103,6 +99,8 @@ def load(spec: LocalSpecLike) -> LocalSpec:
 def _opened(ledger: Ledger | str | None) -> Iterator[Ledger | None]:
     """The caller's ledger, or an existing one by URL (never a new one: `dp.Ledger(url)`
     creates one), closed afterwards."""
+    from dprelease.ledger import Ledger
+
     if ledger is None or isinstance(ledger, Ledger):
         yield ledger
         return
@@ -119,6 +117,8 @@ def record_wave(
 ) -> RecordedWave:
     """Charge the wave's ε to its scope before its answers are collected (a new scope gets
     `cap`, else its privacy profile's cap); recording it again charges nothing."""
+    from dprelease.local._wave import record_wave as _record
+
     loaded = load(spec)
     profiles = load_privacy_profiles(privacy) if isinstance(privacy, str | Path) else privacy
     stated = None if cap is None else _epsilon(cap)
@@ -140,6 +140,13 @@ def release(
     Charged nothing: it is post-processing of ε-LDP reports. With `ledger` the wave must be
     recorded there with these parameters (else WaveNotRecorded); without one the manifest says
     the wave's charge was not checked. With `out_dir`, the files are written there."""
+    from dprelease.local._release import (
+        LocalRelease,
+        check_out_dir,
+        prepare_local,
+        write_local_files,
+    )
+
     loaded = load(spec)
     with _opened(ledger) as book:
         prepared = prepare_local(loaded, ledger=book, engine=engine)

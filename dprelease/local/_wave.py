@@ -71,11 +71,12 @@ def _table(wave: Wave) -> bytes:
     return buffer.getvalue()
 
 
-def _new_scope_cap(
+def new_scope_cap(
     wave: Wave, cap: Fraction | None, privacy: PrivacyProfiles | None
 ) -> tuple[Fraction, Fraction | None]:
-    """The cap a new scope gets (stated, else its privacy profile's) and the most the profile
-    allows (None without one); ConfigError when neither is given."""
+    """The cap the wave's scope gets if it is new (stated, else its privacy profile's) and the
+    most the profile allows (None without one). Refused: neither is given (ConfigError), a
+    zCDP profile (MeasureMismatch), a wave's ε above that cap (BudgetExhausted)."""
     profile_cap = None
     if privacy is not None:
         choice = choose_budget(privacy.for_scope(wave.spec.scope))
@@ -92,6 +93,8 @@ def _new_scope_cap(
             f"budget scope {wave.spec.scope!r} is new: give its lifetime cap (--cap, cap=) or a "
             "privacy configuration whose profile sets it",
         )
+    if wave.randomizer.epsilon > chosen:  # refused before the scope (or the ledger) exists
+        raise BudgetExhausted(wave.spec.scope, Fraction(0), chosen, wave.randomizer.epsilon)
     return chosen, profile_cap
 
 
@@ -116,9 +119,7 @@ def record_wave(
         status = None
     profile_cap = None
     if status is None:
-        new_cap, profile_cap = _new_scope_cap(wave, cap, privacy)
-        if epsilon > new_cap:  # refuse before the scope exists: it opens with its first charge
-            raise BudgetExhausted(scope, Fraction(0), new_cap, epsilon)
+        new_cap, profile_cap = new_scope_cap(wave, cap, privacy)
         ledger.ensure_scope(scope, new_cap, "sequential", measure=Measure.PURE)
     elif privacy is not None:
         profile_cap = cap_from_profile(choose_budget(privacy.for_scope(scope)))

@@ -201,6 +201,23 @@ def test_audit_catches_a_randomizer_that_spends_more_than_it_says() -> None:
     assert epsilon_lower_bound(counts_v, counts_w, n) > claimed
 
 
+def test_the_local_face_loads_light() -> None:
+    """`dp.local` serves notebooks and command lines: no SQLAlchemy, scipy, Dagster or Spark
+    until a ledger or a release needs them."""
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys, dprelease as dp\n"
+        "dp.local.randomize(['a'], domain=['a', 'b'], epsilon=1)\n"
+        "print(json.dumps(sorted({m.partition('.')[0] for m in sys.modules})))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(out.stdout.splitlines()[-1]))
+    assert not loaded & {"scipy", "sqlalchemy", "matplotlib", "pyspark", "dagster"}
+
+
 # -- choosing and configuring a randomizer --------------------------------------------------------
 
 
