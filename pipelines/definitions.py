@@ -30,6 +30,7 @@ from pipelines.automation import (
     pending_sensor,
 )
 from pipelines.budget import BUDGET_KEY, privacy_budget_asset
+from pipelines.local_dp import local_assets
 from pipelines.release_specs import load_catalog
 from pipelines.resources import deployment_resources, deployment_specs_dir
 
@@ -87,7 +88,7 @@ def build_definitions(
     if broken:
         sensors.append(broken_specs_sensor(broken))
     return dg.Definitions(
-        assets=[*sources, *assets],
+        assets=[*sources, *assets, *local_assets()],
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,
