@@ -129,6 +129,20 @@ def chi2_pvalue(observed: Iterable[int], expected_probabilities: Iterable[float]
     return float(stats.chisquare(f_obs, f_exp).pvalue)
 
 
+def fixed_reader(data: bytes) -> Callable[[int], bytes]:
+    """A reader of `data`, then zeros: the deterministic byte stream both languages are fed
+    (tests/js/run_randomizer.mjs pads the same way)."""
+    position = 0
+
+    def read(n: int) -> bytes:
+        nonlocal position
+        out = data[position : position + n].ljust(n, b"\0")
+        position += n
+        return out
+
+    return read
+
+
 def node() -> str:
     """The `node` executable; skipped where Node is missing, except in CI (.ci/run installs
     Debian's nodejs), where its absence fails."""

@@ -20,6 +20,7 @@ from local_audit import (
     chi2_pvalue,
     epsilon_lower_bound,
     event_of,
+    fixed_reader,
     krr_law,
     node,
     olh_support_law,
@@ -50,18 +51,6 @@ def test_the_module_is_installed_with_the_package_and_states_the_python_version(
     assert run_js({"version": True})["version"] == RANDOMIZER_VERSION
 
 
-def _fixed_reader(data: bytes):  # type: ignore[no-untyped-def]
-    position = 0
-
-    def read(n: int) -> bytes:
-        nonlocal position
-        out = data[position : position + n].ljust(n, b"\0")
-        position += n
-        return out
-
-    return read
-
-
 CONFIGS = [
     ("krr", Fraction(1), ["never", "once", "monthly", "weekly"]),
     ("krr", Fraction(7, 2), list(range(40))),
@@ -81,7 +70,7 @@ def test_the_same_bytes_give_the_same_reports_in_both_languages(
     randomizer = make_randomizer(domain, epsilon, mechanism)  # type: ignore[arg-type]
     answers = [domain[(i * 7) % len(domain)] for i in range(400)]
     data = os.urandom(400_000)
-    python = randomizer.randomize_all(answers, ByteStream(_fixed_reader(data)))
+    python = randomizer.randomize_all(answers, ByteStream(fixed_reader(data)))
     job = {"config": randomizer.config(), "answers": answers, "bytes": data.hex()}
     assert run_js(job)["reports"] == python
 

@@ -17,6 +17,7 @@ from local_audit import (
     chi2_pvalue,
     epsilon_lower_bound,
     event_of,
+    fixed_reader,
     krr_law,
     olh_offset_law,
     olh_parts,
@@ -54,16 +55,7 @@ def seeded(seed: int) -> ByteStream:
 
 
 def of_bytes(values: list[int]) -> ByteStream:
-    data = bytes(values)
-    position = 0
-
-    def read(n: int) -> bytes:
-        nonlocal position
-        out = data[position : position + n].ljust(n, b"\0")
-        position += n
-        return out
-
-    return ByteStream(read)
+    return ByteStream(fixed_reader(bytes(values)))
 
 
 def binomial_pvalue(successes: int, n: int, p: float) -> float:
