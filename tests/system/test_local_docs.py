@@ -1,46 +1,25 @@
-"""docs/local.md runs: its ```python blocks and its `dprelease` commands in document order, in
-one namespace, in a fresh directory; and its questionnaire snippet, under Node with a stub page,
-sends a report of the wave's configuration and never the answer."""
+"""docs/local.md's questionnaire snippet: it carries the wave's configuration, and under Node
+with a stub page it sends a report, never the answer. (The page's Python and `dprelease`
+commands run, in order, in tests/system/test_docs.py, as every docs page's.)"""
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-from helpers import ROOT, invoke_cli
+from docs_pages import blocks
+from helpers import ROOT
 from local_audit import node
 
 import dprelease as dp
 
 PAGE = ROOT / "docs" / "local.md"
-BLOCK = re.compile(r"^```(python|sh|html)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
-
-
-def test_the_worked_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = BLOCK.findall(PAGE.read_text())
-    assert [kind for kind, _ in blocks].count("python") >= 4
-    shutil.copytree(ROOT / "docs" / "data", tmp_path / "docs" / "data")
-    monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {}
-    for number, (kind, block) in enumerate(blocks, 1):
-        if kind == "python":
-            exec(compile(block, f"{PAGE.name}, block {number}", "exec"), namespace)
-        elif kind == "sh":
-            for line in block.splitlines():
-                words = shlex.split(line)
-                assert words[0] == "dprelease", line
-                result = invoke_cli(*words[1:])
-                assert result.exit_code == 0, f"{line}\n{result.output}"
-    assert (tmp_path / "release" / "manifest.json").exists()
 
 
 def _snippet() -> tuple[str, dict]:
-    html = next(block for kind, block in BLOCK.findall(PAGE.read_text()) if kind == "html")
+    html = next(block.text for block in blocks(PAGE) if block.language == "html")
     script = re.search(r'<script type="module">\n(.*?)</script>', html, re.DOTALL)
     assert script is not None
     config = re.search(r"const config = (\{.*\});", script.group(1))
