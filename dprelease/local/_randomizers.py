@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from dprelease.errors import ConfigError
 from dprelease.local._exact import (
@@ -37,6 +37,9 @@ from dprelease.local._exact import (
     keep_or_other,
     uniform,
 )
+
+if TYPE_CHECKING:
+    from dprelease.mechanism.noise import NoiseSource
 
 #: The randomizers' algorithm and report format; `randomize.js` states the same. A wave records
 #: it, so a release knows how its reports were made.
@@ -144,6 +147,16 @@ class Randomizer:
         b = uniform(stream, PRIME)
         bucket = keep_or_other(stream, olh_hash(a, b, value, self.g), self.g, self.epsilon)
         return f"{a}:{b}:{bucket}"
+
+    def randomize(
+        self, answer: Answer, *, source: NoiseSource | None = None, allow_unsafe_noise: bool = False
+    ) -> Report:
+        """The report of one answer, from `source` (default: the OS CSPRNG; a seeded test
+        source only with `allow_unsafe_noise`): what a respondent's device does."""
+        from dprelease.local._adapter import byte_reader
+
+        reader = byte_reader(source, allow_unsafe_noise=allow_unsafe_noise)
+        return self.randomize_one(answer, ByteStream(reader, block=64))
 
     def randomize_all(self, answers: Iterable[Answer | None], stream: ByteStream) -> list:
         """The reports of `answers` in order; a missing answer (None) stays missing."""

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -50,6 +51,9 @@ from dprelease.local._spec import LocalReleaseSpec, LocalSpec
 from dprelease.local._wave import recorded_wave
 from dprelease.spec import LEVEL_COLUMN, ResolvedSpec
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 MECHANISM_NAMES = {
     "krr": "k-ary randomized response",
     "oue": "optimized unary encoding",
@@ -72,7 +76,8 @@ class LocalRelease:
         """Always False: the wave's ε was charged when its answers were given."""
         return False
 
-    def to_pandas(self):  # type: ignore[no-untyped-def]  # pandas is optional at import
+    def to_pandas(self) -> pd.DataFrame:
+        """The table as a pandas DataFrame (a share where no one answered is NaN there)."""
         return self.table.to_pandas()
 
 

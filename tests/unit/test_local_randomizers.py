@@ -277,6 +277,19 @@ def test_randomize_refuses_seeded_and_zero_sources_on_its_own() -> None:
         )  # fmt: skip
 
 
+def test_a_randomizer_takes_one_answer() -> None:
+    """`Randomizer.randomize`: one answer, one report, from the CSPRNG (or a test seed)."""
+    randomizer = dp.local.randomizer(["yes", "no"], "1/2")
+    assert randomizer.randomize("yes") in {"yes", "no"}
+    reports = [
+        [randomizer.randomize("no", source=source, allow_unsafe_noise=True) for _ in range(20)]
+        for source in (NoiseSource.seeded_for_tests(8), NoiseSource.seeded_for_tests(8))
+    ]
+    assert reports[0] == reports[1] and set(reports[0]) == {"yes", "no"}
+    with pytest.raises(UnsafeNoiseSourceError):
+        randomizer.randomize("no", source=NoiseSource.seeded_for_tests(8))
+
+
 def test_randomize_keeps_missing_answers_missing_and_is_reproducible_from_a_seed() -> None:
     def draw() -> list:
         return dp.local.randomize(
