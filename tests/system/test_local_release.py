@@ -106,9 +106,10 @@ def brute_force_support(frame: pl.DataFrame, local: dp.local.LocalSpec) -> dict[
 
 
 def test_a_wave_is_charged_once_and_the_same_question_again_is_a_new_charge(
-    tmp_path: Path,
+    ledger_url: str,
 ) -> None:
-    book = ledger(tmp_path)
+    """On SQLite and PostgreSQL (the `ledger_url` fixture)."""
+    book = dp.Ledger(ledger_url)
     first = dp.local.record_wave(spec(), ledger=book, cap=3)
     assert first.charged and first.epsilon == 1 and first.new_scope
     again = dp.local.record_wave(spec(), ledger=book, cap=3)
