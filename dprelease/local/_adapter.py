@@ -22,6 +22,7 @@ from dprelease.files import error_at_path
 from dprelease.mechanism.engines import (
     DataSource,
     Declared,
+    RowPlan,
     declared,
     scan,
     validate_schema,
@@ -52,6 +53,7 @@ __all__ = [
     "byte_reader",
     "central_count_accuracy",
     "declared",
+    "key_plan",
     "key_structure",
     "polars_key",
     "scan",
@@ -96,6 +98,12 @@ def key_structure(release: LocalReleaseSpec, base: Path | None) -> ResolvedSpec:
     except ValidationError as exc:  # the margins' checks, at the release's YAML path
         raise error_at_path(exc, "release", SpecError) from None
     return resolve(central)
+
+
+def key_plan(structure: ResolvedSpec) -> RowPlan:
+    """The row plan of the key grid alone (rows per cell, no values read): what the input's
+    schema is checked against and how the engines type its keys, as for a central count."""
+    return RowPlan.of(structure, None, [], ["_local_respondents_"], [], [])
 
 
 def spark_input(data: DataSource) -> tuple[SparkFrame, pl.Schema]:

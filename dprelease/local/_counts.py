@@ -24,6 +24,7 @@ from dprelease.local._adapter import (
     DataSource,
     Declared,
     declared,
+    key_plan,
     polars_key,
     scan,
     validate_schema,
@@ -131,7 +132,7 @@ def polars_counts(
     declaration: Declared = declared(data)
     with withholding_engine_errors("reading the input's schema"):
         schema = lf.collect_schema()
-    validate_schema(schema, structure, declaration)
+    validate_schema(schema, key_plan(structure), declaration)
     untyped = declaration.untyped is None or column in declaration.untyped
     check_question(schema, column, randomizer, untyped)
     keys = structure.spec.key_columns

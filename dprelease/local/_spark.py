@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from dprelease.local._adapter import (
     DataSource,
     Declared,
+    key_plan,
     spark_engine,
     spark_input,
     validate_schema,
@@ -62,7 +63,8 @@ def spark_counts(
     cells, k = max(structure.key_grid.height, 1), randomizer.k
     with withholding_engine_errors("counting the randomized reports on Spark"):
         frame, schema = spark_input(data)
-        validate_schema(schema, structure, Declared())
+        plan = key_plan(structure)
+        validate_schema(schema, plan, Declared())
         check_question(schema, column, randomizer, untyped=False)
         types = frame.schema
         keys = structure.spec.key_columns
@@ -70,7 +72,7 @@ def spark_counts(
         df = frame.select(
             *(
                 engine._as_key(
-                    engine._column(c), types[c].dataType, engine._key_types(structure, c)[1]
+                    engine._column(c), types[c].dataType, engine._key_types(plan, c)[1]
                 ).alias(names[c])
                 for c in keys
             ),
@@ -81,7 +83,7 @@ def spark_counts(
         for group, domain in reversed(list(zip(structure.spec.group_by, structure.domains,
                                                strict=True))):  # fmt: skip
             group_names = [names[c] for c in group.key_columns]
-            group_types = [engine._key_types(structure, c) for c in group.key_columns]
+            group_types = [engine._key_types(plan, c) for c in group.key_columns]
             public = F.broadcast(engine._domain_frame(session, domain, group_names, group_types))
             df = df.join(public, on=group_names, how="inner")
             df = df.withColumn("cell", cell + F.col("index") * stride).drop("index", *group_names)
