@@ -17,6 +17,7 @@ from fractions import Fraction
 import polars as pl
 
 from dprelease.budget import PrivacyProfiles, cap_from_profile, choose_budget
+from dprelease.change import PrivacyUnit, ProtectedChange
 from dprelease.errors import (
     BudgetExhausted,
     ConfigError,
@@ -25,9 +26,18 @@ from dprelease.errors import (
     SpecChanged,
     UnknownScope,
 )
-from dprelease.ledger import Ledger, ReservationStatus, StoredRelease
+from dprelease.ledger import Ledger, ReservationStatus, ScopeTerms, StoredRelease
 from dprelease.local._spec import Wave
 from dprelease.loss import Measure
+
+#: What a wave's scope keeps for life: pure ε composed sequentially, each respondent's report
+#: (one row) a unit, and `answer` neighbours (one answer changes; who answered is public, as a
+#: release of the wave publishes each cell's respondents). No central release states `answer`,
+#: so the ledger refuses a central release into a scope of waves and a wave into a central
+#: scope (NeighboursMismatch): a scope's guarantee never silently loses "who is in the data".
+WAVE_TERMS = ScopeTerms(
+    "sequential", Measure.PURE, None, ProtectedChange.ANSWER, PrivacyUnit(None), None
+)
 
 
 class WaveNotRecorded(LedgerError):
@@ -109,18 +119,17 @@ def record_wave(
     """Charge the wave's ε to its scope (creating the scope with `cap`, else its profile's cap,
     if it is new) and store its declaration; a wave recorded before is returned, uncharged.
 
-    Refused, with the ledger unchanged: BudgetExhausted, a scope of another measure or
-    composition, a wave id recorded with other parameters (its questionnaire cannot change: a
-    changed one is a new wave)."""
+    Refused, with the ledger unchanged: BudgetExhausted, a scope of other terms than
+    `WAVE_TERMS` (a central release's scope, zCDP, parallel composition), a wave id recorded
+    with other parameters (its questionnaire cannot change: a changed one is a new wave)."""
     scope, epsilon = wave.spec.scope, wave.randomizer.epsilon
     try:
         status = ledger.status(scope)[0]
     except UnknownScope:
         status = None
-    profile_cap = None
+    profile_cap = new_cap = None
     if status is None:
         new_cap, profile_cap = new_scope_cap(wave, cap, privacy)
-        ledger.ensure_scope(scope, new_cap, "sequential", measure=Measure.PURE)
     elif privacy is not None:
         profile_cap = cap_from_profile(choose_budget(privacy.for_scope(scope)))
     try:
@@ -130,10 +139,10 @@ def record_wave(
             None,
             epsilon,
             spec_hash=wave.hash,
-            composition="sequential",
-            measure=Measure.PURE,
+            terms=WAVE_TERMS,
             run_id=run_id,
             max_cap=profile_cap,
+            new_scope_cap=new_cap,
         )
     except SpecChanged:
         raise SpecChanged(

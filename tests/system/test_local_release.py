@@ -17,11 +17,21 @@ import pytest
 from helpers import ROOT, invoke_cli, one_line_error
 
 import dprelease as dp
-from dprelease.errors import BudgetExhausted, ConfigError, SpecChanged, SpecError
+from dprelease.budget import load_privacy_profiles
+from dprelease.change import PrivacyUnit
+from dprelease.errors import (
+    BudgetExhausted,
+    ConfigError,
+    NeighboursMismatch,
+    SpecChanged,
+    SpecError,
+)
+from dprelease.ledger import ScopeTerms
 from dprelease.local import WaveNotRecorded
 from dprelease.local._counts import MalformedReports
 from dprelease.local._estimators import law_of
 from dprelease.local._randomizers import olh_hash
+from dprelease.loss import Measure
 from dprelease.mechanism.noise import NoiseSource
 
 WAVE = {
@@ -144,6 +154,48 @@ def test_a_new_scope_needs_a_cap_that_holds_the_wave(tmp_path: Path) -> None:
 
 
 # -- releases -----------------------------------------------------------------------------------
+
+
+CENTRAL = {
+    "name": "respondents_by_region",
+    "source": "people",
+    "group_by": [{"column": "region", "domain": {"values": ["n", "s"]}}],
+    "statistics": [{"name": "people", "kind": "count"}],
+}
+PEOPLE = pl.DataFrame({"region": ["n", "s", "n"]})
+
+
+def test_a_wave_keeps_its_terms_and_never_shares_a_scope_with_central_releases(
+    tmp_path: Path,
+) -> None:
+    """A wave publishes who answered (each cell's respondents): its scope keeps `answer`
+    neighbours for life, and neither a central release (whose add/remove or substitute guarantee
+    hides who is in the data) nor a wave enters the other's scope; nothing is charged."""
+    book = ledger(tmp_path)
+    dp.local.record_wave(spec(), ledger=book, cap=3)
+    status = book.status("respondents")[0]
+    assert status.terms == ScopeTerms(
+        "sequential", Measure.PURE, None, dp.ProtectedChange.ANSWER, PrivacyUnit(None), None
+    )
+    with pytest.raises(NeighboursMismatch, match="holds local-DP waves") as refused:
+        dp.release(PEOPLE, CENTRAL, epsilon="1/2", ledger=book, scope="respondents")
+    assert "\n" not in str(refused.value)
+    dp.release(PEOPLE, CENTRAL, epsilon="1/2", ledger=book, scope="people", cap=2)
+    with pytest.raises(NeighboursMismatch, match="record waves in a scope of their own"):
+        dp.local.record_wave(spec({"id": "other", "scope": "people"}), ledger=book)
+    assert book.status("respondents")[0].spent == 1
+    assert book.status("people")[0].spent == Fraction(1, 2)
+
+
+def test_no_central_spec_or_profile_states_a_waves_neighbours(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="answer is a local wave's neighbours") as refused:
+        dp.release(PEOPLE, {**CENTRAL, "neighbours": "answer"}, epsilon=1)
+    assert refused.value.path == "release.neighbours" and "\n" not in str(refused.value)
+    config = tmp_path / "privacy.yaml"
+    config.write_text("privacy:\n  neighbours: answer\n  profile: {kind: constant, bound: 3}\n")
+    with pytest.raises(ConfigError, match="answer is a local wave's neighbours") as refused:
+        load_privacy_profiles(config)
+    assert refused.value.path == "privacy.neighbours"
 
 
 @pytest.mark.parametrize(
