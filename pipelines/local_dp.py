@@ -86,6 +86,7 @@ def write_local_demo_data(spec: LocalSpec, path: Path, seed: int = 11) -> None:
         mechanism=spec.wave.randomizer.mechanism,
         g=spec.wave.randomizer.g,
     )
+    frame[release.hash_column] = [spec.wave.hash] * DEMO_RESPONDENTS  # each page posts its seal
     path.parent.mkdir(parents=True, exist_ok=True)
     pl.DataFrame(frame).write_parquet(path)
 
@@ -115,7 +116,7 @@ def wave_asset(spec: LocalSpec) -> dg.AssetsDefinition:
                 "charged": recorded.charged,
                 "epsilon": str(wave.randomizer.epsilon),
                 "scope": wave.spec.scope,
-                "questionnaire_config": dg.MetadataValue.json(wave.randomizer.config()),
+                "questionnaire_config": dg.MetadataValue.json(wave.config()),
             }
         )
 

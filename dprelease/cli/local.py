@@ -79,7 +79,7 @@ def wave(
     console.print(recorded.describe())
     console.print(f"questionnaire randomizer: {js_module_path()}")
     console.print("its configuration (pass it to makeRandomizer or randomize):")
-    typer.echo(json.dumps(loaded.wave.randomizer.config()))
+    typer.echo(json.dumps(loaded.wave.config()))
 
 
 @local_app.command("release")
@@ -168,4 +168,4 @@ def js(
     if spec is not None:
         from dprelease.local import load_local_spec
 
-        typer.echo(json.dumps(load_local_spec(spec).wave.randomizer.config()))
+        typer.echo(json.dumps(load_local_spec(spec).wave.config()))

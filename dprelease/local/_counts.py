@@ -37,8 +37,12 @@ _CELL = ":cell"
 _REPORT = ":report"
 _BAD = ":malformed"
 _INDEX = ":index"
+_HASH = ":hash"
+_STALE = ":stale"
 #: Where a wave's question (the column of randomized answers) is declared.
 QUESTION_PATH = "wave.question"
+#: Where the column of each report's configuration hash is declared.
+HASH_PATH = "release.hash_column"
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,51 @@ def malformed(column: str, randomizer: Randomizer, bad: int) -> MalformedReports
         "never randomized, so nothing was released. Check that the answers come from this "
         "wave's questionnaire (the operator log says how many)"
     )
+
+
+@dataclass(frozen=True)
+class ReportColumns:
+    """Where a wave's reports arrive: the answers' column (`question`), and the column of each
+    report's `wave_hash`, which must be the wave's (`expected`)."""
+
+    question: str
+    hash_column: str
+    expected: str
+
+
+class ReportsOfAnotherConfiguration(DataError):
+    """Reports whose page was configured otherwise than the recorded wave (or says nothing)."""
+
+
+def another_configuration(columns: ReportColumns, stale: int) -> ReportsOfAnotherConfiguration:
+    """The refusal (no value, no count; the operator channel gets the count): such reports may
+    have been made at another ε, so neither the charge nor the estimator is theirs."""
+    operator.warn(
+        f"column {columns.hash_column!r}: {stale} report(s) carry no or another wave_hash"
+    )
+    return ReportsOfAnotherConfiguration(
+        f"column {columns.hash_column!r} holds reports made under another questionnaire "
+        f"configuration than wave_hash {columns.expected[:12]}… (or none), so nothing was "
+        "released: they may have another ε than the wave's charge. Serve the configuration "
+        "`dprelease local wave` printed, and remove those reports by their submission "
+        "metadata (the operator log says how many)"
+    )
+
+
+def check_hash_column(schema: pl.Schema, column: str, untyped: bool) -> None:
+    """The column of report hashes exists and holds text; SchemaError at `release.hash_column`."""
+    if column not in schema:
+        raise SchemaError(
+            column, "not found in the input (each report's wave_hash, posted by the page)",
+            HASH_PATH,
+        )  # fmt: skip
+    if not untyped and schema[column] not in (pl.String, pl.Null):
+        raise SchemaError(column, f"has dtype {schema[column]} but holds hashes (text)", HASH_PATH)
+
+
+def stale(expected: str) -> pl.Expr:
+    """1 for a report whose hash is missing or not `expected`."""
+    return (pl.col(_HASH).is_null() | (pl.col(_HASH) != expected)).cast(pl.Int64)
 
 
 def describe_reports(randomizer: Randomizer) -> str:
@@ -125,9 +174,10 @@ def _support_exprs(randomizer: Randomizer) -> tuple[pl.Expr, list[pl.Expr]]:
 
 
 def polars_counts(
-    data: DataSource, structure: ResolvedSpec, column: str, randomizer: Randomizer
+    data: DataSource, structure: ResolvedSpec, columns: ReportColumns, randomizer: Randomizer
 ) -> CellCounts:
     """Respondents and support counts per cell, with polars (see the module docstring)."""
+    column = columns.question
     lf = scan(data)
     declaration: Declared = declared(data)
     with withholding_engine_errors("reading the input's schema"):
@@ -135,6 +185,8 @@ def polars_counts(
     validate_schema(schema, key_plan(structure), declaration)
     untyped = declaration.untyped is None or column in declaration.untyped
     check_question(schema, column, randomizer, untyped)
+    hashes_untyped = declaration.untyped is None or columns.hash_column in declaration.untyped
+    check_hash_column(schema, columns.hash_column, hashes_untyped)
     keys = structure.spec.key_columns
     grid = structure.key_grid.rename({c: f":key{i}" for i, c in enumerate(keys)})
     grid = grid.with_row_index(_CELL)
@@ -144,6 +196,7 @@ def polars_counts(
             for i, c in enumerate(keys)
         ),  # fmt: skip
         pl.col(column).alias(_REPORT),
+        pl.col(columns.hash_column).cast(pl.String).alias(_HASH),
     ).filter(pl.col(_REPORT).is_not_null())
     if keys:
         selected = selected.join(grid.lazy(), on=[f":key{i}" for i in range(len(keys))])
@@ -158,8 +211,12 @@ def polars_counts(
             )
             typed = polars_key(_REPORT, schema[column], domain_dtype(randomizer))
             joined = selected.with_columns(typed).join(answers.lazy(), on=_REPORT, how="left")
-            pairs = joined.group_by(_CELL, _INDEX).agg(pl.len().alias(":reports"))
+            pairs = joined.group_by(_CELL, _INDEX).agg(
+                pl.len().alias(":reports"), stale(columns.expected).sum().alias(_STALE)
+            )
             observed = pairs.collect()
+            if observed[_STALE].sum():
+                raise another_configuration(columns, int(observed[_STALE].sum()))
             bad = observed.filter(pl.col(_INDEX).is_null())
             if bad.height:
                 raise malformed(column, randomizer, int(bad[":reports"].sum()))
@@ -175,11 +232,14 @@ def polars_counts(
             selected.group_by(_CELL)
             .agg(
                 pl.len().alias(":n"),
+                stale(columns.expected).sum().alias(_STALE),
                 malformed_row.sum().alias(_BAD),
                 *(s.sum().alias(f":s{j}") for j, s in enumerate(supports)),
             )
             .collect()
         )
+    if per_cell[_STALE].sum():
+        raise another_configuration(columns, int(per_cell[_STALE].sum()))
     if per_cell[_BAD].sum():
         raise malformed(column, randomizer, int(per_cell[_BAD].sum()))
     respondents = np.zeros(cells, dtype=np.int64)

@@ -23,6 +23,8 @@ a few dozen bits instead of k, for when communication matters.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -162,17 +164,29 @@ class Randomizer:
         """The reports of `answers` in order; a missing answer (None) stays missing."""
         return [None if a is None else self.randomize_one(a, stream) for a in answers]
 
-    def config(self) -> dict[str, object]:
-        """The JavaScript module's configuration: this randomizer, exactly (ε as a fraction)."""
+    def config(self, **wave: str) -> dict[str, object]:
+        """The JavaScript module's configuration: this randomizer, exactly (ε as a fraction),
+        with the `wave` facts given (a wave's id and question), sealed by `wave_hash`."""
         out: dict[str, object] = {
             "version": RANDOMIZER_VERSION,
             "mechanism": self.mechanism,
             "epsilon": str(self.epsilon),
             "domain": list(self.domain),
+            **wave,
         }
         if self.g is not None:
             out["g"] = self.g
-        return out
+        return {**out, "wave_hash": config_hash(out)}
+
+
+def config_hash(config: dict[str, object]) -> str:
+    """SHA-256 of the configuration's canonical JSON (keys sorted, no spaces, UTF-8), every key
+    but `wave_hash`: what the module recomputes from the configuration a page gives it, and what
+    each report carries back, so a page configured otherwise than the recorded wave (another ε,
+    a stale snippet) is refused on the device, and its reports by the release."""
+    facts = {key: value for key, value in config.items() if key != "wave_hash"}
+    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def make_randomizer(

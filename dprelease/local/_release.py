@@ -29,7 +29,13 @@ from dprelease.errors import ConfigError, SpecError
 from dprelease.files import atomic_path, unwritable_directory
 from dprelease.ledger import Ledger
 from dprelease.local._adapter import DataSource, key_structure
-from dprelease.local._counts import CellCounts, describe_reports, polars_counts
+from dprelease.local._counts import (
+    HASH_PATH,
+    CellCounts,
+    ReportColumns,
+    describe_reports,
+    polars_counts,
+)
 from dprelease.local._estimators import (
     Z95,
     collision,
@@ -118,12 +124,13 @@ class PreparedLocal:
 
     def counts(self, data: DataSource) -> CellCounts:
         """Respondents and support counts per cell, on the chosen engine."""
-        question, randomizer = self.spec.wave.spec.question, self.spec.wave.randomizer
+        wave = self.spec.wave
+        columns = ReportColumns(wave.spec.question, self.release.hash_column, wave.hash)
         if self.engine == "spark":
             from dprelease.local._spark import spark_counts
 
-            return spark_counts(data, self.structure, question, randomizer)
-        return polars_counts(data, self.structure, question, randomizer)
+            return spark_counts(data, self.structure, columns, wave.randomizer)
+        return polars_counts(data, self.structure, columns, wave.randomizer)
 
     def estimate(self, counts: CellCounts) -> _Estimates:
         """Unbiased counts, margins, and the projection if the spec asks for it."""
@@ -301,6 +308,12 @@ def prepare_local(
                 f"group-by column {column!r} would repeat a column of the released table "
                 f"({question}, {', '.join(OUTPUTS[:-1])}); rename it in the input",
             )
+    if release.hash_column in (question, *release.key_columns):
+        raise SpecError(
+            HASH_PATH,
+            f"{release.hash_column!r} is the answers' or a group-by column; each report's "
+            "wave_hash arrives in a column of its own",
+        )
     chosen = engine or release.engine or "polars"
     if chosen not in ("polars", "spark"):
         raise SpecError("engine", f"unknown engine {chosen!r}; choose one of polars, spark")

@@ -23,7 +23,15 @@ from dprelease.local._adapter import (
     validate_schema,
     withholding_engine_errors,
 )
-from dprelease.local._counts import CellCounts, check_question, domain_dtype, malformed
+from dprelease.local._counts import (
+    CellCounts,
+    ReportColumns,
+    another_configuration,
+    check_hash_column,
+    check_question,
+    domain_dtype,
+    malformed,
+)
 from dprelease.local._randomizers import PRIME, Randomizer
 from dprelease.spec import ResolvedSpec
 
@@ -56,9 +64,10 @@ def _supports(report: Column, randomizer: Randomizer) -> tuple[Column, list[Colu
 
 
 def spark_counts(
-    data: DataSource, structure: ResolvedSpec, column: str, randomizer: Randomizer
+    data: DataSource, structure: ResolvedSpec, columns: ReportColumns, randomizer: Randomizer
 ) -> CellCounts:
     """Respondents and support counts per cell, on Spark."""
+    column = columns.question
     engine = spark_engine()
     cells, k = max(structure.key_grid.height, 1), randomizer.k
     with withholding_engine_errors("counting the randomized reports on Spark"):
@@ -66,6 +75,7 @@ def spark_counts(
         plan = key_plan(structure)
         validate_schema(schema, plan, Declared())
         check_question(schema, column, randomizer, untyped=False)
+        check_hash_column(schema, columns.hash_column, untyped=False)
         types = frame.schema
         keys = structure.spec.key_columns
         names = {c: f"key{i}" for i, c in enumerate(keys)}
@@ -77,7 +87,11 @@ def spark_counts(
                 for c in keys
             ),
             engine._column(column).alias("report"),
+            engine._column(columns.hash_column).cast(T.StringType()).alias("hash"),
         ).filter(F.col("report").isNotNull())
+        stale = (F.col("hash").isNull() | (F.col("hash") != F.lit(columns.expected))).cast(
+            T.LongType()
+        )
         session = frame.sparkSession
         cell, stride = F.lit(0).cast(T.LongType()), 1
         for group, domain in reversed(list(zip(structure.spec.group_by, structure.domains,
@@ -100,20 +114,23 @@ def spark_counts(
             ).select(F.col("answer").cast(target).alias("answer"), "index")
             typed = engine._as_key(F.col("report"), types[column].dataType, target)
             pairs = (
-                df.select("cell", typed.alias("answer"))
+                df.select("cell", typed.alias("answer"), stale.alias("stale"))
                 .join(F.broadcast(public_answers), on="answer", how="left")
                 .groupBy("cell", "index")
-                .count()
+                .agg(F.count(F.lit(1)).alias("count"), F.sum("stale").alias("stale"))
             )
             observed = pl.DataFrame(pl.from_arrow(pairs.toArrow()))
         else:
             bad, supports = _supports(F.col("report"), randomizer)
             per_cell = df.groupBy("cell").agg(
                 F.count(F.lit(1)).alias("n"),
+                F.sum(stale).alias("stale"),
                 F.sum(bad.cast(T.LongType())).alias("malformed"),
                 *(F.sum(s.cast(T.LongType())).alias(f"s{j}") for j, s in enumerate(supports)),
             )
             observed = pl.DataFrame(pl.from_arrow(per_cell.toArrow()))
+    if observed.height and int(observed["stale"].sum()):
+        raise another_configuration(columns, int(observed["stale"].sum()))
     if randomizer.mechanism == "krr":
         missing = observed.filter(pl.col("index").is_null())
         if missing.height:

@@ -18,8 +18,6 @@ Everything here is public: the wave's parameters are in every respondent's quest
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -117,6 +115,12 @@ class LocalReleaseSpec(_Strict):
         "respondents (post-processing; margins widen by the shift)",
     )
     shares: bool = Field(default=True, description="also publish each answer's share of the cell")
+    hash_column: Annotated[str, Field(pattern=NAME_PATTERN)] = Field(
+        default="wave_hash",
+        description="the column each report's wave_hash arrives in (the page posts the "
+        "configuration's with every report); a report under another configuration refuses "
+        "the release",
+    )
     engine: Literal["polars", "spark"] | None = None
 
     @field_validator("margins")
@@ -176,15 +180,20 @@ class Wave:
             "g": self.randomizer.g,
             "randomizer_version": RANDOMIZER_VERSION,
             "scope": self.spec.scope,
+            "wave_hash": self.hash,
         }
+
+    def config(self) -> dict[str, object]:
+        """The questionnaire's configuration (`Randomizer.config`, with the wave's id and
+        question), sealed by its `wave_hash`: `dprelease local wave` prints it for the page."""
+        return self.randomizer.config(wave=self.spec.id, question=self.spec.question)
 
     @cached_property
     def hash(self) -> str:
-        """Identity of the wave: everything a device does (not the scope, which the ledger
-        keeps with the charge)."""
-        facts = {k: v for k, v in self.declaration().items() if k not in ("scope", "epsilon")}
-        canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        """Identity of the wave: the seal of its questionnaire configuration (everything a
+        device does, not the scope, which the ledger keeps with the charge). The ledger keeps
+        it with the charge; every report carries it back."""
+        return str(self.config()["wave_hash"])
 
 
 def resolve_wave(spec: WaveSpec) -> Wave:

@@ -5,10 +5,16 @@
 // Python library (dprelease/local/_exact.py) exactly, reading random bytes from
 // crypto.getRandomValues in the same order: fed the same bytes, both give the same report.
 //
-//   import { randomize } from "./randomize.js";
-//   const config = {version: "dprelease-local/1", mechanism: "krr", epsilon: "1",
-//                   domain: ["never", "once", "monthly", "weekly"]};   // from `dprelease local wave`
-//   const report = randomize("monthly", config);   // send `report`, never the answer
+//   import { makeRandomizer } from "./randomize.js";
+//   const config = {...};          // exactly as `dprelease local wave` prints it, wave_hash included
+//   const randomizer = await makeRandomizer(config);  // refuses a config that is not the wave's
+//   const report = randomizer.randomize("monthly");   // send `report` and config.wave_hash,
+//                                                     // never the answer
+//
+// The configuration is sealed: `wave_hash` is SHA-256 of its canonical JSON (every other key,
+// sorted, no spaces, UTF-8), recomputed here with crypto.subtle, so a page configured otherwise
+// than the recorded wave (another ε, a stale snippet) randomizes nothing; the release refuses
+// reports that do not carry the wave's hash.
 //
 // Protocols (Wang, Blocki, Li & Jha 2017), every probability sampled exactly, never by comparing
 // a float:
@@ -148,9 +154,33 @@ export function parseEpsilon(epsilon) {
   return { num: num / d, den: den / d };
 }
 
+/** The canonical JSON of a configuration (keys sorted at every level, no spaces), as Python's
+ *  json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False) writes it. */
+export function canonical(value) {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(value[key])}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** SHA-256 (hex) of the configuration's canonical JSON, every key but wave_hash. */
+export async function configHash(config) {
+  const facts = Object.fromEntries(Object.entries(config).filter(([key]) => key !== "wave_hash"));
+  const digest = await globalThis.crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(canonical(facts)),
+  );
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 function checkConfig(config) {
-  if (config.version !== undefined && config.version !== VERSION) {
-    throw new RangeError(`this module is ${VERSION}; the wave was made for ${config.version}`);
+  if (config.version !== VERSION) {
+    throw new RangeError(`this module is ${VERSION}; the configuration says ${config.version}`);
+  }
+  if (typeof config.wave_hash !== "string") {
+    throw new RangeError("the configuration has no wave_hash: use it as `dprelease local wave` prints it");
   }
   if (!MECHANISMS.includes(config.mechanism)) {
     throw new RangeError(`mechanism must be one of ${MECHANISMS.join(", ")}`);
@@ -173,12 +203,18 @@ function checkConfig(config) {
 }
 
 /**
- * A randomizer for one wave's configuration (as `dprelease local wave` prints it): call
+ * A randomizer for one wave's configuration, exactly as `dprelease local wave` prints it: call
  * `.randomize(answer)` for each answer; `bytes(n)` (default crypto.getRandomValues) is where
- * the random bytes come from.
+ * the random bytes come from. Refused (RangeError) before any answer: a configuration without
+ * its version or wave_hash, or whose wave_hash is not its own (it was edited).
  */
-export function makeRandomizer(config, { bytes = cryptoBytes } = {}) {
+export async function makeRandomizer(config, { bytes = cryptoBytes } = {}) {
   checkConfig(config);
+  if ((await configHash(config)) !== config.wave_hash) {
+    throw new RangeError(
+      "the configuration is not the one its wave_hash seals (edited?): use it as `dprelease local wave` prints it",
+    );
+  }
   const gamma = parseEpsilon(config.epsilon);
   const domain = config.domain;
   const k = BigInt(domain.length);
@@ -211,6 +247,6 @@ export function makeRandomizer(config, { bytes = cryptoBytes } = {}) {
 }
 
 /** The report of one answer under `config` (a fresh randomizer: bytes from crypto). */
-export function randomize(answer, config, options = {}) {
-  return makeRandomizer(config, options).randomize(answer);
+export async function randomize(answer, config, options = {}) {
+  return (await makeRandomizer(config, options)).randomize(answer);
 }

@@ -5,12 +5,19 @@ import { test } from "node:test";
 import {
   ByteStream,
   bernoulliExp,
+  configHash,
   makeRandomizer,
   parseEpsilon,
   randomize,
   uniform,
   VERSION,
 } from "../../dprelease/local/randomize.js";
+
+/** A configuration sealed as `dprelease local wave` seals it. */
+async function sealed(config) {
+  const whole = { version: VERSION, ...config };
+  return { ...whole, wave_hash: await configHash(whole) };
+}
 
 function bytesOf(list) {
   let position = 0;
@@ -57,25 +64,25 @@ test("the frequency of Bernoulli(exp(-1/2)) is close to its probability", () => 
   assert.ok(Math.abs(ones / n - p) < 5 * sd, `${ones / n} vs ${p}`); // false alarm ~6e-7
 });
 
-test("reports have each protocol's form", () => {
+test("reports have each protocol's form", async () => {
   const domain = ["never", "once", "monthly", "weekly"];
-  const krr = randomize("once", { mechanism: "krr", epsilon: "1", domain });
+  const krr = await randomize("once", await sealed({ mechanism: "krr", epsilon: "1", domain }));
   assert.ok(domain.includes(krr));
-  const oue = randomize("once", { mechanism: "oue", epsilon: "1", domain });
+  const oue = await randomize("once", await sealed({ mechanism: "oue", epsilon: "1", domain }));
   assert.match(oue, /^[01]{4}$/);
-  const olh = randomize("once", { mechanism: "olh", epsilon: "1", domain, g: 4 });
+  const olh = await randomize("once", await sealed({ mechanism: "olh", epsilon: "1", domain, g: 4 }));
   const [a, b, y] = olh.split(":").map(BigInt);
   assert.ok(a >= 1n && a < 2147483647n && b >= 0n && b < 2147483647n && y >= 0n && y < 4n);
 });
 
-test("an answer is matched with its type: 1 is not true, nor '1'", () => {
-  const config = { mechanism: "krr", epsilon: "1", domain: [1, 2] };
-  assert.throws(() => randomize(true, config), /not in the domain/);
-  assert.throws(() => randomize("1", config), /not in the domain/);
-  assert.ok([1, 2].includes(randomize(1, config)));
+test("an answer is matched with its type: 1 is not true, nor '1'", async () => {
+  const randomizer = await makeRandomizer(await sealed({ mechanism: "krr", epsilon: "1", domain: [1, 2] }));
+  assert.throws(() => randomizer.randomize(true), /not in the domain/);
+  assert.throws(() => randomizer.randomize("1"), /not in the domain/);
+  assert.ok([1, 2].includes(randomizer.randomize(1)));
 });
 
-test("a bad configuration is refused before any answer", () => {
+test("a bad configuration is refused before any answer", async () => {
   const domain = ["a", "b"];
   const bad = [
     { mechanism: "rappor", epsilon: "1", domain },
@@ -85,19 +92,33 @@ test("a bad configuration is refused before any answer", () => {
     { mechanism: "olh", epsilon: "1", domain },
     { mechanism: "olh", epsilon: "1", domain, g: 1 },
     { mechanism: "krr", epsilon: "0", domain },
-    { mechanism: "krr", epsilon: "1", domain, version: "dprelease-local/0" },
   ];
   for (const config of bad) {
-    assert.throws(() => makeRandomizer(config), RangeError, JSON.stringify(config));
+    await assert.rejects(makeRandomizer(await sealed(config)), RangeError, JSON.stringify(config));
   }
-  assert.equal(makeRandomizer({ mechanism: "krr", epsilon: "1", domain, version: VERSION }).config.version, VERSION);
+  const good = await sealed({ mechanism: "krr", epsilon: "1", domain, wave: "w" });
+  assert.equal((await makeRandomizer(good)).config.version, VERSION);
+  await assert.rejects(makeRandomizer({ ...good, version: "dprelease-local/0" }), /this module is/);
 });
 
-test("the same bytes give the same reports", () => {
-  const config = { mechanism: "olh", epsilon: "5/2", domain: [0, 1, 2, 3, 4], g: 13 };
+test("a configuration without its seal, or not the one its seal is of, is refused", async () => {
+  const good = await sealed({ mechanism: "krr", epsilon: "1/2", domain: [0, 1], wave: "w" });
+  const { wave_hash: _, ...unsealed } = good;
+  await assert.rejects(makeRandomizer(unsealed), /no wave_hash/);
+  const { version: __, ...unversioned } = good;
+  await assert.rejects(makeRandomizer(unversioned), /this module is/);
+  for (const edit of [{ epsilon: "1" }, { epsilon: "0.5" }, { domain: [1, 0] }, { wave: "v" }]) {
+    await assert.rejects(makeRandomizer({ ...good, ...edit }), /not the one its wave_hash seals/);
+  }
+  const reordered = Object.fromEntries(Object.entries(good).reverse());
+  assert.ok((await makeRandomizer(reordered)).randomize(0) !== undefined); // key order is free
+});
+
+test("the same bytes give the same reports", async () => {
+  const config = await sealed({ mechanism: "olh", epsilon: "5/2", domain: [0, 1, 2, 3, 4], g: 13 });
   const bytes = Array.from({ length: 4096 }, (_, i) => (i * 2654435761) % 251);
-  const first = makeRandomizer(config, { bytes: bytesOf(bytes) });
-  const second = makeRandomizer(config, { bytes: bytesOf(bytes) });
+  const first = await makeRandomizer(config, { bytes: bytesOf(bytes) });
+  const second = await makeRandomizer(config, { bytes: bytesOf(bytes) });
   const answers = [0, 1, 2, 3, 4, 0, 1];
   assert.deepEqual(answers.map(first.randomize), answers.map(second.randomize));
 });

@@ -4,8 +4,9 @@
 //                                                        from exactly these bytes
 //   {"config": {...}, "answers": [...]}                  the same from crypto.getRandomValues
 //   {"version": true}                                    {"version": VERSION}
+//   {"hash": {...}}                                      {"hash": configHash(...)}
 import { readFileSync } from "node:fs";
-import { makeRandomizer, VERSION } from "../../dprelease/local/randomize.js";
+import { configHash, makeRandomizer, VERSION } from "../../dprelease/local/randomize.js";
 
 const job = JSON.parse(readFileSync(0, "utf8"));
 
@@ -25,8 +26,10 @@ function fixedBytes(hex) {
 
 if (job.version) {
   process.stdout.write(JSON.stringify({ version: VERSION }));
+} else if (job.hash) {
+  process.stdout.write(JSON.stringify({ hash: await configHash(job.hash) }));
 } else {
   const options = job.bytes === undefined ? {} : { bytes: fixedBytes(job.bytes) };
-  const randomizer = makeRandomizer(job.config, options);
+  const randomizer = await makeRandomizer(job.config, options);
   process.stdout.write(JSON.stringify({ reports: job.answers.map((a) => randomizer.randomize(a)) }));
 }

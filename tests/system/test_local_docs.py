@@ -33,14 +33,14 @@ def test_the_snippet_carries_the_waves_configuration(tmp_path: Path) -> None:
     assert spec is not None
     (tmp_path / "diabetes.yaml").write_text(spec.group(1))
     _, config = _snippet()
-    assert config == dp.local.load_local_spec(tmp_path / "diabetes.yaml").wave.randomizer.config()
+    assert config == dp.local.load_local_spec(tmp_path / "diabetes.yaml").wave.config()
 
 
 def test_the_snippet_sends_a_report_and_never_the_answer(tmp_path: Path) -> None:
     """The module script with a stub page (form, FormData, fetch): every submit posts a report
-    of the domain; over 2,000 submits of "yes" the reports are not all "yes" (k-RR keeps it
-    with probability e/(e + 1) ≈ 0.73)."""
-    script, _ = _snippet()
+    of the domain with the configuration's wave_hash; over 2,000 submits of "yes" the reports
+    are not all "yes" (k-RR keeps it with probability e/(e + 1) ≈ 0.73)."""
+    script, config = _snippet()
     module = dp.local.js_module_path().as_uri()
     page = script.replace('"/static/randomize.js"', json.dumps(module))
     harness = tmp_path / "page.mjs"
@@ -62,6 +62,7 @@ process.stdout.write(JSON.stringify(sent));
     assert done.returncode == 0, done.stderr
     sent = json.loads(done.stdout)
     assert len(sent) == 2000 and {s["region"] for s in sent} == {"3"}
+    assert {s["wave_hash"] for s in sent} == {config["wave_hash"]}
     reports = [s["diabetes"] for s in sent]
     assert set(reports) == {0, 1}
     assert 0.65 < reports.count(1) / 2000 < 0.81  # e/(e + 1) ≈ 0.731; false alarm < 1e-6

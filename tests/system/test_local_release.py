@@ -23,12 +23,13 @@ from dprelease.errors import (
     BudgetExhausted,
     ConfigError,
     NeighboursMismatch,
+    SchemaError,
     SpecChanged,
     SpecError,
 )
 from dprelease.ledger import ScopeTerms
 from dprelease.local import WaveNotRecorded
-from dprelease.local._counts import MalformedReports
+from dprelease.local._counts import MalformedReports, ReportsOfAnotherConfiguration
 from dprelease.local._estimators import law_of
 from dprelease.local._randomizers import olh_hash
 from dprelease.loss import Measure
@@ -77,9 +78,15 @@ def reports(mechanism: str = "krr", n: int = 400, seed: int = 1, **wave: Any) ->
         allow_unsafe_noise=True,
     )
     regions = ["n", "s", "x", "n", "s"]
+    stated = {key: value for key, value in wave.items() if value is not None}
+    sealed = dp.local.load(spec({**stated, "mechanism": mechanism})).wave.hash
     frame = pl.DataFrame(
-        {"region": [regions[i % 5] for i in range(n)], "drug_use": randomized},
-        schema={"region": pl.String, "drug_use": pl.String},
+        {
+            "region": [regions[i % 5] for i in range(n)],
+            "drug_use": randomized,
+            "wave_hash": [sealed] * n,  # the page posts its configuration's with every report
+        },
+        schema={"region": pl.String, "drug_use": pl.String, "wave_hash": pl.String},
     )
     return frame.with_columns(
         pl.when(pl.int_range(pl.len()) % 37 == 0).then(None).otherwise(pl.col("drug_use"))
@@ -300,6 +307,33 @@ def test_malformed_reports_refuse_the_release_without_showing_them(
         dp.local.release(bits, spec({"mechanism": "oue"}))
 
 
+def test_reports_made_under_another_configuration_refuse_the_release(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each report carries its page's wave_hash: a page configured at another ε (or a stale
+    snippet, or none) made reports the wave's charge and estimator are not about; refused,
+    naming the column, never a value; the operator channel gets the count (review L2)."""
+    other = dp.local.load(spec({"epsilon": "1/2"})).wave.config()
+    assert other["wave_hash"] != dp.local.load(spec()).wave.hash
+    data = reports().with_columns(
+        pl.when(pl.int_range(pl.len()) == 5).then(pl.lit(other["wave_hash"]))
+        .otherwise("wave_hash").alias("wave_hash")
+    )  # fmt: skip
+    with (
+        caplog.at_level(logging.WARNING, logger="dprelease.operator"),
+        pytest.raises(ReportsOfAnotherConfiguration, match="'wave_hash' holds reports made") as e,
+    ):
+        dp.local.release(data, spec())
+    assert str(other["wave_hash"]) not in str(e.value) and "1 report(s)" in caplog.text
+    unsealed = reports("oue").with_columns(pl.lit(None, pl.String).alias("wave_hash"))
+    with pytest.raises(ReportsOfAnotherConfiguration):
+        dp.local.release(unsealed, spec({"mechanism": "oue"}))
+    with pytest.raises(SchemaError, match="release.hash_column: column 'sealed'"):
+        dp.local.release(reports(), spec(hash_column="sealed"))
+    renamed = reports().rename({"wave_hash": "sealed"})
+    assert dp.local.release(renamed, spec(hash_column="sealed")).table.height == 8
+
+
 @pytest.mark.parametrize(
     ("data", "path", "words"),
     [
@@ -317,6 +351,7 @@ def test_malformed_reports_refuse_the_release_without_showing_them(
             "repeat",
         ),  # fmt: skip
         (spec(margins=[["region"]]), "release.margins[0]", "all the group-by columns"),
+        (spec(hash_column="drug_use"), "release.hash_column", "a column of its own"),
         ({**spec(), "publish": {}}, "publish", "only `wave:` and `release:`"),
     ],
 )
@@ -327,8 +362,6 @@ def test_a_bad_spec_is_refused_at_its_yaml_path(data: dict, path: str, words: st
 
 
 def test_the_answers_column_must_hold_reports(tmp_path: Path) -> None:
-    from dprelease.errors import SchemaError
-
     with pytest.raises(SchemaError, match="wave.question: column 'drug_use'"):
         dp.local.release(pl.DataFrame({"region": ["n"], "drug_use": [1.5]}), spec())
     with pytest.raises(SchemaError, match="not found"):
@@ -344,7 +377,6 @@ def test_the_nhanes_race_question_under_local_dp() -> None:
         nhanes["race"].to_list(), domain=[1, 2, 3], epsilon=1,
         source=NoiseSource.seeded_for_tests(3), allow_unsafe_noise=True,
     )  # fmt: skip
-    data = nhanes.select("region").with_columns(pl.Series("race", randomized))
     local = {
         "wave": {
             "id": "nhanes-race",
@@ -362,6 +394,9 @@ def test_the_nhanes_race_question_under_local_dp() -> None:
             "project": False,
         },
     }
+    data = nhanes.select("region").with_columns(
+        pl.Series("race", randomized), wave_hash=pl.lit(dp.local.load(local).wave.hash)
+    )
     table = dp.local.release(data, local).table
     truth = nhanes.group_by("region", "race").len()
     cells = table.filter(pl.col("level") == "region").join(truth, on=["region", "race"], how="left")
@@ -386,7 +421,8 @@ def test_the_command_line_records_serves_releases_and_plans(tmp_path: Path) -> N
     assert "ε = 1 charged to scope 'respondents'" in recorded.stdout
     config = json.loads(recorded.stdout.strip().splitlines()[-1])
     assert config == {"version": "dprelease-local/1", "mechanism": "krr", "epsilon": "1",
-                      "domain": WAVE["domain"]}  # fmt: skip
+                      "domain": WAVE["domain"], "wave": WAVE["id"], "question": "drug_use",
+                      "wave_hash": dp.local.load(spec()).wave.hash}  # fmt: skip
     released = invoke_cli(
         "local", "release", "--spec", str(path), "--data", str(tmp_path / "answers.parquet"),
         "--out", str(tmp_path / "pub"), "--ledger", book,

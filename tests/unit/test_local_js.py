@@ -55,6 +55,18 @@ def test_the_module_is_installed_with_the_package_and_states_the_python_version(
     assert run_js({"version": True})["version"] == RANDOMIZER_VERSION
 
 
+TEXTS = ["não", "日本", 'say "no"', "back\\slash", "tab\t", "\u2028"]
+
+
+@pytest.mark.parametrize("domain", [TEXTS, [0, 7, -3], [True, False]])
+def test_both_languages_seal_a_configuration_alike(domain: list) -> None:
+    """The module recomputes the wave_hash Python sealed the configuration with (canonical JSON,
+    UTF-8, SHA-256), whatever the answers' text, so a page with the printed configuration runs
+    and an edited one is refused (tests/js: the refusals)."""
+    config = make_randomizer(domain, Fraction(1, 3)).config(wave="w-1", question="q")
+    assert run_js({"hash": config})["hash"] == config["wave_hash"]
+
+
 CONFIGS = [
     ("krr", Fraction(1), ["never", "once", "monthly", "weekly"]),
     ("krr", Fraction(7, 2), list(range(40))),
