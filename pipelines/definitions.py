@@ -30,7 +30,7 @@ from pipelines.automation import (
     pending_sensor,
 )
 from pipelines.budget import BUDGET_KEY, privacy_budget_asset
-from pipelines.local_dp import local_assets
+from pipelines.local_dp import local_assets, wave_scopes
 from pipelines.release_specs import load_catalog
 from pipelines.resources import deployment_resources, deployment_specs_dir
 
@@ -47,7 +47,7 @@ def build_definitions(
     releases = list(catalog.releases)
     tables = sorted({r.spec.source for r in releases})
     sources = [confidential_source(table) for table in tables]
-    budget = privacy_budget_asset(releases)
+    budget = privacy_budget_asset(releases, wave_scopes())
     assets: list[dg.AssetsDefinition] = [budget]
     unperiodic: list[dg.AssetKey] = []
     jobs = []

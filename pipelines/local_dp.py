@@ -169,6 +169,14 @@ def release_asset(spec: LocalSpec) -> dg.AssetsDefinition:
     return release_
 
 
+def wave_scopes(directory: Path = LOCAL_SPECS_DIR) -> dict[str, list[dg.AssetKey]]:
+    """Each budget scope of a wave and its wave assets, for the privacy_budget asset."""
+    scopes: dict[str, list[dg.AssetKey]] = {}
+    for spec in load_local_specs(directory):
+        scopes.setdefault(spec.wave.spec.scope, []).append(dg.AssetKey(wave_key(spec)))
+    return scopes
+
+
 def local_assets(directory: Path = LOCAL_SPECS_DIR) -> list[dg.AssetsDefinition | dg.AssetSpec]:
     """The wave, source and release assets of every local spec file."""
     specs = load_local_specs(directory)

@@ -79,6 +79,22 @@ def test_a_wave_is_charged_once_and_its_answers_released_uncharged(tmp_path: Pat
     assert set(answers["drug_use"].unique()) <= {"never", "once", "monthly", "weekly"}
 
 
+def test_the_privacy_budget_lists_a_wave_scope_with_its_epsilon_and_terms(tmp_path: Path) -> None:
+    """privacy_budget follows the wave assets and lists their scope: ε spent, and the terms it
+    keeps (answer neighbours: who answered is public)."""
+    defs = build_definitions(resources=resources(tmp_path))
+    budget = defs.resolve_assets_def("privacy_budget")
+    assert dg.AssetKey(WAVE) in budget.dependency_keys
+    result = materialize(tmp_path, [WAVE, "privacy_budget"])
+    assert result.success
+    metadata = result.asset_materializations_for_node("privacy_budget")[0].metadata
+    [row] = [r for r in metadata["scopes"].value.records if r.data["scope"] == "survey_respondents"]
+    assert row.data["spent"] == "0.25" and row.data["releases"] == "1"
+    report = metadata["report"].value
+    section = report[report.index("## Scope `survey_respondents`") :]
+    assert "Kept for life: sequential; ε (pure); local-DP waves: answer neighbours" in section
+
+
 def test_a_release_whose_wave_is_not_recorded_is_refused(tmp_path: Path) -> None:
     result = materialize(tmp_path, [RELEASE])
     assert not result.success

@@ -432,6 +432,12 @@ def test_the_command_line_records_serves_releases_and_plans(tmp_path: Path) -> N
     assert {p.name for p in (tmp_path / "pub").iterdir()} == {
         "release.parquet", "release.csv", "manifest.json"
     }  # fmt: skip
+    status = invoke_cli("ledger", "status", "--ledger", book)
+    assert status.exit_code == 0 and "respondents   ε        2       1      1" in status.stdout
+    assert (
+        "respondents: sequential; local-DP waves: answer neighbours (who answered is public); "
+        "privacy unit each row" in " ".join(status.stdout.split())
+    )
     js = invoke_cli("local", "js", "--spec", str(path))
     assert js.stdout.splitlines()[0] == str(dp.local.js_module_path())
     assert json.loads(js.stdout.splitlines()[1]) == config
