@@ -23,9 +23,14 @@ import polars as pl
 
 from dprelease.budget import markdown_table
 from dprelease.errors import DPReleaseError, SpecError
-from dprelease.local import LocalSpec, load_local_spec
-from dprelease.local._release import check_out_dir, prepare_local, write_local_files
-from dprelease.local._wave import record_wave
+from dprelease.local import (
+    LocalSpec,
+    check_out_dir,
+    load_local_spec,
+    prepare_local,
+    record_wave,
+    write_local_files,
+)
 from dprelease.statement import preview
 from pipelines.messages import refused
 from pipelines.resources import (
@@ -107,7 +112,7 @@ def wave_asset(spec: LocalSpec) -> dg.AssetsDefinition:
     def wave_(ledger: LedgerResource, policy: PrivacyPolicy) -> dg.MaterializeResult:
         try:
             with ledger.open(create=True) as book:
-                recorded = record_wave(wave, book, privacy=policy.profiles())
+                recorded = record_wave(spec, ledger=book, privacy=policy.profiles())
         except DPReleaseError as exc:
             raise refused(wave_key(spec), None, wave.spec.scope, exc) from None
         return dg.MaterializeResult(

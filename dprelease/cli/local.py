@@ -16,7 +16,7 @@ from dprelease.cli._common import cli_errors, parse_epsilon
 from dprelease.errors import ConfigError
 
 if TYPE_CHECKING:
-    from dprelease.local._randomizers import Mechanism
+    from dprelease.local import Mechanism
 
 local_app = typer.Typer(
     help="Local DP: answers randomized on the respondent's device; waves, releases, plans.",
@@ -58,9 +58,7 @@ def wave(
     from dprelease.budget import load_privacy_profiles
     from dprelease.errors import LedgerNotFound
     from dprelease.ledger import Ledger
-    from dprelease.local import load_local_spec
-    from dprelease.local._api import js_module_path
-    from dprelease.local._wave import new_scope_cap, record_wave
+    from dprelease.local import js_module_path, load_local_spec, new_scope_cap, record_wave
 
     loaded = load_local_spec(spec)
     stated = None if cap is None else parse_epsilon(cap, "--cap")
@@ -74,7 +72,7 @@ def wave(
             f"created a new, empty ledger at {book.display_url}"
         )
     with book:
-        recorded = record_wave(loaded.wave, book, cap=stated, privacy=privacy)
+        recorded = record_wave(loaded, ledger=book, cap=stated, privacy=privacy)
     console = Console(highlight=False, soft_wrap=True)
     console.print(recorded.describe())
     console.print(f"questionnaire randomizer: {js_module_path()}")
@@ -101,8 +99,7 @@ def release(
     and shares per cell; charged nothing (the wave's ε was spent when it was asked)."""
     from dprelease.cli.release import _preview
     from dprelease.ledger import Ledger
-    from dprelease.local import load_local_spec
-    from dprelease.local._release import check_out_dir, prepare_local, write_local_files
+    from dprelease.local import check_out_dir, load_local_spec, prepare_local, write_local_files
 
     loaded = load_local_spec(spec)
     with Ledger(ledger_url, mode="read") as book:
@@ -162,7 +159,7 @@ def js(
     ] = None,
 ) -> None:
     """Print the path of the JavaScript randomizer to serve with a web questionnaire."""
-    from dprelease.local._api import js_module_path
+    from dprelease.local import js_module_path
 
     typer.echo(str(js_module_path()))
     if spec is not None:

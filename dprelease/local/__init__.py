@@ -31,6 +31,13 @@ _EXPORTS = {
     "LocalReleaseSpec": "dprelease.local._spec",
     "load_local_spec": "dprelease.local._spec",
     "RecordedWave": "dprelease.local._wave",
+    "new_scope_cap": "dprelease.local._wave",
+    "Mechanism": "dprelease.local._randomizers",
+    "LocalFiles": "dprelease.local._release",
+    "PreparedLocal": "dprelease.local._release",
+    "prepare_local": "dprelease.local._release",
+    "check_out_dir": "dprelease.local._release",
+    "write_local_files": "dprelease.local._release",
     "WaveNotRecorded": "dprelease.local._wave",
     "LocalRelease": "dprelease.local._release",
     "LocalManifest": "dprelease.local._manifest",
@@ -45,25 +52,32 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "LocalFiles",
     "LocalManifest",
     "LocalPlan",
     "LocalRelease",
     "LocalReleaseSpec",
     "LocalSpec",
+    "Mechanism",
+    "PreparedLocal",
     "RANDOMIZER_VERSION",
     "Randomizer",
     "RecordedWave",
     "WaveNotRecorded",
     "WaveSpec",
+    "check_out_dir",
     "choose_mechanism",
     "js_module_path",
     "load",
     "load_local_spec",
+    "new_scope_cap",
     "plan",
+    "prepare_local",
     "randomize",
     "randomizer",
     "record_wave",
     "release",
+    "write_local_files",
 ]
 
 if TYPE_CHECKING:
@@ -78,10 +92,22 @@ if TYPE_CHECKING:
     )
     from dprelease.local._manifest import LocalManifest
     from dprelease.local._plan import LocalPlan
-    from dprelease.local._randomizers import RANDOMIZER_VERSION, Randomizer, choose_mechanism
-    from dprelease.local._release import LocalRelease
+    from dprelease.local._randomizers import (
+        RANDOMIZER_VERSION,
+        Mechanism,
+        Randomizer,
+        choose_mechanism,
+    )
+    from dprelease.local._release import (
+        LocalFiles,
+        LocalRelease,
+        PreparedLocal,
+        check_out_dir,
+        prepare_local,
+        write_local_files,
+    )
     from dprelease.local._spec import LocalReleaseSpec, LocalSpec, WaveSpec, load_local_spec
-    from dprelease.local._wave import RecordedWave, WaveNotRecorded
+    from dprelease.local._wave import RecordedWave, WaveNotRecorded, new_scope_cap
 
 
 def __getattr__(name: str) -> Any:

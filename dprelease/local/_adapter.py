@@ -109,10 +109,9 @@ def key_plan(structure: ResolvedSpec) -> RowPlan:
 def spark_input(data: DataSource) -> tuple[SparkFrame, pl.Schema]:
     """The input as a Spark DataFrame and its schema in polars' types (the Spark engine's
     reader and schema mapping)."""
-    from dprelease.mechanism.engines._spark_session import polars_schema, read
-
-    frame = read(data)
-    return frame, polars_schema(frame.schema)
+    spark = spark_engine()  # its reader and schema mapping, as a central release reads
+    frame = spark.read(data)
+    return frame, spark.polars_schema(frame.schema)
 
 
 def spark_engine() -> ModuleType:

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from dprelease._version import version
 from dprelease.errors import ConfigError, SpecError
-from dprelease.files import atomic_path, unwritable_directory
 from dprelease.ledger import Ledger
 from dprelease.local._adapter import DataSource, key_structure
 from dprelease.local._counts import (
@@ -55,6 +53,7 @@ from dprelease.local._manifest import (
 )
 from dprelease.local._spec import LocalReleaseSpec, LocalSpec
 from dprelease.local._wave import recorded_wave
+from dprelease.publish import release_folder_problem, write_release_files
 from dprelease.spec import LEVEL_COLUMN, ResolvedSpec
 
 if TYPE_CHECKING:
@@ -328,30 +327,30 @@ def prepare_local(
     return PreparedLocal(spec, release, structure, chosen, charge)
 
 
-def _encoded(result: LocalRelease) -> dict[str, bytes]:
-    parquet, csv = io.BytesIO(), io.BytesIO()
-    result.table.write_parquet(parquet, statistics=False)
-    result.table.write_csv(csv)
-    manifest = json.dumps(result.manifest.to_json_dict(), indent=2, sort_keys=True) + "\n"
-    return {
-        "release.parquet": parquet.getvalue(),
-        "release.csv": csv.getvalue(),
-        "manifest.json": manifest.encode(),
-    }
+@dataclass(frozen=True)
+class LocalFiles:
+    """What a local release's files are made from (`publish.Publishable`): its table's parquet
+    bytes and its manifest. A central release's come from the ledger's stored copy; a local one
+    is charged nothing and so not stored, and its files are made from these once."""
+
+    table_parquet: bytes
+    manifest: dict[str, Any]
+
+    @classmethod
+    def of(cls, result: LocalRelease) -> LocalFiles:
+        buffer = io.BytesIO()
+        result.table.write_parquet(buffer, statistics=False)
+        return cls(buffer.getvalue(), result.manifest.to_json_dict())
 
 
 def check_out_dir(out_dir: Path) -> None:
-    """ConfigError when no file can be written in `out_dir` (checked before any report is
-    read)."""
-    if (problem := unwritable_directory(out_dir)) is not None:
+    """ConfigError when the release cannot be published as the folder `out_dir` (checked
+    before any report is read): the central path's rule (`release_folder_problem`)."""
+    if (problem := release_folder_problem(out_dir)) is not None:
         raise ConfigError("out_dir", problem)
 
 
 def write_local_files(result: LocalRelease, out_dir: Path) -> dict[str, Path]:
-    """The release's files, each written whole, the manifest last."""
-    written = {}
-    for name, content in _encoded(result).items():
-        with atomic_path(out_dir / name) as temporary:
-            temporary.write_bytes(content)
-        written[name] = out_dir / name
-    return written
+    """release.parquet, release.csv and manifest.json, published as the folder `out_dir`
+    whole, as a central release's folder is (`publish.write_release_files`)."""
+    return write_release_files(LocalFiles.of(result), out_dir)

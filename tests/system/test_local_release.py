@@ -241,6 +241,24 @@ def test_a_release_estimates_from_the_exact_support_counts_and_charges_nothing(
     assert pl.read_csv(tmp_path / "pub" / "release.csv").height == result.table.height
 
 
+def test_a_release_is_published_as_its_folder_whole_as_a_central_one(tmp_path: Path) -> None:
+    """The central path's publication: a folder that holds other files is refused before any
+    report is read; the files appear together, and a re-run leaves identical bytes."""
+    out = tmp_path / "pub"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="holds other files than a release's"):
+        dp.local.release(tmp_path / "no-such-reports.parquet", spec(), out_dir=out)
+    (out / "notes.txt").unlink()
+    data, local = reports(), dp.local.load(spec())
+    first = dp.local.release(data, local, out_dir=out)
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["manifest.json", "release.csv", "release.parquet"]
+    assert pl.read_parquet(out / "release.parquet").equals(first.table)
+    assert pl.read_csv(out / "release.csv").height == first.table.height
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+
+
 def test_csv_and_parquet_inputs_give_the_same_release(tmp_path: Path) -> None:
     data = reports("krr")
     data.write_csv(tmp_path / "answers.csv")

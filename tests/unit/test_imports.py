@@ -81,8 +81,8 @@ FLOORS = [
     {"mechanism"},
     {"statement"},
     {"publication"},
-    {"publish", "local"},
-    {"consortium"},  # a use case built on publish's budget and files
+    {"publish"},
+    {"consortium", "local"},  # use cases built on publish's budget and files
     {"api", "cli"},
 ]
 
