@@ -8,6 +8,7 @@ dp.local.plan(respondents=10_000, categories=4, epsilon=1)          # local vs c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
@@ -79,7 +80,15 @@ def randomize(
     agency has held them protect nothing against the agency. Also for simulations."""
     chosen = randomizer(domain, epsilon, mechanism, g=g, compact=compact)
     stream = ByteStream(byte_reader(source, allow_unsafe_noise=allow_unsafe_noise))
-    return chosen.randomize_all(values, stream)
+    return chosen.randomize_all((None if _missing(v) else v for v in values), stream)
+
+
+def _missing(value: object) -> bool:
+    """A missing answer as a column holds it: None, NaN (pandas' text and float columns), or
+    pandas' NA and NaT, so a pandas Series randomizes as its answers, gaps kept."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return type(value).__name__ in ("NAType", "NaTType")
 
 
 def load(spec: LocalSpecLike) -> LocalSpec:

@@ -259,6 +259,29 @@ def test_a_release_is_published_as_its_folder_whole_as_a_central_one(tmp_path: P
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 
+def test_dp_local_on_pandas_releases_what_polars_releases() -> None:
+    """The notebook path: reports randomized from a pandas column (its missing answers NaN or
+    NA), released from a pandas DataFrame, read back with to_pandas: as from polars."""
+    import pandas as pd
+
+    frame = reports("oue").to_pandas()
+    local = dp.local.load(spec({"mechanism": "oue"}))
+    from_pandas = dp.local.release(frame, local)
+    assert from_pandas.table.equals(dp.local.release(reports("oue"), local).table)
+    table = from_pandas.to_pandas()
+    assert list(table.columns[:3]) == ["region", "drug_use", "respondents"]
+    assert len(table) == 2 * 4 and table["respondents"].dtype == "int64"
+    answers = pd.Series(["never", "weekly", None] * 10)  # None is NaN in a pandas column
+    randomized = dp.local.randomize(
+        answers, domain=WAVE["domain"], epsilon=1, mechanism="oue",
+        source=NoiseSource.seeded_for_tests(2), allow_unsafe_noise=True,
+    )  # fmt: skip
+    assert randomized[2::3] == [None] * 10  # a missing answer stays missing
+    assert all(len(r) == 4 for r in randomized if r is not None)  # type: ignore[arg-type]
+    numbers = pd.Series([1, None, 0], dtype="Int64")  # pandas' NA
+    assert dp.local.randomize(numbers, domain=[0, 1], epsilon=1)[1] is None
+
+
 def test_csv_and_parquet_inputs_give_the_same_release(tmp_path: Path) -> None:
     data = reports("krr")
     data.write_csv(tmp_path / "answers.csv")
