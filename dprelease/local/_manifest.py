@@ -88,6 +88,15 @@ class LocalManifest(_Model):
     library_version: str
     engine: str
     model: Literal["local"] = "local"
+    mechanism: str = Field(
+        description="as a central manifest's: here the randomizer each device ran (krr, oue, olh)"
+    )
+    neighbours: Literal["answer"] = Field(
+        default="answer",
+        description="as a central manifest's: one respondent's answer changes, who answered is "
+        "public (the terms the wave's scope keeps)",
+    )
+    privacy_unit: str = "each respondent's report (one row)"
     guarantee: str
     not_protected: str
     wave: WaveEntry

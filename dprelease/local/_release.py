@@ -190,6 +190,7 @@ class PreparedLocal:
             created_at=datetime.now(UTC),
             library_version=version(),
             engine=self.engine,
+            mechanism=f"{randomizer.mechanism} ({mechanism}, on the respondent's device)",
             guarantee=(
                 f"each respondent's answer to {wave.spec.question!r} was randomized on their "
                 f"device by {mechanism} with ε = {eps} before it was sent: whatever the answer, "

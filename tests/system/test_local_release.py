@@ -232,6 +232,7 @@ def test_a_release_estimates_from_the_exact_support_counts_and_charges_nothing(
     manifest = json.loads((tmp_path / "pub" / "manifest.json").read_text())
     assert manifest["charged"] is False and "charged nothing" in manifest["budget"]
     assert manifest["wave"]["mechanism"] == mechanism
+    assert manifest["mechanism"].startswith(f"{mechanism} (") and manifest["neighbours"] == "answer"
     assert manifest["wave_charge"] == {
         "recorded": True,
         "scope": "respondents",
