@@ -19,16 +19,14 @@ from enum import StrEnum
 
 
 class ProtectedChange(StrEnum):
-    """Which datasets are neighbours (the YAML's `neighbours:`).
-
-    `answer` is a local-DP wave's (`dprelease.local`): one respondent's answer changes and who
-    answered is public (a release of a wave publishes each cell's respondents). A scope of waves
-    keeps it for life, so no central release (add/remove or substitute, whose guarantee hides who
-    is in the data) ever shares a scope with waves; a central spec cannot state it
-    (`central_change`)."""
+    """Which datasets are neighbours (the YAML's `neighbours:`)."""
 
     ADD_REMOVE = "add_remove"
     SUBSTITUTE = "substitute"
+    #: A local-DP wave's (`dprelease.local`): one respondent's answer changes and who answered
+    #: is public (a release of a wave publishes each cell's respondents). A scope of waves keeps
+    #: it for life, so no central release (add/remove or substitute, whose guarantee hides who
+    #: is in the data) ever shares a scope with waves; no central spec states it (`central_change`).
     ANSWER = "answer"
 
     @property
