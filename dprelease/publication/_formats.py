@@ -43,6 +43,7 @@ class Publishable(Protocol):
     @property
     def manifest(self) -> dict[str, Any]: ...
 
+
 #: The file each table format is written to.
 FORMAT_FILES = {
     "parquet": "release.parquet",

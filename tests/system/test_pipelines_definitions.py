@@ -39,4 +39,3 @@ def test_definitions_load_with_jobs_schedules_sensors_and_no_retries() -> None:
     checks = {c.name for c in release.check_specs}
     assert checks == {"all_public_keys_present", "ledger_within_cap", "manifest_complete"}
     assert all(c.blocking and c.partitions_def is not None for c in release.check_specs)
-
