@@ -74,6 +74,7 @@ __all__ = [
     "SurveyWeight",
     "ValuesDomain",
     "__version__",
+    "local",
     "plan",
     "release",
 ]
@@ -109,6 +110,8 @@ def __getattr__(name: str) -> Any:
         from dprelease._version import version
 
         return version()
+    if name == "local":  # the local-DP face: dp.local.randomize, .record_wave, .release, .plan
+        return import_module("dprelease.local")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'dprelease' has no attribute {name!r}")

@@ -23,6 +23,11 @@ class ProtectedChange(StrEnum):
 
     ADD_REMOVE = "add_remove"
     SUBSTITUTE = "substitute"
+    #: A local-DP wave's (`dprelease.local`): one respondent's answer changes and who answered
+    #: is public (a release of a wave publishes each cell's respondents). A scope of waves keeps
+    #: it for life, so no central release (add/remove or substitute, whose guarantee hides who
+    #: is in the data) ever shares a scope with waves; no central spec states it (`central_change`).
+    ANSWER = "answer"
 
     @property
     def value_change_group(self) -> int:
@@ -31,6 +36,20 @@ class ProtectedChange(StrEnum):
         Under ε-DP the likelihood ratio of a value change is then within e^{±kε} (Kazan & Reiter,
         Lemma 1); under ρ-zCDP the change is k²ρ-zCDP (group privacy)."""
         return 2 if self is ProtectedChange.ADD_REMOVE else 1
+
+
+def central_change(value: object) -> object:
+    """`value` as given when it names a central release's change (add_remove, substitute);
+    ValueError otherwise (callers name the field), with what to write: a central spec or privacy
+    profile never states a local wave's `answer`."""
+    if value == ProtectedChange.ANSWER:
+        raise ValueError(
+            "answer is a local wave's neighbours (one answer changes, who answered is public); "
+            "a central release protects add_remove or substitute"
+        )
+    if value not in (ProtectedChange.ADD_REMOVE, ProtectedChange.SUBSTITUTE):
+        raise ValueError("Input should be 'add_remove' or 'substitute'")
+    return value
 
 
 def choose_change(

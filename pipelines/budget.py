@@ -10,10 +10,12 @@ releases, the profile's tables and plots) are in its report.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import dagster as dg
 
 from dprelease.budget import budget_markdown, write_plots
+from dprelease.change import ProtectedChange
 from dprelease.ledger import Ledger, ScopeStatus
 from dprelease.loss import typed_text
 from dprelease.spec import ResolvedSpec
@@ -49,16 +51,21 @@ def approximate_text(value: float) -> str:
     return f"≈ {value:.4g}"
 
 
-def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
-    """Per budget scope: the profile's ε and plots, the ledger's cap and spending, and every
-    release recorded but not published or reserved but not stored; downstream of every release,
+def privacy_budget_asset(
+    releases: list[ResolvedSpec], waves: Mapping[str, list[dg.AssetKey]] | None = None
+) -> dg.AssetsDefinition:
+    """Per budget scope: the profile's ε and plots, the ledger's cap and spending, the terms the
+    scope keeps, and every release recorded but not published or reserved but not stored;
+    downstream of every release and every local-DP wave asset (`waves`: scope → wave assets),
     which it follows."""
-    scopes = sorted({publish_of(r).scope for r in releases})
+    waves = waves or {}
+    scopes = sorted({publish_of(r).scope for r in releases} | set(waves))
 
     @dg.asset(
         key=BUDGET_KEY,
         group_name="privacy",
-        deps=[dg.AssetKey(r.spec.name) for r in releases],
+        deps=[dg.AssetKey(r.spec.name) for r in releases]
+        + [key for keys in waves.values() for key in keys],
         automation_condition=FOLLOWS_RELEASES,
         kinds={"python"},
         description="Per budget scope: ε_min from its odds risk profile (and ρ_max for a zCDP "
@@ -88,6 +95,7 @@ def privacy_budget_asset(releases: list[ResolvedSpec]) -> dg.AssetsDefinition:
             rows.append(_row(scope, budget, status, len(waiting), len(opened)))
             sections.append(
                 f"## Scope `{scope}`\n\n{_cap_note(scope, budget, status)}\n\n"
+                + _terms_note(status)
                 + _waiting_text(waiting, opened, status)
                 + budget_markdown(choice, plots)
             )
@@ -173,6 +181,24 @@ def _waiting_text(
         )
         text += "\n"
     return text
+
+
+def _terms_note(status: ScopeStatus | None) -> str:
+    """What the scope keeps for life (its first charge fixes it), in words; a scope of local-DP
+    waves says that who answered is public."""
+    if status is None:
+        return ""
+    kept = [status.composition, f"{status.measure.symbol} ({status.measure.value})"]
+    if status.neighbours is ProtectedChange.ANSWER:
+        kept.append(
+            "local-DP waves: answer neighbours (one answer changes; who answered is public, "
+            "so no central release shares this scope)"
+        )
+    elif status.neighbours is not None:
+        kept.append(f"{status.neighbours.value} neighbours")
+    if status.privacy_unit is not None:
+        kept.append(f"privacy unit {status.privacy_unit}")
+    return f"Kept for life: {'; '.join(kept)}.\n\n"
 
 
 def _cap_note(scope: str, budget: ScopeProfile, status: ScopeStatus | None) -> str:

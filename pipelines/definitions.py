@@ -30,6 +30,7 @@ from pipelines.automation import (
     pending_sensor,
 )
 from pipelines.budget import BUDGET_KEY, privacy_budget_asset
+from pipelines.local_dp import local_assets, wave_scopes
 from pipelines.release_specs import load_catalog
 from pipelines.resources import deployment_resources, deployment_specs_dir
 
@@ -46,7 +47,7 @@ def build_definitions(
     releases = list(catalog.releases)
     tables = sorted({r.spec.source for r in releases})
     sources = [confidential_source(table) for table in tables]
-    budget = privacy_budget_asset(releases)
+    budget = privacy_budget_asset(releases, wave_scopes())
     assets: list[dg.AssetsDefinition] = [budget]
     unperiodic: list[dg.AssetKey] = []
     jobs = []
@@ -87,7 +88,7 @@ def build_definitions(
     if broken:
         sensors.append(broken_specs_sensor(broken))
     return dg.Definitions(
-        assets=[*sources, *assets],
+        assets=[*sources, *assets, *local_assets()],
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,

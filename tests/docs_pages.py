@@ -26,7 +26,7 @@ from helpers import ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Being rewritten elsewhere: its links are checked, its untagged diagrams allowed.
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
-LANGUAGES = {"sh", "python", "yaml", "text", "json"}
+LANGUAGES = {"sh", "python", "yaml", "text", "json", "html"}
 MARKERS = {"skip", "refused", "spark", "e2e"}
 FENCE = re.compile(r"^```(\S*)\s*$")
 MARKER = re.compile(r"^<!-- docs-test: (\w+)(?: \((.+)\))? -->$")

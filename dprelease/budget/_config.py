@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     FiniteFloat,
@@ -46,7 +47,7 @@ from dprelease.budget._profiles import (
     PiecewiseLinearProfile,
     StepProfile,
 )
-from dprelease.change import ProtectedChange
+from dprelease.change import ProtectedChange, central_change
 from dprelease.errors import ConfigError
 from dprelease.files import Location, error_at_path, join_path, read_sections
 from dprelease.loss import Measure
@@ -147,7 +148,9 @@ class PrivacyConfig(BaseModel):
     """The validated `privacy:` section. Give exactly one of `profile` and `profiles`."""
 
     model_config = _STRICT
-    neighbours: ProtectedChange = ProtectedChange.ADD_REMOVE
+    neighbours: Annotated[ProtectedChange, BeforeValidator(central_change)] = (
+        ProtectedChange.ADD_REMOVE
+    )
     profile: ProfileSection | None = None
     profiles: list[ProfileSection] | None = Field(default=None, min_length=1)
     adversaries: list[AdversarySection] = Field(default_factory=list)

@@ -1,7 +1,7 @@
 """`dprelease` command line: one typer app, one module per command group."""
 
 import dprelease.cli.consortium  # noqa: F401  (`dprelease consortium ...`)
-from dprelease.cli import epsilon, ledger, plan, release, validate  # noqa: F401  (each registers its commands)
+from dprelease.cli import epsilon, ledger, local, plan, release, validate  # noqa: F401  (each registers its commands)
 from dprelease.cli._app import app
 
 

@@ -14,6 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from dprelease.change import ProtectedChange
 from dprelease.cli._app import app
 from dprelease.cli._common import cli_errors, parse_epsilon, report_console
 from dprelease.errors import ConfigError
@@ -90,6 +91,14 @@ def _status_table(statuses: list[ScopeStatus]) -> Table:
     return table
 
 
+def _neighbours_text(s: ScopeStatus) -> str:
+    if s.neighbours is None:
+        return "neighbours not fixed yet"
+    if s.neighbours is ProtectedChange.ANSWER:
+        return "local-DP waves: answer neighbours (who answered is public)"
+    return f"{s.neighbours.value} neighbours"
+
+
 def _terms_lines(statuses: list[ScopeStatus]) -> list[str]:
     """What each scope keeps for life, and for zCDP what its cap and what it has spent imply as
     (ε, δ)-DP."""
@@ -97,7 +106,7 @@ def _terms_lines(statuses: list[ScopeStatus]) -> list[str]:
     for s in statuses:
         kept = [
             s.composition,
-            f"{s.neighbours.value} neighbours" if s.neighbours else "neighbours not fixed yet",
+            _neighbours_text(s),
             f"privacy unit {s.privacy_unit}" if s.privacy_unit else "privacy unit not fixed yet",
         ]
         if s.composition == "parallel":

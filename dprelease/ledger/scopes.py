@@ -114,6 +114,19 @@ def terms_conflict(
         and kept.neighbours != asked.neighbours
     ):
         word = kept.neighbours.value
+        if ProtectedChange.ANSWER in (kept.neighbours, asked.neighbours):
+            wave = kept.neighbours is ProtectedChange.ANSWER
+            return NeighboursMismatch(
+                f"{scope} "
+                + (
+                    "holds local-DP waves (answer neighbours: who answered is public)"
+                    if wave
+                    else f"protects {word} neighbours (who is in the data is protected)"
+                )
+                + f" and this {'release' if wave else 'wave'} cannot share it; {charged}. A "
+                "wave publishes who answered: record waves in a scope of their own, and central "
+                "releases in another"
+            )
         if default_neighbours is not None:
             why = " (the default: neither the spec nor a privacy profile says otherwise)"
             fix = f"give {default_neighbours} with the scope's privacy profile, or set the spec's"

@@ -16,6 +16,7 @@ from dprelease.publication._finish import finish
 from dprelease.publication._formats import (
     FORMAT_FILES,
     OBS_STATUS,
+    Publishable,
     chosen_files,
     csv_bytes,
     integral_as_integers,
@@ -37,6 +38,7 @@ __all__ = [
     "Evaluated",
     "JudgedRule",
     "ValueColumn",
+    "Publishable",
     "chosen_files",
     "combined_margins",
     "csv_bytes",

@@ -14,7 +14,7 @@ import io
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import polars as pl
 
@@ -32,8 +32,17 @@ from dprelease.spec import (
 )
 from dprelease.statement import FLAG_CODES
 
-if TYPE_CHECKING:
-    from dprelease.ledger import StoredRelease
+
+class Publishable(Protocol):
+    """What a release's files are made from: its table's parquet bytes and its manifest (the
+    ledger's `StoredRelease`, or a local release's, which is charged nothing and not stored)."""
+
+    @property
+    def table_parquet(self) -> bytes: ...
+
+    @property
+    def manifest(self) -> dict[str, Any]: ...
+
 
 #: The file each table format is written to.
 FORMAT_FILES = {
@@ -365,23 +374,23 @@ def _reproducible(book: Any, created: str) -> bytes:
 # --------------------------------------------------------------------------- the files
 
 
-def _table(stored: StoredRelease) -> pl.DataFrame:
+def _table(stored: Publishable) -> pl.DataFrame:
     return pl.read_parquet(io.BytesIO(stored.table_parquet))
 
 
-def stored_csv(stored: StoredRelease) -> bytes:
+def stored_csv(stored: Publishable) -> bytes:
     return csv_bytes(_table(stored))
 
 
-def stored_xlsx(stored: StoredRelease) -> bytes:
+def stored_xlsx(stored: Publishable) -> bytes:
     return xlsx_bytes(_table(stored), stored.manifest)
 
 
-def stored_sdmx(stored: StoredRelease) -> bytes:
+def stored_sdmx(stored: Publishable) -> bytes:
     return sdmx_csv_bytes(_table(stored), stored.manifest)
 
 
-Encoder = Callable[["StoredRelease"], bytes]
+Encoder = Callable[[Publishable], bytes]
 #: How each table format's file is made from the ledger's stored copy.
 _WRITERS: dict[str, Encoder] = {
     "parquet": lambda stored: stored.table_parquet,

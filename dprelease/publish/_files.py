@@ -34,18 +34,17 @@ from pathlib import Path
 
 from dprelease.errors import ConfigError
 from dprelease.files import unwritable_directory
-from dprelease.ledger import StoredRelease
-from dprelease.publication import chosen_files
+from dprelease.publication import Publishable, chosen_files
 from dprelease.spec import TABLE_FORMATS, TableFormat
 
 
-def _manifest(stored: StoredRelease) -> bytes:
+def _manifest(stored: Publishable) -> bytes:
     return (json.dumps(stored.manifest, indent=2, sort_keys=True) + "\n").encode()
 
 
 #: The published files by default, by name, and how each is made from the ledger's stored copy
 #: (the table's files from `publication`, the CSV with integral values as integers).
-RELEASE_FILES: dict[str, Callable[[StoredRelease], bytes]] = {
+RELEASE_FILES: dict[str, Callable[[Publishable], bytes]] = {
     **chosen_files(),
     "manifest.json": _manifest,
 }
@@ -150,7 +149,7 @@ def _remove(path: Path) -> None:
 
 
 def write_release_files(
-    stored: StoredRelease, out_dir: Path, formats: Sequence[TableFormat] | None = None
+    stored: Publishable, out_dir: Path, formats: Sequence[TableFormat] | None = None
 ) -> dict[str, Path]:
     """Publish the stored release as the folder `out_dir`, whole (see the module docstring):
     its table in `formats` (default parquet and csv) and `manifest.json`.

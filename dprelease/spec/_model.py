@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from dprelease.change import ProtectedChange, UnitBounds
+from dprelease.change import ProtectedChange, UnitBounds, central_change
 from dprelease.errors import SpecError
 from dprelease.loss import Mechanism
 from dprelease.period import Period
@@ -106,7 +106,7 @@ class ReleaseSpec(Strict):
     )
     max_groups_per_unit: Annotated[int, Field(ge=1)] | None = None
     max_rows_per_group: Annotated[int, Field(ge=1)] | None = None
-    neighbours: ProtectedChange | None = None
+    neighbours: Annotated[ProtectedChange, BeforeValidator(central_change)] | None = None
     mechanism: Mechanism | None = Field(
         default=None,
         description="laplace (ε-DP) or gaussian (ρ-zCDP; needs a zcdp scope); default: what "

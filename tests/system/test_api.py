@@ -47,7 +47,7 @@ def test_the_surface_is_small_typed_and_documented() -> None:
         "ProtectedChange", "QuantileStatistic", "RangeDomain", "RatioStatistic", "ReleasePlan",
         "ReleaseResult", "ReleaseSpec", "ShareStatistic", "StatisticAccuracy", "SumStatistic",
         "SurveyWeight", "ValuesDomain",
-        "__version__", "plan", "release",
+        "__version__", "local", "plan", "release",
     }  # fmt: skip
     for name in dp.__all__:
         if name != "__version__":

@@ -20,10 +20,13 @@ def test_definitions_load_with_jobs_schedules_sensors_and_no_retries() -> None:
         MONTHLY,
         "case_control_by_genotype",
         "case_control_by_region",
+        "drug_use_answers",  # local DP (pipelines/local_dp.py): the randomized answers,
+        "wave_drug_use_2025_06",  # their wave
+        "drug_use_by_region",  # and its release
     }
     graph = defs.resolve_asset_graph()
     sources = {k.to_user_string() for k in graph.external_asset_keys}
-    assert sources == {"case_control", "visits"}  # external: observed, never materialized
+    assert sources == {"case_control", "visits", "drug_use_answers"}  # observed, never made
     schedule = defs.resolve_schedule_def(f"{MONTHLY}_schedule")
     assert schedule.cron_schedule == "0 2 1 * *"
     job = defs.resolve_job_def(f"{MONTHLY}_monthly")
@@ -36,4 +39,3 @@ def test_definitions_load_with_jobs_schedules_sensors_and_no_retries() -> None:
     checks = {c.name for c in release.check_specs}
     assert checks == {"all_public_keys_present", "ledger_within_cap", "manifest_complete"}
     assert all(c.blocking and c.partitions_def is not None for c in release.check_specs)
-

@@ -49,7 +49,7 @@ def test_the_command_line_help_loads_no_heavy_module() -> None:
     assert not loaded & {*HEAVY, "polars", "numpy", "pydantic", "yaml", "pandas"}
 
 
-@pytest.mark.parametrize("command", ["epsilon", "plan", "release", "ledger", "consortium"])
+@pytest.mark.parametrize("command", ["epsilon", "plan", "release", "ledger", "consortium", "local"])
 def test_each_command_help_loads_no_heavy_module(command: str) -> None:
     loaded = loaded_after(
         "import sys\nfrom dprelease.cli import main\n"
@@ -81,7 +81,7 @@ FLOORS = [
     {"statement"},
     {"publication"},
     {"publish"},
-    {"consortium"},  # a use case built on publish's budget and files
+    {"consortium", "local"},  # use cases built on publish's budget and files
     {"api", "cli"},
 ]
 

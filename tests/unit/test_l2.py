@@ -40,7 +40,7 @@ def brute_force(rows: int, per_row: int, lower: int, upper: int, length: int, su
     return best
 
 
-@pytest.mark.parametrize("change", list(ProtectedChange))
+@pytest.mark.parametrize("change", [ProtectedChange.ADD_REMOVE, ProtectedChange.SUBSTITUTE])
 @pytest.mark.parametrize("lower, upper", BOUNDS)
 def test_l2_equals_the_brute_force_on_levels_of_several_rows(
     change: ProtectedChange, lower: int, upper: int
@@ -57,7 +57,7 @@ def test_l2_equals_the_brute_force_on_levels_of_several_rows(
         assert l2_squared(bound, change, one_row=False) == expected, (rows, per_group, cells)
 
 
-@pytest.mark.parametrize("change", list(ProtectedChange))
+@pytest.mark.parametrize("change", [ProtectedChange.ADD_REMOVE, ProtectedChange.SUBSTITUTE])
 @pytest.mark.parametrize("lower, upper", BOUNDS)
 def test_one_row_levels_have_delta2_equal_to_delta1(
     change: ProtectedChange, lower: int, upper: int

@@ -53,6 +53,7 @@ from dprelease.mechanism.engines._polars_rows import (
     FINGERPRINT_SCHEME,
     FINGERPRINT_SEED,
     _aggregated,
+    _as_key,
     _bounded,
     _encoded_dtypes,
     _histogram_sum,
@@ -205,6 +206,11 @@ def _partitioned(
                 parts.append(hist)
     summed = [_histogram_sum(parts, plan, i) for i, parts in enumerate(histograms)]
     return total, tally.total(), summed
+
+
+#: A key column typed as its public domain's keys, as every release types it: what a local-DP
+#: release (`dprelease.local`) shares with central ones, so both group by the same keys.
+as_key = _as_key
 
 
 class PolarsEngine:

@@ -41,7 +41,9 @@ from dprelease.mechanism.engines._plan import (
 from dprelease.mechanism.engines._schema import validate_schema
 from dprelease.mechanism.engines._spark_rows import (
     _SUM,
+    _as_key,
     _bounded,
+    _column,
     _domain_frame,
     _grid_point,
     _histograms,
@@ -164,6 +166,11 @@ def _cells(selected: DataFrame, plan: RowPlan, salt: int) -> tuple[DataFrame, Da
     hist = _histograms(df, [F.col(f"point{i}") for i in range(len(points))]) if points else None
     sums = [F.sum(F.col(f"units{i}").cast(_SUM)).alias(f"units{i}") for i in range(len(units))]
     return df.groupBy("cell").agg(F.count(F.lit(1)).alias("rows"), *sums), hist
+
+
+#: What a local-DP release (`dprelease.local`) shares with central ones on Spark, so both type
+#: and group by the same keys: key typing, column quoting and the public domains as a frame.
+as_key, column, key_types, domain_frame = _as_key, _column, _key_types, _domain_frame
 
 
 class SparkEngine:

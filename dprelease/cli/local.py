@@ -1,0 +1,168 @@
+"""`dprelease local`: local DP for a sensitive survey question — record a wave (its ε is charged
+before anyone answers), serve the questionnaire's randomizer, release the wave's randomized
+answers (post-processing: charged nothing), and plan local beside central DP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, cast
+
+import typer
+from rich.console import Console
+
+from dprelease.cli._app import app
+from dprelease.cli._common import cli_errors, parse_epsilon
+from dprelease.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dprelease.local import Mechanism
+
+local_app = typer.Typer(
+    help="Local DP: answers randomized on the respondent's device; waves, releases, plans.",
+    no_args_is_help=True,
+)
+app.add_typer(local_app, name="local")
+
+LocalSpecOption = Annotated[
+    Path, typer.Option("--spec", help="Local spec YAML (`wave:`, and `release:` to release).")
+]
+LedgerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Ledger URL or SQLite path (default: $DPRELEASE_LEDGER_URL or "
+        ".dprelease/ledger.sqlite).",
+    ),
+]
+
+
+@local_app.command("wave")
+@cli_errors
+def wave(
+    spec: LocalSpecOption,
+    ledger_url: LedgerOption = None,
+    cap: Annotated[
+        str | None,
+        typer.Option(
+            "--cap", help="Lifetime cap of a new scope, e.g. 2 or 1/3.", show_default=False
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Privacy YAML: a new scope's cap from its profile."),
+    ] = None,
+) -> None:
+    """Record a wave before collecting: charge its ε to the respondents' scope, then print the
+    questionnaire's configuration for the JavaScript randomizer."""
+    from dprelease.budget import load_privacy_profiles
+    from dprelease.errors import LedgerNotFound
+    from dprelease.ledger import Ledger
+    from dprelease.local import js_module_path, load_local_spec, new_scope_cap, record_wave
+
+    loaded = load_local_spec(spec)
+    stated = None if cap is None else parse_epsilon(cap, "--cap")
+    privacy = None if config is None else load_privacy_profiles(config)
+    try:
+        book = Ledger(ledger_url, mode="existing")
+    except LedgerNotFound:  # created only once the wave can be charged in it
+        new_scope_cap(loaded.wave, stated, privacy)
+        book = Ledger(ledger_url, mode="create")
+        Console(stderr=True, soft_wrap=True).print(
+            f"created a new, empty ledger at {book.display_url}"
+        )
+    with book:
+        recorded = record_wave(loaded, ledger=book, cap=stated, privacy=privacy)
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(recorded.describe())
+    console.print(f"questionnaire randomizer: {js_module_path()}")
+    console.print("its configuration (pass it to makeRandomizer or randomize):")
+    typer.echo(json.dumps(loaded.wave.config()))
+
+
+@local_app.command("release")
+@cli_errors
+def release(
+    spec: LocalSpecOption,
+    data: Annotated[
+        Path, typer.Option("--data", help="The wave's randomized answers: parquet or CSV.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Directory for the published files.")],
+    ledger_url: LedgerOption = None,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="polars or spark (default: the spec's, else polars)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Release the table of a recorded wave's randomized answers: unbiased counts, 95% margins
+    and shares per cell; charged nothing (the wave's ε was spent when it was asked)."""
+    from dprelease.cli.release import _preview
+    from dprelease.ledger import Ledger
+    from dprelease.local import check_out_dir, load_local_spec, prepare_local, write_local_files
+
+    loaded = load_local_spec(spec)
+    with Ledger(ledger_url, mode="read") as book:
+        prepared = prepare_local(loaded, ledger=book, engine=engine)
+    check_out_dir(out)
+    result = prepared.compute(data)
+    files = write_local_files(result, out)
+    if as_json:
+        typer.echo(json.dumps(result.manifest.to_json_dict(), sort_keys=True))
+        return
+    console = Console(highlight=False)
+    table, caption = _preview(result.table)  # as `dprelease release` shows a table
+    console.print(table)
+    console.print(caption + "; every row and the 95% margins of error are in release.csv")
+    console.print(result.manifest.budget, soft_wrap=True)
+    console.print(f"files in {out}: {', '.join(files)}", soft_wrap=True)
+
+
+@local_app.command("plan")
+@cli_errors
+def plan(
+    respondents: Annotated[int, typer.Option("--respondents", help="People asked (n).")],
+    categories: Annotated[int, typer.Option("--categories", help="Answers allowed (k).")],
+    epsilon: Annotated[str, typer.Option("--epsilon", help="ε of each answer, e.g. 1 or 1/2.")],
+    mechanism: Annotated[
+        str | None,
+        typer.Option("--mechanism", help="krr, oue or olh (default: the variance rule's)."),
+    ] = None,
+    target: Annotated[
+        float | None,
+        typer.Option("--target", help="A share's wanted 95% margin, e.g. 0.02: n it needs."),
+    ] = None,
+) -> None:
+    """The margin of a count and a share under local DP beside central DP at the same ε."""
+    from dprelease.local import plan as plan_local
+
+    if mechanism is not None and mechanism not in ("krr", "oue", "olh"):
+        raise ConfigError("--mechanism", f"choose krr, oue or olh, not {mechanism!r}")
+    chosen = parse_epsilon(epsilon, "--epsilon")
+    result = plan_local(
+        respondents,
+        categories,
+        chosen,
+        mechanism=cast("Mechanism | None", mechanism),
+        target=target,
+    )
+    for line in result.lines():
+        typer.echo(line)
+
+
+@local_app.command("js")
+@cli_errors
+def js(
+    spec: Annotated[
+        Path | None,
+        typer.Option("--spec", help="Also print this wave's configuration for the module."),
+    ] = None,
+) -> None:
+    """Print the path of the JavaScript randomizer to serve with a web questionnaire."""
+    from dprelease.local import js_module_path
+
+    typer.echo(str(js_module_path()))
+    if spec is not None:
+        from dprelease.local import load_local_spec
+
+        typer.echo(json.dumps(load_local_spec(spec).wave.config()))
