@@ -202,9 +202,11 @@ def test_browser_shows_the_graph_and_the_budget_with_both_plots(server: Server) 
             dialog = page.get_by_role("dialog")
             dialog.get_by_text("ε_min is reached at P10 = 1").first.wait_for(timeout=30_000)
             plots = dialog.locator("img[src^='data:image/png;base64,']")
-            plots.nth(3).wait_for(timeout=30_000)  # two scopes × (profile, ε per P10) plots
+            # three scopes (the case-control study, the hospital's patients and the local-DP
+            # survey's respondents, charged by its wave) × (profile, ε per P10) plots
+            plots.nth(5).wait_for(timeout=30_000)
             widths = plots.evaluate_all("images => images.map(image => image.naturalWidth)")
-            assert len(widths) == 4 and all(width > 100 for width in widths)
+            assert len(widths) == 6 and all(width > 100 for width in widths)
         finally:
             browser.close()
 
