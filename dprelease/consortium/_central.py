@@ -106,7 +106,7 @@ def exact_vectors(
     warnings go to the operator channel."""
     exact = aggregate(data, resolved, allocation, period, engine)
     shown = None if period is None else str(period)
-    for message in exact.summary.warnings(resolved.spec.name, shown):
+    for message in exact.summary.warnings(resolved.spec.name, shown, resolved.spec.missing_rules()):
         operator.warn(message)
     if not exact.keys.equals(resolved.key_grid):
         raise AssertionError("internal: the engine's keys are not the public key grid")

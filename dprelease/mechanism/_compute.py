@@ -187,7 +187,9 @@ def compute(
     resolved = select_keys(data, resolved, allocation, period, engine, source)
     exact = aggregate(data, resolved, allocation, period, engine)
     shown_period = None if period is None else str(period)
-    for message in exact.summary.warnings(resolved.spec.name, shown_period):
+    for message in exact.summary.warnings(
+        resolved.spec.name, shown_period, resolved.spec.missing_rules()
+    ):
         operator.warn(message)
     totals = noisy_totals(allocation, resolved, exact, source)
     selected = {  # after every measurement's noise; each draws a public number of variates

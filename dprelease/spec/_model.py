@@ -333,6 +333,15 @@ class ReleaseSpec(Strict):
         """All group-by columns, in declared order: the key columns of the released table."""
         return [column for group in self.group_by for column in group.key_columns]
 
+    def missing_rules(self) -> dict[str, frozenset[str]]:
+        """Per column read as values, the rules its statistics apply to rows without a number
+        there ("fill", "drop"; a survey weight's is "fill"), for the operator's warning."""
+        rules: dict[str, set[str]] = {}
+        for statistic in self.statistics:
+            for column, rule in statistic.missing_rules().items():
+                rules.setdefault(column, set()).add(rule)
+        return {column: frozenset(found) for column, found in rules.items()}
+
     def canonical_json(self) -> str:
         """The spec as canonical JSON, for its hash (a released slot's identity in the ledger).
 
@@ -370,6 +379,8 @@ def _canonical(section: dict[str, Any]) -> dict[str, Any]:
     named = {_FIRST_NAMES.get(key, key): value for key, value in section.items()}
     if "survey_weight" in named and named["survey_weight"] is None:  # later: only when set
         del named["survey_weight"]
+    if named.get("missing") == "fill":  # later: only when not the default nulls rule
+        del named["missing"]
     if "kind" in named:
         named = dict.fromkeys(_STATISTIC_FIELDS) | named
     return named

@@ -122,6 +122,11 @@ class _StatisticBase(Renamed):
         """The input columns it reads as values (each named by its `column` field)."""
         return []
 
+    def missing_rules(self) -> dict[str, str]:
+        """Per column it reads as values, what it makes of a row without a number there
+        (`Missing`: "fill" unless it declares `missing`)."""
+        return dict.fromkeys(self.reads(), getattr(self, "missing", "fill"))
+
     def read_fields(self) -> dict[str, str]:
         """Each column it reads as values, and the field that names it (for errors)."""
         return {column: "column" for column in self.reads()}
@@ -170,12 +175,25 @@ class CountStatistic(_StatisticBase):
         return RowValue.count(spec.survey_weight_of(self))
 
 
+#: What a statistic makes of a row without a number in its column (null, NaN, unreadable):
+#: "fill" counts it as 0, or as `lower` when 0 lies outside [lower, upper] (the nulls rule);
+#: "drop" leaves it out (a sum adds nothing, a mean's count and a quantile's histogram skip it).
+Missing = Literal["fill", "drop"]
+
+_MISSING_DESCRIPTION = (
+    "rows without a number in the column (null, NaN, unreadable): fill (count them as 0, or as "
+    "lower when 0 is outside [lower, upper]) or drop (the statistic's rows are those with a "
+    "value: a sum adds nothing for them, a mean's count and a quantile's histogram skip them)"
+)
+
+
 class _Bounded(_StatisticBase):
     """A statistic of a column's values, which need declared bounds (they set Δ)."""
 
     column: str
     lower: float
     upper: float
+    missing: Missing = Field(default="fill", description=_MISSING_DESCRIPTION)
     granularity: Positive | None = Field(
         default=None,
         description="unit of discretization; default: a power of two 2^20 below the noise scale",
@@ -206,7 +224,16 @@ class _Bounded(_StatisticBase):
     def value(self, spec: ReleaseSpec) -> RowValue:
         """What each kept row adds to a sum of its column (weighted as it is)."""
         weight = spec.survey_weight_of(self)
-        return RowValue(self.column, self.lower, self.upper, weight, self.granularity)
+        drop = self.missing == "drop"
+        return RowValue(self.column, self.lower, self.upper, weight, self.granularity, drop)
+
+    def count_value(self, spec: ReleaseSpec) -> RowValue | None:
+        """What each kept row adds to the count it is divided by (a mean's): 1 (its weight),
+        or with `missing: drop` 1 (its weight) only where its column has a value."""
+        weight = spec.survey_weight_of(self)
+        if self.missing == "drop":
+            return RowValue.present(self.column, weight)
+        return RowValue.count(weight)
 
 
 class SumStatistic(_Bounded):
@@ -272,7 +299,8 @@ class MeanStatistic(_Bounded):
         costs no ε and keeps the published sum, count and mean consistent."""
         total = self.value(spec)
         return MeanReuse(
-            first_count(spec, self),
+            # with missing: drop it divides by the rows with a value, which no count counts
+            first_count(spec, self) if self.missing == "fill" else None,
             next(
                 (
                     s.name
@@ -324,6 +352,7 @@ class QuantileStatistic(_StatisticBase):
     resolution: Positive = Field(
         description="step of the public grid the values are rounded to; divides upper − lower"
     )
+    missing: Missing = Field(default="fill", description=_MISSING_DESCRIPTION)
     p: list[float] | None = Field(
         default=None,
         description="the quantiles, each strictly between 0 and 1 (0.25, 0.5, 0.75); one "

@@ -100,6 +100,9 @@ class RowValue:
     upper: float | None
     weight: SurveyWeight | None
     granularity: float | None  # declared; None: automatic
+    #: `missing: drop`: a row without a number in `column` adds 0 (it is not one of the
+    #: statistic's rows), so 0 is in the range even where [lower, upper] does not hold it
+    drop: bool = False
 
     def __post_init__(self) -> None:
         if self.column is None and self.weight is None:
@@ -112,6 +115,14 @@ class RowValue:
         """What a count adds per row: its weight (None: a count of rows, which adds 1)."""
         return None if weight is None else cls(None, None, None, weight, None)
 
+    @classmethod
+    def present(cls, column: str, weight: SurveyWeight | None) -> RowValue:
+        """What a count of the rows with a value in `column` adds per row: 1 (its weight) where
+        the column has a number, else 0 (the value clamped to [1, 1], dropped where missing).
+        Its range [0, 1] ([0, W]) makes its Δ a count's under add/remove, and under
+        substitution counts a row whose value goes missing (a count of rows would not)."""
+        return cls(column, 1.0, 1.0, weight, None if weight is not None else 1.0, drop=True)
+
     @property
     def range(self) -> tuple[Fraction, Fraction]:
         """The smallest and largest value one row can add (exact, from the declared bounds)."""
@@ -119,6 +130,8 @@ class RowValue:
         if self.lower is None or self.upper is None:  # a weighted count: the weight alone
             return Fraction(0), weight or Fraction(0)
         lower, upper = Fraction(self.lower), Fraction(self.upper)
+        if self.drop:  # a row without a value adds 0
+            lower, upper = min(lower, Fraction(0)), max(upper, Fraction(0))
         if weight is None:
             return lower, upper
         return weight * min(lower, Fraction(0)), weight * max(upper, Fraction(0))
@@ -132,6 +145,8 @@ class RowValue:
     @property
     def what(self) -> str:
         """The measurement in words: "sum", "weighted sum" or "weighted count"."""
+        if self.lower is not None and self.lower == self.upper:  # `present`
+            return f"{'weighted ' if self.weight else ''}count of rows with a value"
         if self.weight is None:
             return "sum"
         return "weighted count" if self.column is None else "weighted sum"
@@ -152,11 +167,12 @@ class RowValue:
     def serves(self, wanted: RowValue) -> bool:
         """Whether a measurement of this value can stand for one of `wanted` (a mean reuses a
         sum of its column, bounds and weight; of its granularity, if it declares one)."""
-        return (self.column, self.lower, self.upper, self.weight) == (
+        return (self.column, self.lower, self.upper, self.weight, self.drop) == (
             wanted.column,
             wanted.lower,
             wanted.upper,
             wanted.weight,
+            wanted.drop,
         ) and wanted.granularity in (None, self.granularity)
 
 

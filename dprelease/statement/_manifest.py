@@ -215,8 +215,9 @@ class Manifest(EntryModel):
 
 
 #: Keys an unweighted release leaves out of manifest.json, so its manifest reads as before.
-#: (Likewise the key selection's entries of a release without one.)
-_UNWEIGHTED_KEYS = frozenset({"survey_weight", "selections", "selection_delta"})
+#: (Likewise the key selection's entries of a release without one, and the `missing` rule of
+#: a statistic that follows the default nulls rule.)
+_UNWEIGHTED_KEYS = frozenset({"survey_weight", "selections", "selection_delta", "missing"})
 
 
 def _without(data: Any, keys: frozenset[str], *, only_null: bool = False) -> Any:

@@ -89,10 +89,13 @@ def _as_unit(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def _clamped(value: Any, lower: float, upper: float) -> float:
-    """Contract §7: null/NaN → 0 if 0 ∈ [lower, upper], else lower; then clamped."""
+def _clamped(value: Any, lower: float, upper: float, drop: bool = False) -> float | None:
+    """Contract §7: null/NaN → 0 if 0 ∈ [lower, upper], else lower (with `missing: drop`:
+    None, no value); then clamped."""
     x = None if value is None else float(value)
     if x is None or math.isnan(x):
+        if drop:
+            return None
         x = 0.0 if lower <= 0 <= upper else lower
     return min(max(x, lower), upper)
 
@@ -114,26 +117,33 @@ def _units(row: dict[str, Any], m: Measurement) -> int:
     """Contract §7: the value clamped (a survey weight clamped to [0, W] and multiplied in; a
     weighted count is the weight alone), rounded half to even in units of g, clamped; a share's
     rows in its categories add 1 (× the weight)."""
-    value = 1.0
+    value: float | None = 1.0
     categories = getattr(m, "categories", None)
     if categories is not None:
         value = _in_categories(row[m.column], categories)
     elif m.column is not None:
         assert m.lower is not None and m.upper is not None
-        value = _clamped(row[m.column], m.lower, m.upper)
+        value = _clamped(row[m.column], m.lower, m.upper, m.drop)
+        if value is None:  # missing: drop, and no value: the row adds 0
+            return 0
     if m.survey_weight is not None:
         weight = _clamped(row[m.survey_weight.column], 0.0, m.survey_weight.upper)
+        assert weight is not None and value is not None
         value = weight if m.column is None else value * weight
+    assert value is not None
     units = round(value / float(m.granularity))  # Python rounds half to even, exactly
     return min(max(units, m.lower_units), m.upper_units)
 
 
-def _point(value: Any, q: QuantileAllocation) -> int:
-    """Contract §7 for a quantile: the nulls rule of a sum; clamp; (x − lower)/resolution in
-    float64, rounded half to even; clamp to the grid's indices."""
+def _point(value: Any, q: QuantileAllocation) -> int | None:
+    """Contract §7 for a quantile: the nulls rule of a sum (with `missing: drop`, a row without
+    a value has no point: None); clamp; (x − lower)/resolution in float64, rounded half to
+    even; clamp to the grid's indices."""
     lower, upper = q.statistic.lower, q.statistic.upper
     x = None if value is None else float(value)
     if x is None or math.isnan(x):
+        if q.statistic.missing == "drop":
+            return None
         x = 0.0 if lower <= 0 <= upper else lower
     x = min(max(x, lower), upper)
     return min(max(round((x - lower) / float(q.grid.resolution)), 0), q.grid.bins - 1)
@@ -172,7 +182,9 @@ def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: 
         for m in plan.measurements:
             out[m.name][cell] += 1 if m.counts_rows else _units(row, m)
         for q in plan.quantiles:
-            out[q.statistic.name][cell, _point(row[q.statistic.column], q)] += 1
+            point = _point(row[q.statistic.column], q)
+            if point is not None:
+                out[q.statistic.name][cell, point] += 1
     if spec.privacy_unit is None:
         summary["unit_rows"] = None
     return {**out, "summary": summary}
@@ -489,6 +501,59 @@ CASES = [
         ),
     ),
     Case("quantiles", parsed(statistics=QUANTILES), synthetic),
+    Case(
+        "missing_values_dropped",  # bounds above 0 and around it, weighted and not
+        parsed(
+            statistics=[
+                {"name": "n", "kind": "count"},
+                {
+                    "name": "cost",
+                    "kind": "sum",
+                    "column": "cost",
+                    "lower": 10,
+                    "upper": 50,
+                    "missing": "drop",
+                },
+                {
+                    "name": "avg",
+                    "kind": "mean",
+                    "column": "cost",
+                    "lower": 10,
+                    "upper": 50,
+                    "missing": "drop",
+                },
+                {
+                    "name": "wavg",
+                    "kind": "mean",
+                    "column": "cost",
+                    "lower": -10,
+                    "upper": 50,
+                    "missing": "drop",
+                    "survey_weight": WEIGHT,
+                },
+                {
+                    "name": "q",
+                    "kind": "quantile",
+                    "column": "cost",
+                    "lower": -10,
+                    "upper": 100,
+                    "resolution": 0.25,
+                    "p": [0.1, 0.5],
+                    "missing": "drop",
+                },
+                {
+                    "name": "med",
+                    "kind": "median",
+                    "column": "visits",
+                    "lower": 1,
+                    "upper": 20,
+                    "resolution": 1,
+                    "missing": "drop",
+                },
+            ]
+        ),  # fmt: skip
+        synthetic,
+    ),
     Case("quantiles_ungrouped", parsed(group_by=[], statistics=QUANTILES), synthetic),
     Case(
         "quantiles_in_a_period_each_row_a_unit",

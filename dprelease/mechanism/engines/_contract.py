@@ -45,12 +45,19 @@ class InputSummary:
     #: per column read as a number: rows in the period without one (null, NaN, unreadable)
     missing_rows: Mapping[str, int] = field(default_factory=dict)
 
-    def warnings(self, release: str, period: str | None) -> list[str]:
+    def warnings(
+        self,
+        release: str,
+        period: str | None,
+        rules: Mapping[str, frozenset[str]] | None = None,
+    ) -> list[str]:
         """What looks wrong with an input that was released anyway, for the operator channel
         only: no rows, no rows in the period, or no row of the period with a privacy unit or a
-        usable key; a column read as a number with missing values, which count as 0 (or the
-        statistic's lower bound) by the documented rule. A release is made whatever they say
-        (an empty period is a correct release of noise around 0)."""
+        usable key; a column read as a number with missing values, and what the `rules` of the
+        statistics reading it (`ReleaseSpec.missing_rules`; absent: "fill") make of them:
+        count them as 0 (or the statistic's lower bound) by the documented rule, or drop them.
+        A release is made whatever they say (an empty period is a correct release of noise
+        around 0)."""
         noise = "the released values are noise around 0"
         if self.rows == 0:
             return [f"release {release!r}: the input has no rows; {noise}. Check the input"]
@@ -77,16 +84,36 @@ class InputSummary:
             if rows > 0:
                 found.append(
                     f"release {release!r}: column {column!r} has no number in {rows:,} of "
-                    f"{self.period_rows:,} rows{where} (null, NaN or unreadable); each statistic "
-                    "that reads it counts them as 0, or as its lower bound when 0 is outside its "
-                    "bounds, which pulls its values toward that. Drop those rows before the "
-                    "release if they are not zeros"
+                    f"{self.period_rows:,} rows{where} (null, NaN or unreadable); "
+                    + _missing_rule_text((rules or {}).get(column, frozenset({"fill"})))
                 )
         return found
 
     def added(self, other: InputSummary) -> InputSummary:
         """The summary of both inputs together (their fingerprint: of the two fingerprints)."""
         return _added_summaries(self, other)
+
+
+def _missing_rule_text(rules: frozenset[str]) -> str:
+    """What the statistics reading a column do with its rows without a number."""
+    if rules == {"drop"}:
+        return (
+            "each statistic that reads it leaves them out (missing: drop): its sums, counts "
+            "and histograms are of the rows with a value"
+        )
+    filled = (
+        "counts them as 0, or as its lower bound when 0 is outside its bounds, which pulls its "
+        "values toward that"
+    )
+    if "drop" in rules:
+        return (
+            f"the statistics with missing: drop leave them out; each other one {filled}. Set "
+            "missing: drop on those too if the rows are not zeros"
+        )
+    return (
+        f"each statistic that reads it {filled}. Set missing: drop on the statistic (or drop "
+        "those rows before the release) if they are not zeros"
+    )
 
 
 def _added_summaries(a: InputSummary, b: InputSummary) -> InputSummary:

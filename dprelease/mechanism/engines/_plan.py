@@ -7,7 +7,8 @@ once from public facts, for every engine to translate.
     → drop keys outside the public domain (or null); number the cell of the key grid
     → per row, what it adds to each sum (`Units`: each factor read as a number by the nulls
       rule, clamped, their product in integer units of a granularity, clamped to the units'
-      range) and each histogram's grid point (`GridPoint`)
+      range; 0 where a dropped factor has no value) and each histogram's grid point
+      (`GridPoint`; none where its dropped number has no value)
     → bound each unit's contributions (`Bounding`: ≤ G groups, ≤ R_g rows per group, ≤ R rows,
       chosen by a salted hash of what each row holds)
     → aggregate exactly per cell: the rows, each sum (Int128), each histogram (cell, grid point)
@@ -63,17 +64,20 @@ def nulls_rule(lower: float, upper: float) -> float:
 @dataclass(frozen=True)
 class Number:
     """A value column read as a number: null, NaN or unparseable → `fill`, then clamped to
-    [lower, upper] (±inf too). `read` is the column's position in `RowPlan.reads`."""
+    [lower, upper] (±inf too). `read` is the column's position in `RowPlan.reads`.
+
+    `fill` None (`missing: drop`): such a row has no value; it adds 0 to every sum this factor
+    is in (a value, or the 1 of a count of rows with a value) and no point to a histogram."""
 
     read: int
     lower: float
     upper: float
-    fill: float
+    fill: float | None
 
     @classmethod
-    def clamped(cls, read: int, lower: float, upper: float) -> Number:
-        """The column clamped to [lower, upper], nulls by the nulls rule."""
-        return cls(read, lower, upper, nulls_rule(lower, upper))
+    def clamped(cls, read: int, lower: float, upper: float, *, drop: bool = False) -> Number:
+        """The column clamped to [lower, upper], nulls by the nulls rule (or dropped)."""
+        return cls(read, lower, upper, None if drop else nulls_rule(lower, upper))
 
 
 @dataclass(frozen=True)

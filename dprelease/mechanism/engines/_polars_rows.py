@@ -92,9 +92,11 @@ def _as_date(column: str, data: pl.DataType) -> pl.Expr:
 
 def _number(number: Number) -> pl.Expr:
     """A value column as a number: null, NaN or text that does not parse → the plan's fill (the
-    nulls rule), then clamped (±inf too)."""
-    value = pl.col(_value(number.read)).cast(pl.Float64, strict=False)
-    return value.fill_nan(None).fill_null(number.fill).clip(number.lower, number.upper)
+    nulls rule; without one, null: the row has no value), then clamped (±inf too)."""
+    value = pl.col(_value(number.read)).cast(pl.Float64, strict=False).fill_nan(None)
+    if number.fill is not None:
+        value = value.fill_null(number.fill)
+    return value.clip(number.lower, number.upper)
 
 
 def _in_categories(term: InCategories, plan: RowPlan) -> pl.Expr:
@@ -111,6 +113,7 @@ def _units_of(units: Units, plan: RowPlan) -> pl.Expr:
         _number(f) if isinstance(f, Number) else _in_categories(f, plan) for f in units.factors
     ]
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
+    product = product.fill_null(0.0)  # a dropped factor without a value: the row adds 0
     rounded = (product / units.granularity).round()
     # clamped while still a float (the unit bounds are at most 2^53, so exact as floats: Δ is
     # at least the largest bound and a Δ above 2^53 is refused), then cast once: the cast
@@ -120,7 +123,8 @@ def _units_of(units: Units, plan: RowPlan) -> pl.Expr:
 
 
 def _point_of(point: GridPoint) -> pl.Expr:
-    """The value's grid point: (x − lower)/resolution rounded half to even, as an index."""
+    """The value's grid point: (x − lower)/resolution rounded half to even, as an index (null
+    where a dropped number has no value: `_histograms` skips it)."""
     steps = ((_number(point.number) - point.lower) / point.resolution).round()
     points = steps.cast(pl.Int64, strict=False).clip(0, point.bins - 1)
     return points.cast(_narrowest_int(0, point.bins - 1))
@@ -252,7 +256,9 @@ def _histograms(lf: pl.LazyFrame, plan: RowPlan) -> list[pl.LazyFrame]:
     """Per histogram, the rows of each observed (group, grid point)."""
     keys = list(_keys(plan).values())
     return [
-        lf.group_by([*keys, _point(i)]).agg(pl.len().cast(pl.Int64).alias(_ROWS))
+        lf.filter(pl.col(_point(i)).is_not_null())
+        .group_by([*keys, _point(i)])
+        .agg(pl.len().cast(pl.Int64).alias(_ROWS))
         for i in range(len(plan.histograms))
     ]
 

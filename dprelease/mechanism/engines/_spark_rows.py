@@ -127,10 +127,14 @@ def _epoch_seconds(day: date) -> int:
 
 
 def _value(number: Number) -> Column:
-    """A value column as a number: null or NaN → the plan's fill (the nulls rule), clamped."""
+    """A value column as a number: null or NaN → the plan's fill (the nulls rule; without one,
+    null: the row has no value), clamped."""
     value = F.col(f"value{number.read}")
-    filled = F.when(value.isNull() | F.isnan(value), F.lit(number.fill)).otherwise(value)
-    return F.least(F.greatest(filled, F.lit(number.lower)), F.lit(number.upper))
+    fill = F.lit(number.fill) if number.fill is not None else F.lit(None).cast(T.DoubleType())
+    filled = F.when(value.isNull() | F.isnan(value), fill).otherwise(value)
+    clamped = F.least(F.greatest(filled, F.lit(number.lower)), F.lit(number.upper))
+    # greatest and least skip nulls: a row without a value stays null only if kept apart
+    return clamped if number.fill is not None else F.when(filled.isNotNull(), clamped)
 
 
 def _in_categories(term: InCategories, plan: RowPlan) -> Column:
@@ -149,15 +153,18 @@ def _units(units: Units, plan: RowPlan) -> Column:
         _value(f) if isinstance(f, Number) else _in_categories(f, plan) for f in units.factors
     ]
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
+    product = F.coalesce(product, F.lit(0.0))  # a dropped factor without a value: adds 0
     rounded = F.rint(product / F.lit(units.granularity)).try_cast(T.LongType())
     return F.least(F.greatest(rounded, F.lit(units.lower_units)), F.lit(units.upper_units))
 
 
 def _grid_point(point: GridPoint) -> Column:
     """The grid index of a value, as the polars engine computes it: (x − lower)/resolution in
-    float64, rounded half to even (`rint`), clamped to 0 … B − 1."""
+    float64, rounded half to even (`rint`), clamped to 0 … B − 1; null where a dropped number
+    has no value (greatest and least skip nulls, so it is kept apart)."""
     steps = F.rint((_value(point.number) - F.lit(point.lower)) / F.lit(point.resolution))
-    return F.least(F.greatest(steps.try_cast(T.LongType()), F.lit(0)), F.lit(point.bins - 1))
+    index = F.least(F.greatest(steps.try_cast(T.LongType()), F.lit(0)), F.lit(point.bins - 1))
+    return index if point.number.fill is not None else F.when(steps.isNotNull(), index)
 
 
 def _histograms(bounded: DataFrame, points: list[Column]) -> DataFrame:
@@ -167,6 +174,7 @@ def _histograms(bounded: DataFrame, points: list[Column]) -> DataFrame:
         *(F.struct(F.lit(i).alias("statistic"), p.alias("point")) for i, p in enumerate(points))
     )
     exploded = bounded.select("cell", F.explode(pairs).alias("pair"))
+    exploded = exploded.where(F.col("pair.point").isNotNull())  # a dropped row has no point
     return exploded.groupBy("cell", "pair.statistic", "pair.point").agg(
         F.count(F.lit(1)).alias("rows")
     )

@@ -54,12 +54,15 @@ class Measurement(LevelNoise):
     survey_weight: SurveyWeight | None = None
     lower_units: int = 0
     upper_units: int = 1
+    drop: bool = False  # `missing: drop`: a row without a number in `column` adds 0
     margins: tuple[MarginMeasurement, ...] = ()
 
     @property
     def counts_rows(self) -> bool:
         """Whether this counts rows (an unweighted count): integers, released as integers."""
-        return self.kind is StatisticKind.COUNT and self.survey_weight is None
+        return (
+            self.kind is StatisticKind.COUNT and self.survey_weight is None and self.column is None
+        )
 
     @property
     def nonnegative_values(self) -> bool:
@@ -100,7 +103,8 @@ class Measurement(LevelNoise):
         for a weighted count, which adds its weight alone)."""
         if self.column is None or self.lower is None or self.upper is None:
             return []
-        return [Number.clamped(reads.index(self.column), self.lower, self.upper)]
+        read = reads.index(self.column)
+        return [Number.clamped(read, self.lower, self.upper, drop=self.drop)]
 
     def read_columns(self) -> list[str]:
         """The input columns its row values read (the value's, then the weight's)."""
@@ -244,6 +248,7 @@ class Measuring:
             survey_weight=value.weight,
             lower_units=lower_u,
             upper_units=upper_u,
+            drop=value.drop,
             margins=margins,
             **cells,
         )

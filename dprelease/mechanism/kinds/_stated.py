@@ -129,6 +129,27 @@ class MeasurementEntry(MeasuredEntry):
     kind: Literal["count", "sum"]
 
 
+def missing_field() -> Any:
+    """The `missing` field of the entry of a statistic that reads a column's values."""
+    return Field(
+        default=None,
+        description="how rows without a number in the column were treated, when not by the "
+        "nulls rule (None, left out of manifest.json: counted as 0, or as lower when 0 is "
+        "outside [lower, upper])",
+    )
+
+
+def missing_text(column: str, missing: str) -> str | None:
+    """What an entry states of its `missing` rule (None: the nulls rule, the default)."""
+    if missing != "drop":
+        return None
+    return (
+        f"drop: rows without a number in {column!r} (null, NaN, unreadable) are not among its "
+        "rows: they add nothing to its sum, are not counted by its count and have no point "
+        "in its histogram"
+    )
+
+
 class ReleasedEntry(EntryModel):
     name: str
     epsilon: float | None = Field(description="ε this statistic spends itself (None: ρ)")

@@ -31,6 +31,8 @@ from dprelease.mechanism.kinds._stated import (
     SurveyWeightEntry,
     levels_accuracy,
     measurement_entry,
+    missing_field,
+    missing_text,
     noise_of,
     spent,
     spent_by,
@@ -87,6 +89,7 @@ class MeanEntry(RatioAccuracy, ReleasedEntry):
     survey_weight: SurveyWeightEntry | None = Field(
         default=None, description="weighted: Σ w·x / Σ w (None: every row counts once)"
     )
+    missing: str | None = missing_field()
 
 
 def ratio_accuracy(entry: Any, by_name: Mapping[str, ReleasedEntry]) -> dict[str, Any]:
@@ -217,6 +220,7 @@ class MeanAllocation(Ratio):
             f"{stat.name}{UNINFORMATIVE_SUFFIX} is true in those cells (null where undefined)",
             measurements=self._own_entries(margins, outcome),
             survey_weight=weight_entry(m),
+            missing=missing_text(stat.column, stat.missing),
         )
 
 
@@ -271,7 +275,7 @@ class Mean(Kind):
     ) -> MeanAllocation:
         spec = ctx.resolved.spec
         reuse = stat.reuse(spec)
-        count = RowValue.count(spec.survey_weight_of(stat))
+        count = stat.count_value(spec)
         wanted = (
             (reuse.sum, stat.value(spec), StatisticKind.SUM),
             (reuse.count, count, StatisticKind.COUNT),

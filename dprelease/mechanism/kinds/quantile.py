@@ -31,6 +31,8 @@ from dprelease.mechanism.kinds._stated import (
     EntryModel,
     ExactRational,
     ReleasedEntry,
+    missing_field,
+    missing_text,
     spent,
     spent_by,
 )
@@ -156,6 +158,7 @@ class QuantileEntry(ReleasedEntry):
     )
     error_in_units: str
     quantiles: list[QuantileValueEntry]
+    missing: str | None = missing_field()
 
     def accuracy(
         self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
@@ -220,9 +223,11 @@ class QuantileAllocation(Allocated):
 
     def histograms(self, reads: list[str]) -> list[GridPoint]:
         """Its column's histogram over the grid per cell: each kept row's value by the nulls
-        rule of a sum, clamped, at its nearest grid point (`QuantileGrid.discretize`)."""
+        rule of a sum (with `missing: drop`, a row without a value has no point), clamped, at
+        its nearest grid point (`QuantileGrid.discretize`)."""
         stat = self.statistic
-        number = Number.clamped(reads.index(stat.column), stat.lower, stat.upper)
+        drop = stat.missing == "drop"
+        number = Number.clamped(reads.index(stat.column), stat.lower, stat.upper, drop=drop)
         return [
             GridPoint(stat.name, number, stat.lower, float(self.grid.resolution), self.grid.bins)
         ]
@@ -318,6 +323,7 @@ class QuantileAllocation(Allocated):
             f"little ε for that cell): its `{UNINFORMATIVE_SUFFIX}` column is true there",
             error_in_units=units_statement(self),
             quantiles=value_entries,
+            missing=missing_text(stat.column, stat.missing),
         )
 
 

@@ -16,7 +16,12 @@ from typing import Any, Literal
 import polars as pl
 from pydantic import Field
 
-from dprelease.mechanism.kinds._stated import MeasuredEntry, ReleasedEntry
+from dprelease.mechanism.kinds._stated import (
+    MeasuredEntry,
+    ReleasedEntry,
+    missing_field,
+    missing_text,
+)
 from dprelease.mechanism.kinds.count import (
     OneMeasurement,
     OneMeasurementAccuracy,
@@ -40,6 +45,7 @@ class SumEntry(OneMeasurementAccuracy, ReleasedEntry, MeasuredEntry):
     decimals: int | None = Field(description="decimal places published (negative: tens, …)")
     target_moe95: float | None = None
     target_met: bool | None = None
+    missing: str | None = missing_field()
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class SumAllocation(OneMeasurement):
             decimals=decimals,
             target_moe95=target,
             target_met=met,
+            missing=missing_text(stat.column, stat.missing),
         )
 
 
