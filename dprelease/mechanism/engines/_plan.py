@@ -11,7 +11,8 @@ once from public facts, for every engine to translate.
       (`GridPoint`; none where its dropped number has no value)
     → bound each unit's contributions (`Bounding`: ≤ G groups, ≤ R_g rows per group, ≤ R rows,
       chosen by a salted hash of what each row holds)
-    → aggregate exactly per cell: the rows, each sum (Int128), each histogram (cell, grid point)
+    → aggregate exactly per cell: the rows, each sum (Int128), each histogram (cell, grid point:
+      its rows, or the sum of a weighted histogram's integer weight units)
 
 An engine implements how (polars' lazy frames, Spark's DataFrames), never what: every number
 above (the nulls rule's fill, the bounds, granularities, unit ranges, grid origin and step,
@@ -113,13 +114,16 @@ class Units:
 class GridPoint:
     """Each kept row's point on a public grid, for the histogram named `name`: its value (a
     `Number`) minus `lower`, divided by `resolution` in float64, rounded half to even, clamped to
-    the indices 0 … bins − 1 (`QuantileGrid.discretize`)."""
+    the indices 0 … bins − 1 (`QuantileGrid.discretize`). The histogram counts rows, or with a
+    `mass` (a survey-weighted quantile) sums each row's integer units of it: its weight read
+    by the nulls rule, clamped to [0, W], in units of a public step (`Units`)."""
 
     name: str
     number: Number
     lower: float
     resolution: float
     bins: int
+    mass: Units | None = None
 
 
 @dataclass(frozen=True)

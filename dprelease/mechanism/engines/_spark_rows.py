@@ -167,16 +167,24 @@ def _grid_point(point: GridPoint) -> Column:
     return index if point.number.fill is not None else F.when(steps.isNotNull(), index)
 
 
-def _histograms(bounded: DataFrame, points: list[Column]) -> DataFrame:
-    """Rows per observed (histogram index, cell, grid point): one shuffle for every histogram,
-    each kept row counted once per histogram."""
+def _histograms(bounded: DataFrame, points: list[tuple[Column, Column | None]]) -> DataFrame:
+    """Rows per observed (histogram index, cell, grid point), or a weighted histogram's sum of
+    weight units there (each point with its mass: None counts the row once): one shuffle for
+    every histogram, each kept row in each histogram once."""
     pairs = F.array(
-        *(F.struct(F.lit(i).alias("statistic"), p.alias("point")) for i, p in enumerate(points))
+        *(
+            F.struct(
+                F.lit(i).alias("statistic"),
+                point.alias("point"),
+                (F.lit(1).cast(T.LongType()) if mass is None else mass).alias("mass"),
+            )
+            for i, (point, mass) in enumerate(points)
+        )
     )
     exploded = bounded.select("cell", F.explode(pairs).alias("pair"))
     exploded = exploded.where(F.col("pair.point").isNotNull())  # a dropped row has no point
     return exploded.groupBy("cell", "pair.statistic", "pair.point").agg(
-        F.count(F.lit(1)).alias("rows")
+        F.sum("pair.mass").alias("rows")
     )
 
 

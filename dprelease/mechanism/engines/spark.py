@@ -159,11 +159,20 @@ def _cells(selected: DataFrame, plan: RowPlan, salt: int) -> tuple[DataFrame, Da
         cell, stride = F.col("cell"), stride * domain.height
     units = [_units(u, plan).alias(f"units{i}") for i, u in enumerate(plan.sums)]
     points = [_grid_point(g).alias(f"point{i}") for i, g in enumerate(plan.histograms)]
+    masses = [
+        _units(g.mass, plan).alias(f"mass{i}")
+        for i, g in enumerate(plan.histograms)
+        if g.mass is not None
+    ]
     bounding_columns = ["unit", "order", "salt"] if bounding is not None else []
-    df = df.select(cell.alias("cell"), *units, *points, *bounding_columns)
+    df = df.select(cell.alias("cell"), *units, *points, *masses, *bounding_columns)
     if bounding is not None:
         df = _bounded(df, bounding)
-    hist = _histograms(df, [F.col(f"point{i}") for i in range(len(points))]) if points else None
+    weighed = [
+        (F.col(f"point{i}"), None if g.mass is None else F.col(f"mass{i}"))
+        for i, g in enumerate(plan.histograms)
+    ]
+    hist = _histograms(df, weighed) if points else None
     sums = [F.sum(F.col(f"units{i}").cast(_SUM)).alias(f"units{i}") for i in range(len(units))]
     return df.groupBy("cell").agg(F.count(F.lit(1)).alias("rows"), *sums), hist
 
