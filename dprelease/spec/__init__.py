@@ -70,6 +70,7 @@ from dprelease.spec._values import (
     check_quantile_levels,
     exact_decimal,
     grid_points,
+    weight_steps,
 )
 
 __all__ = [
@@ -129,4 +130,5 @@ __all__ = [
     "period_of",
     "resolve",
     "spec_files",
+    "weight_steps",
 ]

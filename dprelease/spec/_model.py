@@ -377,8 +377,9 @@ _STATISTIC_FIELDS = ("column", "lower", "upper", "weight", "target_ci95", "granu
 def _canonical(section: dict[str, Any]) -> dict[str, Any]:
     """A statistic or postprocess section under the canonical form's field names."""
     named = {_FIRST_NAMES.get(key, key): value for key, value in section.items()}
-    if "survey_weight" in named and named["survey_weight"] is None:  # later: only when set
-        del named["survey_weight"]
+    for later in ("survey_weight", "weight_resolution"):  # later: only when set
+        if later in named and named[later] is None:
+            del named[later]
     if named.get("missing") == "fill":  # later: only when not the default nulls rule
         del named["missing"]
     if "kind" in named:

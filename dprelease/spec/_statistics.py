@@ -22,6 +22,7 @@ from dprelease.spec._base import NAME_PATTERN, Positive, Renamed
 from dprelease.spec._values import (
     HIGH_SUFFIX,
     LOW_SUFFIX,
+    MAX_WEIGHT_STEPS,
     MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
     UNINFORMATIVE_SUFFIX,
@@ -32,6 +33,7 @@ from dprelease.spec._values import (
     exact_decimal,
     grid_points,
     percent_text,
+    weight_steps,
 )
 
 if TYPE_CHECKING:
@@ -343,7 +345,8 @@ def _serves(provided: RowValue | None, wanted: RowValue) -> bool:
 class QuantileStatistic(_StatisticBase):
     """Quantiles per cell of a column clamped to [lower, upper] and rounded to a public grid of
     step `resolution`, each with a 95% interval; `median` is the quantile at p = 0.5. Exact
-    permute-and-flip over the grid (`mechanism.quantiles`); its error is stated in ranks."""
+    permute-and-flip over the grid (`mechanism.quantiles`); its error is stated in ranks (under
+    a survey weight: the weighted quantile, ranks in weight rounded to `weight_resolution`)."""
 
     kind: Literal[StatisticKind.QUANTILE, StatisticKind.MEDIAN]
     column: str
@@ -363,6 +366,11 @@ class QuantileStatistic(_StatisticBase):
         description="the share of this statistic's ε spent on its 95% intervals, strictly "
         "between 0 and 1: more narrows the intervals and costs the values accuracy (default: "
         "1/40 for one p, 1/10 for several)",
+    )
+    weight_resolution: Positive | None = Field(
+        default=None,
+        description="weighted: the step each weight (clamped to [0, W]) is rounded to "
+        "(default: the power of two with 2^16 ≤ W / step < 2^17); at most 2^20 steps in W",
     )
 
     @model_validator(mode="before")
@@ -403,7 +411,6 @@ class QuantileStatistic(_StatisticBase):
         check_quantile_levels(self.ps, "p")
         return self
 
-    weighted: ClassVar[bool] = False  # a weighted quantile needs another mechanism
     published_as: ClassVar[PublishedAs] = PublishedAs.RANK
 
     def reads(self) -> list[str]:
@@ -425,20 +432,17 @@ class QuantileStatistic(_StatisticBase):
         )
 
     def check_weights(self, spec: ReleaseSpec, index: int) -> None:
-        """A quantile is of the rows as they are: a survey-weighted quantile needs another
-        mechanism (a weighted rank), so a weight that would apply to one is refused, never
-        silently ignored."""
-        if self.survey_weight is not None:
+        """A weight resolution says something only of a weighted quantile, and must leave W
+        1 to 2^20 steps (`weight_steps`: weight mass stays an exact, small integer)."""
+        weight, path = spec.survey_weight_of(self), f"statistics[{index}].weight_resolution"
+        if weight is None:
+            if self.weight_resolution is not None:
+                raise SpecError(path, f"{self.name!r} is not survey-weighted: remove it")
+            return
+        steps = weight_steps(weight, self.weight_resolution)[1]
+        if not 1 <= steps <= MAX_WEIGHT_STEPS:
             raise SpecError(
-                f"statistics[{index}].survey_weight",
-                f"{self.name!r} is a {self.kind.value}, which is not survey-weighted: "
-                "remove its survey_weight",
-            )
-        if spec.survey_weight is not None:
-            raise SpecError(
-                "survey_weight",
-                f"{self.name!r} is a {self.kind.value}, which is not survey-weighted: put "
-                "survey_weight on each count, sum and mean instead of on the release",
+                path, f"W = {weight.upper:g} is {steps} steps of it: leave 1 to 2^20 steps in W"
             )
 
     def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:

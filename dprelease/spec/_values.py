@@ -77,6 +77,26 @@ class SurveyWeight(Renamed):
         return upper
 
 
+#: A weighted quantile's default weight step leaves W between 2^16 and 2^17 steps; at most 2^20.
+WEIGHT_BITS = 16
+MAX_WEIGHT_STEPS = 1 << 20
+
+
+def weight_steps(weight: SurveyWeight, resolution: float | None) -> tuple[Fraction, int]:
+    """(g, W_g): the step a weighted quantile rounds each weight to, and W in steps (the most
+    weight mass one row adds). Default: the power of two with 2^16 ≤ W/g < 2^17, so rounding
+    moves a weight by at most W/2^17; exact, from the declared W alone."""
+    upper = exact_decimal(weight.upper, "survey_weight.upper")
+    if resolution is not None:
+        step = exact_decimal(resolution, "weight_resolution")
+    else:
+        exponent = upper.numerator.bit_length() - upper.denominator.bit_length()
+        if Fraction(2) ** exponent > upper:  # now 2^exponent ≤ W < 2^(exponent + 1)
+            exponent -= 1
+        step = Fraction(2) ** (exponent - WEIGHT_BITS)
+    return step, round(upper / step)
+
+
 @dataclass(frozen=True)
 class RowValue:
     """What each kept row adds to a measurement that is not a row count: the value of `column`

@@ -149,6 +149,18 @@ def _point(value: Any, q: QuantileAllocation) -> int | None:
     return min(max(round((x - lower) / float(q.grid.resolution)), 0), q.grid.bins - 1)
 
 
+def _mass(row: dict[str, Any], q: QuantileAllocation) -> int:
+    """Contract §7 for a weighted quantile: what a row adds at its grid point, its weight by
+    the nulls rule clamped to [0, W], rounded half to even in steps of the weight resolution,
+    clamped to W in steps; 1 (a row) unweighted."""
+    if q.weight is None:
+        return 1
+    weight = _clamped(row[q.weight.column], 0.0, q.weight.upper)
+    assert weight is not None
+    steps = round(weight / float(q.plan.mass_unit))  # Python rounds half to even, exactly
+    return min(max(steps, 0), q.plan.mass_per_row)
+
+
 def histogram_of(exact: ExactAggregates, q: QuantileAllocation) -> dict[tuple[int, int], int]:
     """An engine's histogram of a quantile statistic as {(cell, grid point): rows}."""
     rows = exact.histograms[q.statistic.name].iter_rows(named=True)
@@ -157,7 +169,8 @@ def histogram_of(exact: ExactAggregates, q: QuantileAllocation) -> dict[tuple[in
 
 def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: str | None) -> dict:
     """The contract row by row, for data in which no unit exceeds a bound (no truncation); and
-    the input summary's counts under "summary". A quantile's histogram is {(cell, point): rows}."""
+    the input summary's counts under "summary". A quantile's histogram is {(cell, point): rows}
+    (a weighted one's: the rows' weight steps, `_mass`)."""
     spec = loaded.spec
     keys = spec.key_columns
     cells = {row: i for i, row in enumerate(loaded.key_grid.iter_rows())} if keys else {(): 0}
@@ -184,7 +197,7 @@ def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: 
         for q in plan.quantiles:
             point = _point(row[q.statistic.column], q)
             if point is not None:
-                out[q.statistic.name][cell, point] += 1
+                out[q.statistic.name][cell, point] += _mass(row, q)
     if spec.privacy_unit is None:
         summary["unit_rows"] = None
     return {**out, "summary": summary}
@@ -555,6 +568,18 @@ CASES = [
         synthetic,
     ),
     Case("quantiles_ungrouped", parsed(group_by=[], statistics=QUANTILES), synthetic),
+    Case(  # the release's weight on the count, the sum and the quantile, and a median's own
+        "weighted_quantiles",
+        parsed(
+            survey_weight=WEIGHT,
+            statistics=[
+                *QUANTILES[:3],
+                QUANTILES[3] | {"survey_weight": {"column": "wt", "upper": 300.5}},
+                QUANTILES[2] | {"name": "coarse", "weight_resolution": 0.5, "p": [0.5]},
+            ],
+        ),
+        synthetic,
+    ),
     Case(
         "quantiles_in_a_period_each_row_a_unit",
         parsed(privacy_unit=None, max_rows_per_unit=None, period=PERIOD_SPEC, statistics=QUANTILES),

@@ -251,13 +251,21 @@ def test_a_bad_survey_weight_is_refused_at_its_path(weight: dict, message: str) 
 MEDIAN = {"name": "mid", "kind": "median", "column": "x", "lower": -4, "upper": 8, "resolution": 1}
 
 
-def test_a_weight_that_would_apply_to_a_quantile_is_refused_never_ignored() -> None:
-    """A quantile ranks rows as they are; a weighted one would need another mechanism."""
-    with pytest.raises(SpecError, match=r"release\.survey_weight: 'mid' is a median"):
-        spec(COUNT, MEDIAN, survey_weight=W)
-    with pytest.raises(SpecError, match=r"release\.statistics\[1\]\.survey_weight: 'mid'"):
-        spec(COUNT, MEDIAN | {"survey_weight": W})
-    spec(COUNT | {"survey_weight": W}, MEDIAN)  # weighted counts beside an unweighted median
+def test_a_weight_applies_to_a_quantile_and_its_step_is_refused_without_one() -> None:
+    """A quantile under a weight is the weighted quantile (tests/unit/test_weighted_quantiles.py);
+    a weight resolution without a weight, or leaving W outside 1 … 2^20 steps, is refused."""
+    own = MEDIAN | {"survey_weight": W}
+    for loaded in (spec(COUNT, MEDIAN, survey_weight=W), spec(COUNT, own)):
+        (median,) = allocation_of(loaded).quantiles
+        assert median.weight is not None and median.weight.upper == 10
+    (plain,) = allocation_of(spec(COUNT | {"survey_weight": W}, MEDIAN)).quantiles
+    assert plain.weight is None  # weighted counts beside an unweighted median
+    with pytest.raises(SpecError, match=r"statistics\[1\]\.weight_resolution: 'mid' is not"):
+        spec(COUNT, MEDIAN | {"weight_resolution": 1})
+    with pytest.raises(SpecError, match=r"statistics\[1\]\.weight_resolution: W = 10 is 0"):
+        spec(COUNT, MEDIAN | {"weight_resolution": 40}, survey_weight=W)
+    with pytest.raises(SpecError, match=r"statistics\[1\]\.survey_weight\.upper: .*required"):
+        spec(COUNT, MEDIAN | {"survey_weight": {"column": "w"}})
 
 
 def test_the_spec_hash_changes_with_a_weight_and_not_without_one() -> None:

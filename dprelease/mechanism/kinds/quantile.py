@@ -10,6 +10,12 @@ moves 2R rows (R removed, R added) even in an ungrouped release, where a count's
 (`change.reach`). Every p's value and the ladder compose sequentially within the statistic
 (`QuantilePlan`), and the statistic composes sequentially with the release's others. Its error
 is stated in ranks, without data; each cell's interval says it in the column's units.
+
+Survey-weighted (the statistic's own `survey_weight`, else the release's), the ranks are weight
+mass: each kept row weighs its weight clamped to [0, W] and rounded to a public step g (an
+integer number of units, at most W/g), the histogram sums those units per grid point, and the
+same mechanism runs on them with every Δ times W/g (a row moves mass by at most W/g units). The
+weighted p-quantile is the grid point where the weight below reaches p of the cell's weight.
 """
 
 from __future__ import annotations
@@ -24,13 +30,14 @@ from pydantic import Field
 
 from dprelease.errors import SpecError
 from dprelease.loss import Measure, PrivacyLoss, laplace_epsilon
-from dprelease.mechanism.engines import ExactAggregates, GridPoint, Number
+from dprelease.mechanism.engines import ExactAggregates, GridPoint, Number, Units
 from dprelease.mechanism.kinds._kind import Allocated, Context, Kind
 from dprelease.mechanism.kinds._measurement import Measurement
 from dprelease.mechanism.kinds._stated import (
     EntryModel,
     ExactRational,
     ReleasedEntry,
+    SurveyWeightEntry,
     missing_field,
     missing_text,
     spent,
@@ -52,7 +59,9 @@ from dprelease.spec import (
     PostProcessing,
     QuantileStatistic,
     StatisticKind,
+    SurveyWeight,
     exact_decimal,
+    weight_steps,
 )
 
 MECHANISM = (
@@ -77,6 +86,13 @@ COVERAGE = (
     "rank ⌈p·n⌉) with probability ≥ 95% whatever the data (each side misses with probability ≤ "
     "2.5%); the bound is conservative, so the measured coverage is higher (docs/quantiles.md). "
     "It covers the DP noise only, not the sampling error of a survey"
+)
+WEIGHTED_COVERAGE = (
+    "each [low, high] holds the cell's weighted p-quantile of the rounded values (the first "
+    "grid point where the weight at or below it reaches p of the cell's weight, weights clamped "
+    "to [0, W] and rounded to weight_resolution) with probability ≥ 95% whatever the data. "
+    "That is the survey's estimate of the population's p-quantile: the interval covers the DP "
+    "noise around that estimate only, not its sampling error"
 )
 DISCRETIZATION = (
     "each value is clamped to [lower, upper] and rounded to the nearest grid point ((x − lower) "
@@ -115,10 +131,22 @@ class QuantileValueEntry(EntryModel):
     )
     rank_error95: float = Field(
         description="data-free: with probability ≥ 95% the value's rank is within this many "
-        "ranks of p·n (its ranks #{x < value} to #{x ≤ value} come that close to p·n)"
+        "ranks of p·n (its ranks #{x < value} to #{x ≤ value} come that close to p·n); "
+        "survey-weighted, ranks are weight (Σ w below the value against p·Σ w)"
     )
     interval_rank_halfwidth95: float = Field(
-        description="data-free: how far from p·n (ranks) a ladder cut can be and not be ruled out"
+        description="data-free: how far from p·n (ranks; weighted: weight) a ladder cut can be "
+        "and not be ruled out"
+    )
+
+
+class QuantileWeightEntry(SurveyWeightEntry):
+    """A weighted quantile's weight: each row's clamped to [0, upper] and rounded to a step."""
+
+    resolution_exact: ExactRational = Field(description="the step g each weight is rounded to")
+    mass_moved_exact: ExactRational = Field(
+        description="the most weight one unit's change moves over the histograms: rows_moved × "
+        "W (W rounded to the step); every Δ of the entry is this weight times the unweighted one"
     )
 
 
@@ -138,6 +166,10 @@ class QuantileEntry(ReleasedEntry):
     grid_points: int = Field(description="B: lower, lower + resolution, …, upper")
     discretization: str
     rows_moved: int = Field(description="rows one unit's change moves over the histograms")
+    survey_weight: QuantileWeightEntry | None = Field(
+        default=None,
+        description="weighted: ranks are weight mass (None: every row counts once)",
+    )
     derivation: str = Field(description="how every sensitivity follows from the bounds")
     value_epsilon: float
     value_epsilon_exact: ExactRational
@@ -149,7 +181,8 @@ class QuantileEntry(ReleasedEntry):
     interval_epsilon_exact: ExactRational
     interval_share: ExactRational
     interval_noise_scale_exact: ExactRational = Field(
-        description="discrete Laplace scale of each ladder block count (L1 Δ = rows_moved)"
+        description="discrete Laplace scale of each ladder block count (L1 Δ = rows_moved; "
+        "weighted: in the weight's steps, L1 Δ = mass_moved / resolution)"
     )
     interval_method: str
     coverage: str
@@ -195,6 +228,15 @@ def units_statement(q: QuantileAllocation) -> str:
         f"{_decimal(t)} (p = {float(p):g})" for p, t in zip(ps, q.plan.rank_error95, strict=True)
     )
     half = float(q.grid.resolution) / 2
+    if q.weight is not None:
+        return (
+            f"in weight, 95%: within {ranks} of p·Σw (Σ w of {q.weight.column}, clamped to "
+            f"[0, {q.weight.upper:g}]); so for a cell of total weight N the value lies between "
+            f"its weighted (p − T/N)- and (p + T/N)-quantiles, plus the grid's rounding "
+            f"(±{half:g}). In the column's units that is T weight's worth of the cell's values "
+            "around the quantile, which only the data know: each cell's [low, high] columns "
+            "state it"
+        )
     return (
         f"in ranks, 95%: within {ranks} of p·n; so for a cell of n rows the value lies between "
         f"its (p − T/n)- and (p + T/n)-quantiles, plus the grid's rounding (±{half:g}). In the "
@@ -217,9 +259,11 @@ class QuantileAllocation(Allocated):
     grid: QuantileGrid
     plan: QuantilePlan
     derivation: str
+    weight: SurveyWeight | None = None  # weighted: ranks are weight mass
 
     def read_columns(self) -> list[str]:
-        return [self.statistic.column]
+        weight = [] if self.weight is None else [self.weight.column]
+        return [self.statistic.column, *weight]
 
     def histograms(self, reads: list[str]) -> list[GridPoint]:
         """Its column's histogram over the grid per cell: each kept row's value by the nulls
@@ -228,9 +272,13 @@ class QuantileAllocation(Allocated):
         stat = self.statistic
         drop = stat.missing == "drop"
         number = Number.clamped(reads.index(stat.column), stat.lower, stat.upper, drop=drop)
-        return [
-            GridPoint(stat.name, number, stat.lower, float(self.grid.resolution), self.grid.bins)
-        ]
+        mass = None
+        if self.weight is not None:  # its weight by the nulls rule, in steps, ≤ W in steps
+            weight = Number.clamped(reads.index(self.weight.column), 0.0, self.weight.upper)
+            step = float(self.plan.mass_unit)
+            mass = Units(stat.name, (weight,), step, 0, self.plan.mass_per_row)
+        resolution = float(self.grid.resolution)
+        return [GridPoint(stat.name, number, stat.lower, resolution, self.grid.bins, mass)]
 
     def select(self, exact: ExactAggregates, cells: int, source: NoiseSource) -> QuantileRelease:
         """Every p drawn for every cell of the key grid, from the observed (cell, grid point)
@@ -278,7 +326,7 @@ class QuantileAllocation(Allocated):
                 column=column,
                 epsilon=float(plan.node_epsilon),
                 epsilon_exact=str(plan.node_epsilon),
-                score_sensitivity=float(max(p, 1 - p) * plan.rows_moved),
+                score_sensitivity=float(max(p, 1 - p) * plan.mass_moved * plan.mass_unit),
                 coin_scale_exact=str(scale),
                 rank_error95=rank,
                 interval_rank_halfwidth95=halfwidth,
@@ -308,6 +356,14 @@ class QuantileAllocation(Allocated):
             grid_points=self.grid.bins,
             discretization=DISCRETIZATION,
             rows_moved=plan.rows_moved,
+            survey_weight=None
+            if self.weight is None
+            else QuantileWeightEntry(
+                column=self.weight.column,
+                upper=self.weight.upper,
+                resolution_exact=str(plan.mass_unit),
+                mass_moved_exact=str(plan.mass_moved * plan.mass_unit),
+            ),
             derivation=self.derivation,
             value_epsilon=float(plan.value_epsilon),
             value_epsilon_exact=str(plan.value_epsilon),
@@ -317,7 +373,7 @@ class QuantileAllocation(Allocated):
             interval_share=str(share),
             interval_noise_scale_exact=str(plan.interval_scale),
             interval_method=INTERVAL_METHOD,
-            coverage=COVERAGE,
+            coverage=COVERAGE if self.weight is None else WEIGHTED_COVERAGE,
             uninformative=f"where a value's 95% interval is the whole grid [{stat.lower:.15g}, "
             f"{stat.upper:.15g}], the value says nothing the bounds did not (too few rows or too "
             f"little ε for that cell): its `{UNINFORMATIVE_SUFFIX}` column is true there",
@@ -351,6 +407,10 @@ class Quantile(Kind):
         epsilon = laplace_epsilon(share)  # in a zCDP release, as for Laplace noise there
         grid = QuantileGrid.from_bounds(stat.lower_exact, stat.upper_exact, stat.resolution_exact)
         moved, why = ctx.resolved.spec.unit_bounds.reach(ctx.neighbours, _ON_THE_GRID)
+        weight = ctx.resolved.spec.survey_weight_of(stat)
+        step, per_row = (
+            (Fraction(1), 1) if weight is None else weight_steps(weight, stat.weight_resolution)
+        )
         try:
             plan = plan_quantiles(
                 list(stat.ps),
@@ -361,23 +421,59 @@ class Quantile(Kind):
                 interval_share=interval_share(len(stat.ps))
                 if stat.interval_share is None
                 else exact_decimal(stat.interval_share, "interval_share"),
+                mass_per_row=per_row,
+                mass_unit=step,
             )
         except SpecError as exc:
             raise SpecError(f"{path}.{exc.path}", exc.message) from None
-        scores = ", ".join(
-            f"p = {float(p):g}: {float(max(p, 1 - p)):g} rank per row → Δ = "
-            f"{float(max(p, 1 - p)) * moved:g} rank"
-            for p in plan.ps
-        )
         derivation = (
-            f"quantile: {why} → {moved} row(s) moved over the cells' histograms. Values "
-            f"(permute-and-flip, coin scale 2Δ/ε_p): one row moves a p's score "
-            f"max(0, #{{x < k}} − p·n + 1/(2d), p·n − #{{x ≤ k}}) by at most max(p, 1 − p) rank "
-            f"(n moves p·n by p, #{{x < k}} and #{{x ≤ k}} by 1 or 0 with it); {scores}. "
-            f"Intervals (ladder of block counts, discrete Laplace): one row moves one block by 1 → "
-            f"L1 Δ = {moved}"
+            _derivation(plan, why)
+            if weight is None
+            else _weighted_derivation(plan, why, weight, step, per_row)
         )
-        return QuantileAllocation(stat, share, grid, plan, derivation)
+        return QuantileAllocation(stat, share, grid, plan, derivation, weight)
+
+
+def _derivation(plan: QuantilePlan, why: str) -> str:
+    """How an unweighted quantile's sensitivities follow from the contribution bounds."""
+    moved = plan.rows_moved
+    scores = ", ".join(
+        f"p = {float(p):g}: {float(max(p, 1 - p)):g} rank per row → Δ = "
+        f"{float(max(p, 1 - p)) * moved:g} rank"
+        for p in plan.ps
+    )
+    return (
+        f"quantile: {why} → {moved} row(s) moved over the cells' histograms. Values "
+        f"(permute-and-flip, coin scale 2Δ/ε_p): one row moves a p's score "
+        f"max(0, #{{x < k}} − p·n + 1/(2d), p·n − #{{x ≤ k}}) by at most max(p, 1 − p) rank "
+        f"(n moves p·n by p, #{{x < k}} and #{{x ≤ k}} by 1 or 0 with it); {scores}. "
+        f"Intervals (ladder of block counts, discrete Laplace): one row moves one block by 1 → "
+        f"L1 Δ = {moved}"
+    )
+
+
+def _weighted_derivation(
+    plan: QuantilePlan, why: str, weight: SurveyWeight, step: Fraction, per_row: int
+) -> str:
+    """How a weighted quantile's sensitivities follow from the contribution bounds and W."""
+    moved = plan.rows_moved
+    mass = plan.mass_moved * step
+    scores = ", ".join(
+        f"p = {float(p):g}: Δ = {float(max(p, 1 - p)):g} × {float(mass):g} = "
+        f"{float(max(p, 1 - p) * mass):g} weight"
+        for p in plan.ps
+    )
+    return (
+        f"weighted quantile: {why} → {moved} row(s) moved over the cells' histograms, each "
+        f"weighing at most W = {weight.upper:g} ({weight.column} clamped to [0, W], rounded to "
+        f"a step of {float(step):g}: at most {per_row} steps) → {float(mass):g} weight moved. "
+        f"Values (permute-and-flip, coin scale 2Δ/ε_p, in steps): one row of weight w moves a "
+        f"p's score max(0, W(<k) − p·N + 1/(2d) step, p·N − W(≤k)) (N = Σ w of the cell, W(<k) "
+        f"the weight below grid point k) by at most max(p, 1 − p)·w (N moves p·N by p·w, W(<k) "
+        f"and W(≤k) by w or 0 with it); {scores}. Intervals (ladder of block weights, discrete "
+        f"Laplace in steps): one row moves one block by at most W → L1 Δ = {float(mass):g} "
+        f"weight ({plan.mass_moved} steps)"
+    )
 
 
 def quantile_allocations(statistics: list[Allocated]) -> list[QuantileAllocation]:

@@ -38,6 +38,12 @@ choice; in short:
   and a value outside its interval is moved to its nearest end, which can only bring it closer
   to a quantile the interval holds. All of it is post-processing of the ladder and the values.
 
+* **Weighted: the same mechanism on weight mass.** A survey-weighted quantile's histograms hold
+  each row's weight, clamped to [0, W] and rounded to a public step, as an integer number of
+  steps (≤ `mass_per_row`); n, #{x < k} and #{x ≤ k} become sums of steps and every Δ is the
+  row's times `mass_per_row`, so the scores stay integers and the draws stay exact. With one
+  step a row it is the unweighted mechanism, plan and draws alike.
+
 Privacy: one unit's change moves `rows_moved` rows (removed plus added, over all cells); the
 values cost `value_epsilon` in total and the ladder `interval_epsilon`. Everything is integer
 arithmetic on counts; random bits come only from the NoiseSource, and how many are drawn

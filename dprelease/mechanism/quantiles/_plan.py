@@ -154,6 +154,12 @@ class QuantilePlan:
     Each p's value is chosen with `node_epsilon` (the same for every p); a level of the release
     order costs `level_costs[l]` × that, and the levels add up to `value_epsilon`. The ladder
     costs `interval_epsilon`. `rank_error95` is the data-free accuracy statement.
+
+    Histograms hold mass in integer units: a row weighs 1 unit (an unweighted quantile) or its
+    survey weight in units of `mass_unit` (a weighted one: the weight clamped to [0, W] and
+    rounded to a public resolution, at most `mass_per_row` units). Every sensitivity is in
+    mass units, so the score's and the ladder's Δ are `rows_moved` × `mass_per_row`; the
+    accuracy is stated in the weight's own units (× `mass_unit`: people a row stands for).
     """
 
     ps: tuple[Fraction, ...]
@@ -165,13 +171,21 @@ class QuantilePlan:
     levels: tuple[tuple[tuple[int, int | None, int | None], ...], ...]
     level_costs: tuple[Fraction, ...]
     node_epsilon: Fraction
-    value_scales: tuple[Fraction, ...]  # per p: coin scale, in units of 1/(2d) rank
+    value_scales: tuple[Fraction, ...]  # per p: coin scale, in units of 1/(2d) mass unit
     interval_scale: Fraction  # discrete Laplace scale of each ladder block count
+    mass_per_row: int = 1  # the most mass units one row adds (W in units; 1: rows counted)
+    mass_unit: Fraction = Fraction(1)  # one mass unit in the weight's units (1: a row)
+
+    @property
+    def mass_moved(self) -> int:
+        """The most mass one unit's change moves over the histograms: rows × each row's most."""
+        return self.rows_moved * self.mass_per_row
 
     @property
     def value_score_sensitivity(self) -> tuple[int, ...]:
-        """Δ of each p's score (units of 1/(2d) rank): 2·max(a, d − a) per row moved."""
-        return tuple(_weight_of(p) * self.rows_moved for p in self.ps)
+        """Δ of each p's score (units of 1/(2d) mass unit): 2·max(a, d − a) per mass unit
+        moved."""
+        return tuple(_weight_of(p) * self.mass_moved for p in self.ps)
 
     def value_rank_bound(self, miss: float) -> tuple[float, ...]:
         """T per p: P(the released point's score exceeds the best score by more than T ranks)
@@ -184,7 +198,7 @@ class QuantilePlan:
         """
         if self.bins == 1:
             return tuple(0.0 for _ in self.ps)
-        log_term = math.log((self.bins - 1) / miss)
+        log_term = math.log((self.bins - 1) / miss) * float(self.mass_unit)
         return tuple(
             float(scale) * log_term / (2 * p.denominator)
             for p, scale in zip(self.ps, self.value_scales, strict=True)
@@ -230,8 +244,9 @@ class QuantilePlan:
         ladder when every cut slot is a block (data-free). The interval in the column's units
         is that band mapped through the cell's values, widened to the doubling blocks' edges."""
         blocks = max(1, min(self.ladder_cuts, self.bins - 1)) + 1
+        unit = float(self.mass_unit)
         return tuple(
-            float(self.interval_bound(i, blocks // 2, blocks - blocks // 2)) / p.denominator
+            float(self.interval_bound(i, blocks // 2, blocks - blocks // 2)) * unit / p.denominator
             for i, p in enumerate(self.ps)
         )
 
@@ -281,11 +296,15 @@ def plan_quantiles(
     rows_per_unit: int,
     neighbours: ProtectedChange,
     interval_share: Fraction = DEFAULT_INTERVAL_SHARE,
+    mass_per_row: int = 1,
+    mass_unit: Fraction = Fraction(1),
 ) -> QuantilePlan:
     """The plan of a quantile statistic at ε: budget per p, exact scales, accuracy. No data.
 
     `rows_per_unit` is R, the rows a unit keeps. A quantile sees where rows are, not only how
     many, so a substitution moves 2R rows (removed and added) even in an ungrouped release.
+    A weighted quantile's rows weigh up to `mass_per_row` units of `mass_unit` each (W / g for
+    weights rounded to g): every Δ, and so every scale, is that many times a row's.
     """
     eps = _as_fraction(epsilon, "epsilon")
     if eps <= 0:
@@ -299,7 +318,10 @@ def plan_quantiles(
     share = _as_fraction(interval_share, "interval_share")
     if not 0 < share < 1:
         raise SpecError("interval_share", "must be strictly between 0 and 1")
+    if isinstance(mass_per_row, bool) or not isinstance(mass_per_row, int) or mass_per_row < 1:
+        raise SpecError("survey_weight.upper", "must be at least one unit of the weight's grid")
     rows_moved = reach(neighbours, rows_per_unit, moves=True)  # rows land anywhere on the grid
+    mass_moved = rows_moved * mass_per_row
     interval_eps = eps * share
     value_eps = eps - interval_eps
     levels = _release_order(len(fractions))
@@ -307,9 +329,9 @@ def plan_quantiles(
     node_eps = value_eps / sum(costs, Fraction(0))
     try:
         value_scales = tuple(
-            exact_scale(2 * _weight_of(p) * rows_moved / node_eps) for p in fractions
+            exact_scale(2 * _weight_of(p) * mass_moved / node_eps) for p in fractions
         )
-        interval_scale = exact_scale(Fraction(rows_moved) / interval_eps)
+        interval_scale = exact_scale(Fraction(mass_moved) / interval_eps)
     except NoiseError as exc:
         raise SpecError(
             "epsilon",
@@ -328,4 +350,6 @@ def plan_quantiles(
         node_epsilon=node_eps,
         value_scales=value_scales,
         interval_scale=interval_scale,
+        mass_per_row=mass_per_row,
+        mass_unit=Fraction(mass_unit),
     )

@@ -38,7 +38,8 @@ class QuantileRelease:
 
 # --------------------------------------------------------------------------- scores
 
-#: Cells with fewer rows have int64 scores (d ≤ 2^20); the scores of larger ones are capped here.
+#: Cells with fewer rows (weighted: weight steps) have int64 scores (d ≤ 2^20); the scores of
+#: larger ones are capped here.
 _EXACT_ROWS = 1 << 40
 _SCORE_CAP = 1 << 62
 
@@ -242,8 +243,9 @@ def release_quantiles(
 ) -> QuantileRelease:
     """Release every p of `plan` for every cell: values and 95% intervals, as grid indices.
 
-    `histograms` is [cells × plan.bins] of non-negative integer counts. Cells go in batches of
-    about 2^20 grid points, so memory stays bounded.
+    `histograms` is [cells × plan.bins] of non-negative integer counts (a weighted plan's:
+    weight steps, each row's at most `plan.mass_per_row`). Cells go in batches of about 2^20
+    grid points, so memory stays bounded.
     """
     counts = np.asarray(histograms)
     if counts.ndim != 2 or counts.shape[1] != plan.bins:
