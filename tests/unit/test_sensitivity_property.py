@@ -72,8 +72,7 @@ def statistics(draw: st.DrawFn) -> list[dict[str, Any]]:
             granularity = draw(st.sampled_from([None, 0.5, 1.0]))
             if granularity is not None:
                 stat["granularity"] = granularity
-        quantile = kind in ("quantile", "median")  # never survey-weighted (the spec refuses it)
-        if not quantile and (weight := draw(SURVEY_WEIGHTS)) is not None:
+        if (weight := draw(SURVEY_WEIGHTS)) is not None:  # a quantile's: weighted ranks
             stat["survey_weight"] = weight
         stats.append(stat)
     return stats
@@ -94,7 +93,7 @@ def specs(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
         "neighbours": draw(st.sampled_from(["add_remove", "substitute"])),
     }
     quantiles = any(s["kind"] in ("quantile", "median") for s in spec["statistics"])
-    if not quantiles and (weight := draw(SURVEY_WEIGHTS)) is not None:
+    if (weight := draw(SURVEY_WEIGHTS)) is not None:
         spec["survey_weight"] = weight
     if group_by and not quantiles and draw(st.integers(0, 2)) == 0:  # a third: margins are slow
         # any of these margins (two nested chains at most: the spec accepts them all)
@@ -236,10 +235,14 @@ def test_neighbouring_aggregates_move_by_at_most_the_published_sensitivity(
         one_h, other_h = (
             dense(x.histograms[q.statistic.name], loaded.cells, q.grid.bins) for x in (a, b)
         )
-        assert np.abs(one_h - other_h).sum() <= entry["rows_moved"] == q.plan.rows_moved
+        weighted = entry.get("survey_weight")  # a weighted histogram holds weight steps
+        step = Fraction(weighted["resolution_exact"]) if weighted else Fraction(1)
+        moved = Fraction(weighted["mass_moved_exact"]) / step if weighted else entry["rows_moved"]
+        assert np.abs(one_h - other_h).sum() <= moved == q.plan.mass_moved
         for value in entry["quantiles"]:
             p = Fraction(value["p_exact"])
-            assert score_moves(one_h, other_h, p) <= value["score_sensitivity"], (p, q.derivation)
+            in_weight = score_moves(one_h, other_h, p) * float(step)
+            assert in_weight <= value["score_sensitivity"], (p, q.derivation)
     sensitivity = published_sensitivity(manifest)
     for m in prepared.allocation.measurements:
         moved = (a.of(m) - b.of(m)).abs().sum()
