@@ -126,8 +126,8 @@ class ReleaseSpec(Strict):
     )
     survey_weight: SurveyWeight | None = Field(
         default=None,
-        description="weight every count, sum and mean by this survey weight column (a "
-        "statistic's own survey_weight wins)",
+        description="weight every statistic (counts, sums, means, shares, ratios, quantiles) "
+        "by this survey weight column (a statistic's own survey_weight wins)",
     )
     statistics: Annotated[list[Statistic], Field(min_length=1)]
     sampling: dict[str, SamplingInput] | None = Field(
