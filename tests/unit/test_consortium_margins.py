@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from consortium_world import CONFIG, MONTHLY, SITES, World, site_data
+from consortium_world import CONFIG, MONTHLY, PRIVACY, SITES, World, site_data
+from consortium_world import parse_privacy_profiles as profiles
 from helpers import chi2_pvalue_of_pmf
 
 from dprelease.consortium import make_keys
@@ -25,6 +26,7 @@ from dprelease.mechanism.noise import (
     summed_gaussian_pmf,
     summed_gaussian_variance,
 )
+from dprelease.publish import decide_budget, prepare
 
 BANDS = {"column": "band", "domain": {"values": ["a", "b"]}}
 MARGINS = {**MONTHLY, "group_by": [*MONTHLY["group_by"], BANDS], "margins": [["region"], []]}
@@ -88,6 +90,15 @@ def test_margins_pool_exactly_add_up_and_say_so(tmp_path: Path, keys: tuple[Path
     assert [level["noise_variance_units_exact"] for level in levels] == [
         str(3 * n.sigma2) for n in shares
     ]
+    # the budget is split over the levels exactly as a central release of the pooled rows splits
+    # it: the same levels, shares, ρ and Δ per level (only the noise's law differs)
+    budget = decide_budget(world.resolved, rho=world.consortium.rho, privacy=profiles(PRIVACY))
+    central = prepare(pooled, world.resolved, budget, period="2025-03").manifest.to_json_dict()
+    assert central["margins"]["levels"] == manifest["margins"]["levels"]
+    for ours, theirs in zip(manifest["statistics"], central["statistics"], strict=True):
+        assert [(x["rho_exact"], x["sensitivity_squared_units"]) for x in ours["levels"]] == [
+            (x["rho_exact"], x["sensitivity_squared_units"]) for x in theirs["levels"]
+        ]
     facts = json.loads(done.files["consortium.json"].read_text())
     assert [m.get("level") for m in facts["measurements"]] == [None, "region", "total"] * 2
     # every level's part of ρ, as the central release splits it, adds up to the consortium's
