@@ -9,8 +9,9 @@
 
 Each site adds its exact aggregates and an exact discrete Gaussian noise share and encrypts them
 (BFV, TenSEAL); the aggregator adds the ciphertexts and charges the ledger once; the key holder
-decrypts only the sum, which is already noisy; post-processing is the central release's. Files
-are the transport. docs/consortium.md walks through it; PRIVACY.md states the threat model.
+decrypts only the sum, which is already noisy; post-processing is the central release's (with
+margins: every level measured with its own shares, then the consistent table). Files are the
+transport. docs/consortium.md walks through it; PRIVACY.md states the threat model.
 A use case like `publish/` (floor 4): it calls the mechanism only through `_central`.
 """
 

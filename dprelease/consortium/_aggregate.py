@@ -17,11 +17,12 @@ import hashlib
 import io
 import json
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
 from dprelease.consortium import _container
-from dprelease.consortium._central import manifest_for, noisy_table
+from dprelease.consortium._central import manifest_for, noisy_table, pooled_margins
 from dprelease.consortium._errors import ConsortiumError, ShareError
 from dprelease.consortium._he import POLY_MODULUS_DEGREE, SECURITY, PublicKey
 from dprelease.consortium._plan import Plan, kls_rho
@@ -282,6 +283,7 @@ def consortium_facts(plan: Plan, summed: dict[str, Any]) -> dict[str, Any]:
         "measurements": [
             {
                 "name": n.name,
+                **({} if n.label is None else {"level": n.label}),
                 "share_sigma2_units_exact": str(n.sigma2),
                 "sites_noise": len(sites),
                 "rho_exact": str(n.rho),
@@ -305,14 +307,44 @@ def consortium_facts(plan: Plan, summed: dict[str, Any]) -> dict[str, Any]:
             "key_id": summed["key_id"],
         },
         "share_digests": summed["shares"],
+        "beyond_tolerance": _beyond(plan),
     }
+
+
+def _beyond(plan: Plan) -> list[dict[str, Any]]:
+    """The ρ that still holds against c > t sites in the coalition (colluding or missing): the
+    same bound with the m − c honest shares left, about ρ·(m − t)/(m − c) (PRIVACY.md, "Beyond
+    t"), for c = t + 1 … m − 1."""
+    m, t = len(plan.consortium.sites), plan.consortium.tolerate
+    rows = []
+    for c in range(t + 1, m):
+        rho = sum(
+            (kls_rho(n.sigma2, m - c, n.delta1, n.delta2_squared, n.cells) for n in plan.noise),
+            Fraction(0),
+        )
+        rows.append({"sites_in_coalition": c, "rho_bound": float(rho), "rho_bound_exact": str(rho)})
+    return rows
+
+
+def _levels_text(plan: Plan) -> str:
+    """With margins: that every level was measured with its own shares, as centrally."""
+    if plan.resolved.levels is None:
+        return ""
+    return (
+        " (every level, the cells and each margin, with its own shares from its part of ρ, as "
+        "a central release splits it; the consistent table is computed from the noisy totals "
+        "of every level as in a central release)"
+    )
 
 
 def _unit_text(plan: Plan) -> str:
     unit = plan.resolved.spec.privacy_unit or "each row"
     k = plan.consortium.max_sites_per_unit
     where = "one site only" if k == 1 else f"up to {k} sites (Δ multiplied by {k})"
-    return f"{unit} within a site; a person is assumed to be in {where} (max_sites_per_unit: {k})"
+    return (
+        f"{unit} within a site, against coalitions that do not include that site; a person is "
+        f"assumed to be in {where} (max_sites_per_unit: {k})"
+    )
 
 
 def publish(
@@ -371,11 +403,14 @@ def _commit(
 ) -> StoredRelease:
     parties = len(summed["shares"])
     allocation = plan.pooled(parties)
-    values = totals["totals"]
-    table = noisy_table(plan.resolved, allocation, {n.name: values[n.name] for n in plan.noise})
+    margins = pooled_margins(plan.resolved, allocation)
+    levels = plan.by_measurement(totals["totals"])
+    table, outcome = noisy_table(plan.resolved, allocation, margins, levels)
     manifest = manifest_for(
         plan.resolved,
         allocation,
+        margins,
+        outcome,
         plan.change,
         plan.period,
         budget.delta,
@@ -395,8 +430,8 @@ def _commit(
             "mechanism": (
                 f"distributed discrete Gaussian (consortium {plan.consortium.name!r}): the sum of "
                 f"the exact noise shares of {parties} sites ({contributed}; missing: {missing}), "
-                "added to their exact aggregates under BFV encryption; only the noisy total was "
-                f"decrypted. ρ holds against the key holder with up to "
+                f"added to their exact aggregates under BFV encryption{_levels_text(plan)}; "
+                "only the noisy total was decrypted. ρ holds against the key holder with up to "
                 f"{plan.consortium.tolerate - len(facts['missing'])} colluding site(s) "
                 "(<release folder>.consortium.json has the details)"
             ),

@@ -4,7 +4,10 @@ header of public facts, then binary blobs, each in a slot of a size the header s
 Why fixed slots: a ciphertext's serialized size varies by a few hundred bytes from one encryption
 to the next (SEAL compresses it), and a file whose size varied could only raise the question of
 what it depends on. Every blob of a share sits in a slot whose size follows from the public HE
-parameters alone, so every share of a release has the same size, whatever the table it holds.
+parameters alone, so every share of a release has the same size whatever the table it holds,
+up to its public header (which names the site). Each blob's own length is written in the clear
+before its slot: a function of an IND-CPA ciphertext, it reveals nothing, so the slots are
+tidiness rather than a privacy measure (PRIVACY.md, "What each party sees").
 
 Files are written atomically (`dprelease.files.atomic_path`): a process killed while writing
 leaves the old file or none, never part of one.

@@ -83,8 +83,8 @@ def decrypt(secret_path: Path, sum_path: Path, out: Path, *, log: Path | None = 
     values = key.decrypt(summed.blobs, header["moduli"], length)
     totals: dict[str, list[int]] = {}
     at = 0
-    for m in header["measurements"]:
-        totals[m["name"]] = values[at : at + m["cells"]]
+    for m in header["measurements"]:  # a measurement's margins follow its cells
+        totals.setdefault(m["name"], []).extend(values[at : at + m["cells"]])
         at += m["cells"]
     document = {
         "format": TOTALS_FORMAT,

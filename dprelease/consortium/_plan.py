@@ -17,6 +17,10 @@ plus a constant, which α ≥ 1 absorbs). With n = 1 it is the discrete Gaussian
 σ_s² is the smallest on a fine grid above Δ2²/(2ρn) for which that is at most the measurement's
 share of ρ, compared exactly (the float τ is rounded up first). A person in up to k sites
 (`max_sites_per_unit`) moves the pooled vector by up to k times one site's Δ: Δ1·k, Δ2²·k².
+With margins every level of a measurement is its own vector (its rows d, its Δ and its part of
+the measurement's ρ, exactly as the central release splits it), with its own σ_s²; the levels
+compose as they do centrally (their ρ add up to the measurement's). A margin row is the exact
+sum of its cells' rows, so the bound on pooled totals below holds for it too.
 
 Exactness of the encrypted sum: every plaintext is a residue modulo the first j of the key's
 60-bit primes, and the decrypted total is read in (−P/2, P/2). The engines sum in Int128 and
@@ -121,7 +125,9 @@ def share_sigma2(
 
 @dataclass(frozen=True)
 class ShareNoise:
-    """One measurement's share of the noise: its cells, its consortium Δ, its ρ, each site's σ²."""
+    """One noisy vector's share of the noise (a measurement's cells, or one of its margins: a
+    release with margins measures every level, each with its own part of the measurement's ρ,
+    as a central release does): its rows, its consortium Δ, its ρ, each site's σ²."""
 
     name: str
     cells: int
@@ -130,6 +136,15 @@ class ShareNoise:
     rho: Fraction
     sigma2: Fraction
     units_bound: int  # U: the most one row adds to a cell, in integer units
+    level: int = 0  # 0: the cells; k: the measurement's k-th margin
+    label: str | None = None  # a margin's key columns ("total" for the grand total)
+
+    def public_fact(self) -> dict[str, object]:
+        """What every share and sum states of this vector (a margin says which)."""
+        fact: dict[str, object] = {"name": self.name, "cells": self.cells}
+        if self.label is not None:
+            fact["level"] = self.label
+        return {**fact, "share_sigma2": str(self.sigma2)}
 
 
 @dataclass(frozen=True)
@@ -146,8 +161,20 @@ class Plan:
 
     @property
     def length(self) -> int:
-        """Integers in one share: every measurement's cells, one after another."""
+        """Integers in one share: every measurement's cells (and margins' rows), one after
+        another."""
         return sum(n.cells for n in self.noise)
+
+    def by_measurement(self, values: dict[str, list[int]]) -> dict[str, list[list[int]]]:
+        """The decrypted totals of each measurement (its levels one after another, as the key
+        holder writes them) split into its levels."""
+        split: dict[str, list[list[int]]] = {}
+        at: dict[str, int] = {}
+        for n in self.noise:
+            start = at.get(n.name, 0)
+            split.setdefault(n.name, []).append(values[n.name][start : start + n.cells])
+            at[n.name] = start + n.cells
+        return split
 
     def moduli_needed(self, primes: tuple[int, ...], name: str) -> int:
         """How many of the key's primes make the encrypted sum exact (see the module docstring);
@@ -173,28 +200,26 @@ class Plan:
             "spec_hash": self.resolved.hash,
             "period": None if self.period is None else str(self.period),
             "neighbours": self.change.value,
-            "measurements": [
-                {"name": n.name, "cells": n.cells, "share_sigma2": str(n.sigma2)}
-                for n in self.noise
-            ],
+            "measurements": [n.public_fact() for n in self.noise],
         }
 
     def pooled(self, parties: int) -> Allocation:
-        """The allocation as the release states it: each measurement's noise the sum of
-        `parties` shares, its Δ the consortium's."""
+        """The allocation as the release states it: each measurement's noise, at every level,
+        the sum of `parties` shares, its Δ the consortium's."""
         k = self.consortium.max_sites_per_unit
-        laws = {
-            n.name: PooledLaw(
-                share_sigma2=n.sigma2,
-                parties=parties,
-                delta1_units=n.delta1,
-                delta2_squared_units=n.delta2_squared,
-                derivation=_derivation(m, k),
+        laws: dict[str, list[PooledLaw]] = {}
+        for n, m in zip(
+            self.noise, central_measurements(self.resolved, self.allocation), strict=True
+        ):
+            laws.setdefault(n.name, []).append(
+                PooledLaw(
+                    share_sigma2=n.sigma2,
+                    parties=parties,
+                    delta1_units=n.delta1,
+                    delta2_squared_units=n.delta2_squared,
+                    derivation=_derivation(m, k),
+                )
             )
-            for n, m in zip(
-                self.noise, central_measurements(self.resolved, self.allocation), strict=True
-            )
-        }
         return pooled_allocation(self.allocation, laws)
 
 
@@ -224,11 +249,21 @@ def plan_release(consortium: Consortium, resolved: ResolvedSpec, period: str | N
         raise ConsortiumError("publish.formats", problem_text)
     k = consortium.max_sites_per_unit
     noise = []
-    for m in central_measurements(resolved, allocation):
+    for m in central_measurements(resolved, allocation):  # each level of each measurement
         delta1, delta2_squared = m.delta1 * k, m.delta2_squared * k * k
-        sigma2 = share_sigma2(m.rho, consortium.honest, delta1, delta2_squared, resolved.cells)
+        sigma2 = share_sigma2(m.rho, consortium.honest, delta1, delta2_squared, m.cells)
         noise.append(
-            ShareNoise(m.name, resolved.cells, delta1, delta2_squared, m.rho, sigma2, m.units_bound)
+            ShareNoise(
+                m.name,
+                m.cells,
+                delta1,
+                delta2_squared,
+                m.rho,
+                sigma2,
+                m.units_bound,
+                m.level,
+                m.label,
+            )
         )
     release_id = make_release_id(resolved.spec.name, shown)
     return Plan(consortium, resolved, month, release_id, change, allocation, tuple(noise))

@@ -95,8 +95,9 @@ def contribute(
     allow_unsafe_noise: bool = False,
 ) -> Contributed:
     """Write this site's share of `plan` to `out` (a directory), drawing it only if the store
-    has none: aggregate exactly, add an exact N_Z(0, σ_s²) share per cell of each measurement,
-    encrypt under `key`. Every refusal comes before a row is read."""
+    has none: aggregate exactly, add an exact N_Z(0, σ_s²) share per cell of each measurement
+    (and per row of each of its margins), encrypt under `key`. Every refusal comes before a row
+    is read."""
     source = noise or default_noise_source()
     require_private(source, allow_unsafe=allow_unsafe_noise)
     if site not in plan.consortium.sites:
@@ -129,9 +130,10 @@ def contribute(
         check_site_input(data, plan.resolved, plan.allocation, plan.period, engine)
         exact = exact_vectors(data, plan.resolved, plan.allocation, plan.period, engine)
         values: list[int] = []
-        for n in plan.noise:
+        for n in plan.noise:  # each level of each measurement, in the plan's order
             shares = distributed_gaussian_share(n.sigma2, n.cells, source)
-            values += [x + int(z) for x, z in zip(exact[n.name], shares.tolist(), strict=True)]
+            level = exact[n.name][n.level]
+            values += [x + int(z) for x, z in zip(level, shares.tolist(), strict=True)]
         del exact
         blobs = key.encrypt(values, moduli)
         del values

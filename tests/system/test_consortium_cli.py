@@ -48,11 +48,24 @@ def test_the_documented_walkthrough_runs_with_three_sites_as_processes(tmp_path:
     assert "ρ = 1/10 charged to scope 'hospitals'" in done.stdout
     release = tmp_path / "release"
     table = pl.read_csv(release / "release.csv")
-    assert table.height == 6 and {"admissions", "stay_days", "mean_stay"} <= set(table.columns)
+    assert {"admissions", "stay_days", "mean_stay"} <= set(table.columns)
+    # margins: six cells, two region totals and the grand total, each the sum of its cells
+    assert table["level"].to_list() == ["region,age_band"] * 6 + ["region"] * 2 + ["total"]
+    cells, regions = table.head(6), table.slice(6, 2)
+    for name in ("admissions", "stay_days"):
+        by_region = [cells.filter(pl.col("region") == r)[name].sum() for r in ("north", "south")]
+        assert regions[name].to_list() == pytest.approx(by_region)
+        assert table[name][-1] == pytest.approx(cells[name].sum())
     facts = json.loads((tmp_path / "release.consortium.json").read_text())
     assert facts["contributed"] == ["east", "north", "south"] and facts["missing"] == []
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["noise_source"]["private"] is True
+    assert [level["level"] for level in manifest["margins"]["levels"]] == [
+        "region,age_band",
+        "region",
+        "total",
+    ]
+    assert [m.get("level") for m in facts["measurements"]][:3] == [None, "region", "total"]
     # what each party holds: the sites' data stay in their directories, the shares hold no row
     shares = sorted(tmp_path.glob("*/outbox/*.dpshare"))  # one outbox per site
     assert [s.parent.parent.name for s in shares] == ["east", "north", "south"]

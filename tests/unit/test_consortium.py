@@ -264,8 +264,11 @@ def test_the_key_holder_decrypts_one_sum_per_release(
 
 def test_public_refusals(tmp_path: Path, keys: tuple[Path, Path]) -> None:
     consortium = parse_consortium(CONFIG)
-    with pytest.raises(ConsortiumError, match="release.margins"):
-        plan_release(consortium, make_spec(MONTHLY, margins=[[]]), "2025-03")
+    median = {"name": "med", "kind": "quantile", "column": "cost", "lower": 0, "upper": 100}
+    median.update(resolution=1, p=0.5)
+    quantiles = {**MONTHLY, "statistics": [*MONTHLY["statistics"], median]}
+    with pytest.raises(ConsortiumError, match=r"release.statistics\[2\]"):
+        plan_release(consortium, make_spec(quantiles), "2025-03")
     with pytest.raises(ConsortiumError, match="consortium.tolerate"):
         parse_consortium({**CONFIG, "tolerate": 3})
     with pytest.raises(ConsortiumError, match="consortium.colour"):

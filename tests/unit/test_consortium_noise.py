@@ -7,13 +7,19 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import polars as pl
 import pytest
 from helpers import chi2_pvalue_of_pmf
 from scipy import stats
 from scipy.special import logsumexp
 
 from dprelease.consortium import kls_rho, share_sigma2
+from dprelease.loss import Mechanism, PrivacyLoss
+from dprelease.mechanism.margins._consistency import consistent
+from dprelease.mechanism.margins._moe import moe95
 from dprelease.mechanism.noise import (
+    LevelNoise,
+    NoiseLaw,
     NoiseSource,
     distributed_gaussian_share,
     exact_sigma2,
@@ -22,6 +28,7 @@ from dprelease.mechanism.noise import (
     summed_gaussian_pmf,
     summed_gaussian_variance,
 )
+from dprelease.spec import Levels
 
 # Each χ² test below fails a correct sampler with probability 1e-4 (its threshold).
 P_THRESHOLD = 1e-4
@@ -218,3 +225,80 @@ def test_the_gaussian_term_alone_would_understate_small_shares() -> None:
     log_p, log_ratio = np.log(p[keep]), np.log(p[keep]) - np.log(q[keep])
     divergence = float(logsumexp(log_p + 0.01 * log_ratio)) / 0.01
     assert divergence > 1.01 * 1.0  # Δ2²/(2nσ²) = 1
+
+
+# --------------------------------------------------------------------------- margins of a sum
+
+
+def test_a_law_of_several_shares_is_the_sum_of_their_draws() -> None:
+    """`NoiseLaw(parties=n)` (a consortium's level noise): its variance and margin of error are
+    the sum's exact ones, a level draws n shares and adds them, and only Gaussian noise is split
+    into shares."""
+    law = NoiseLaw.gaussian(Fraction(1, 3), parties=5)
+    assert law.variance == summed_gaussian_variance(Fraction(1, 3), 5)
+    assert law.moe95 == summed_gaussian_moe95(Fraction(1, 3), 5)
+    assert law.variance != pytest.approx(NoiseLaw.gaussian(Fraction(5, 3)).variance)  # not N_Z
+    assert law != NoiseLaw.gaussian(Fraction(1, 3))
+    with pytest.raises(ValueError, match="not split into shares"):
+        NoiseLaw.laplace(2, parties=2)
+    level = LevelNoise(
+        mechanism=Mechanism.GAUSSIAN,
+        granularity=Fraction(1),
+        sensitivity_units=1,
+        derivation="test",
+        loss=PrivacyLoss.zcdp(Fraction(1, 10)),
+        sigma2_units=Fraction(1, 3),
+        parties=5,
+    )
+    drawn = level.draw(200_000, NoiseSource.seeded_for_tests(33))
+    z = np.arange(-400, 401)
+    assert chi2_pvalue_of_pmf(drawn, z, summed_gaussian_pmf(Fraction(1, 3), 5, z)) > P_THRESHOLD
+
+
+def _within(row: np.ndarray, cells: NoiseLaw, total: NoiseLaw, h: float) -> float:
+    """P(|c_a·Z_a + c_b·Z_b + c_T·Z_T| ≤ h) exactly (up to mass below e^{−800} left out), Z_a,
+    Z_b of `cells` and Z_T of `total`, each the sum of its law's parties' shares (exact pmf)."""
+    z = np.arange(-400, 401)
+    pa = summed_gaussian_pmf(cells.sigma2, cells.parties, z)
+    pt = summed_gaussian_pmf(total.sigma2, total.parties, z)
+    pairs = (row[0] * z[:, None] + row[1] * z[None, :]).ravel()
+    order = np.argsort(pairs)
+    values = pairs[order]
+    cumulative = np.concatenate([[0.0], np.cumsum((pa[:, None] * pa[None, :]).ravel()[order])])
+    upper = np.searchsorted(values, h - row[2] * z, side="right")
+    lower = np.searchsorted(values, -h - row[2] * z, side="left")
+    return float(pt @ (cumulative[upper] - cumulative[lower]))
+
+
+def _shares(sigma2: Fraction, parties: int) -> NoiseLaw:
+    return NoiseLaw.gaussian(sigma2, parties=parties)
+
+
+@pytest.mark.parametrize(
+    ("cells", "total"),
+    [
+        (_shares(Fraction(1, 4), 3), _shares(Fraction(1, 4), 3)),
+        (_shares(Fraction(1, 3), 5), _shares(Fraction(3, 4), 5)),
+        (_shares(Fraction(2), 4), _shares(Fraction(1, 2), 4)),
+    ],
+)
+def test_margins_of_a_table_of_summed_shares_are_exact(cells: NoiseLaw, total: NoiseLaw) -> None:
+    """Two cells and their total, each level's noise the sum of several small shares (lattice
+    laws that no one discrete Gaussian is): for every released value P(|E| ≤ h) ≥ 0.95 exactly
+    (E from `consistent`'s own coefficients, the law of E by enumeration), and P(|E| ≤ h −
+    1.6%·max(sd, max|c|)) < 0.95, so h is the exact quantile as closely as for central laws."""
+    levels = Levels.build(pl.DataFrame({"cell": ["a", "b"]}), [[]])
+    laws = [cells, total]
+    bounds = np.cumsum(levels.sizes)[:-1]
+    columns = [
+        np.concatenate(consistent(levels, np.split(unit, bounds), laws).values)
+        for unit in np.eye(3)
+    ]
+    coefficients = np.column_stack(columns)  # rows: a, b, total; columns: Z_a, Z_b, Z_T
+    margins = np.concatenate(moe95(levels, laws))
+    for row, h in zip(coefficients, margins, strict=True):
+        variances = [cells.variance, cells.variance, total.variance]
+        sd = math.sqrt(sum(c * c * v for c, v in zip(row, variances, strict=True)))
+        assert _within(row, cells, total, float(h)) >= 0.95
+        slack = 0.016 * max(sd, float(np.abs(row).max()))
+        assert _within(row, cells, total, float(h) - slack) < 0.95

@@ -53,13 +53,18 @@ class _Laws:
     def __init__(self, laws: Sequence[NoiseLaw]) -> None:
         self.laws = list(laws)
         self.parameter = np.array([float(law.parameter) for law in laws])  # b, or σ²
+        # a law of `parties` shares is the sum of that many iid draws: its cumulants, log cf
+        # and log mgf are that many times one draw's
+        self.parties = np.array([law.parties for law in laws], dtype=np.int64)
         families = [law.family for law in laws]
         self.lattice = np.array([not family.cumulant_sees_lattice for family in families])
         self.var_z = np.empty(len(laws))
         self.k4_z = np.empty(len(laws))
         for family, members in self._by_family(np.arange(len(laws))):
             exact = [laws[int(i)].parameter for i in members]
-            self.var_z[members], self.k4_z[members] = family.cumulants(exact)
+            var_z, k4_z = family.cumulants(exact)
+            self.var_z[members] = var_z * self.parties[members]
+            self.k4_z[members] = k4_z * self.parties[members]
 
     def _by_family(self, law: np.ndarray) -> list[tuple[NoiseFamily, np.ndarray]]:
         """The positions of `law` (law indices) drawn from each family, families in order."""
@@ -72,17 +77,19 @@ class _Laws:
 
     def log_cf(self, law: int, s: np.ndarray) -> np.ndarray:
         """log E e^{isZ} of law `law` (real: every law is symmetric)."""
-        return self.laws[law].family.log_cf(self.laws[law].parameter, s)
+        one = self.laws[law]
+        return one.parties * one.family.log_cf(one.parameter, s)
 
     def log_mgf(
         self, law: np.ndarray, kappa: np.ndarray, counts: np.ndarray
     ) -> Callable[[float], float]:
         """λ ↦ Σ_g counts_g · log E e^{λκ_g Z_g} over the terms g: finite below `lambda_max`."""
         exact = [law.parameter for law in self.laws]
+        draws = counts * self.parties[law]
         parts = [
             part
             for family, at in self._by_family(law)
-            for part in family.log_mgf_parts(exact, law[at], kappa[at], counts[at])
+            for part in family.log_mgf_parts(exact, law[at], kappa[at], draws[at])
         ]
 
         def total(lam: float) -> float:
@@ -106,8 +113,9 @@ class _Laws:
         """A subgaussian variance proxy of the error when every term's law is subgaussian (its
         moment generating function finite everywhere)."""
         value = 0.0
+        draws = counts * self.parties[law]
         for family, at in self._by_family(law):
-            value += family.variance_proxy(self.parameter[law[at]], kappa[at], counts[at])
+            value += family.variance_proxy(self.parameter[law[at]], kappa[at], draws[at])
         return value
 
 

@@ -34,6 +34,7 @@ from dprelease.loss import (
     laplace_epsilon,
     zcdp_of_pure,
 )
+from dprelease.mechanism.noise._distributed import summed_gaussian_moe95
 from dprelease.mechanism.noise._gaussian import discrete_gaussian, exact_sigma2
 from dprelease.mechanism.noise._gaussian_law import DiscreteGaussian, gaussian_law
 from dprelease.mechanism.noise._laplace import (
@@ -91,6 +92,8 @@ class Calibrated(Protocol):
     @property
     def sigma2_units(self) -> Fraction | None: ...
     @property
+    def parties(self) -> int: ...
+    @property
     def sensitivity(self) -> float: ...
     @property
     def scale(self) -> float: ...
@@ -141,6 +144,9 @@ class NoiseFamily:
     #: Whether the fourth cumulant of a term says how far it is from normal, lattice included
     #: (the margins of error fold such terms into one normal term; `margins._moe`).
     cumulant_sees_lattice: bool
+    #: Whether its noise can be split into shares that sites draw and the total sums
+    #: (`NoiseLaw.parties`): the law of the sum is then exactly known (`summed_moe95`).
+    sums_shares: bool = False
 
     def exact(self, parameter: Fraction) -> Fraction:
         """The sampler's exact parameter for `parameter` (never less noise)."""
@@ -157,6 +163,12 @@ class NoiseFamily:
     def moe95(self, parameter: Fraction) -> int:
         """The smallest integer h with P(|Z| ≤ h) ≥ 0.95."""
         raise NotImplementedError
+
+    def summed_moe95(self, parameter: Fraction, parties: int) -> int:
+        """The smallest integer h with P(|Z_1 + … + Z_parties| ≤ h) ≥ 0.95, Z_i iid."""
+        if parties != 1:
+            raise ValueError(f"{self.name} noise is not split into shares")
+        return self.moe95(parameter)
 
     def scale(self, parameter: Fraction, granularity: Fraction) -> float:
         """The noise's scale in the column's units: b for Laplace, σ for Gaussian."""
@@ -315,6 +327,7 @@ class _Gaussian(NoiseFamily):
     spends = frozenset({Measure.ZCDP})
     refusal = "Gaussian noise spends ρ (zCDP), not ε"
     cumulant_sees_lattice = False  # its κ4 is below 1e-15·σ⁴ from σ² = 3 on, lattice or not
+    sums_shares = True  # Kairouz, Liu & Steinke 2021 bound the sum (`dprelease.consortium`)
 
     def exact(self, parameter: Fraction) -> Fraction:
         return exact_sigma2(_exact_positive("σ²", parameter))
@@ -327,6 +340,9 @@ class _Gaussian(NoiseFamily):
 
     def moe95(self, parameter: Fraction) -> int:
         return gaussian_law(parameter).abs_quantile95()
+
+    def summed_moe95(self, parameter: Fraction, parties: int) -> int:
+        return summed_gaussian_moe95(parameter, parties)
 
     def scale(self, parameter: Fraction, granularity: Fraction) -> float:
         return math.sqrt(parameter) * float(granularity)
@@ -365,7 +381,8 @@ class _Gaussian(NoiseFamily):
             "sensitivity_squared_units": level.sensitivity_squared_units,
             "noise_scale": level.scale,
             "noise_scale_units_exact": None,
-            "noise_variance_units_exact": str(level.sigma2_units),
+            # of the sum of the shares, with distributed noise (its variance parameter)
+            "noise_variance_units_exact": str(level.parties * (level.sigma2_units or 0)),
         }
 
     def stated_measurement(self, level: Calibrated) -> dict[str, Any]:

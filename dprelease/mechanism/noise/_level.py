@@ -9,6 +9,7 @@ draws exactly that law, and the margin of error is its exact 95% quantile.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -35,35 +36,49 @@ class NoiseLaw:
     uses it) and the granularity. Build one with `NoiseLaw.laplace(scale, granularity)` or
     `NoiseLaw.gaussian(sigma2, granularity)`. Laws are values: equal parameters are equal (and
     hash alike, so margins are computed once per pattern of laws), and they sort by mechanism,
-    parameter, granularity.
+    parameter, granularity, parties.
+
+    `parties` > 1 is distributed noise (a consortium release): Z is the sum of that many iid
+    draws of the law, one noise share per site, and its variance and margin of error are the
+    sum's exact ones (only a family that `sums_shares` has such a law).
     """
 
     kind: Mechanism
-    parameter: Fraction  # the Laplace scale b, or the Gaussian σ²
+    parameter: Fraction  # the Laplace scale b, or the Gaussian σ² (of one share)
     granularity: Fraction = Fraction(1)
+    parties: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, Mechanism):
             raise ValueError(f"kind must be a Mechanism, got {self.kind!r}")
         object.__setattr__(self, "parameter", self.family.exact(self.parameter))
         object.__setattr__(self, "granularity", _exact_positive("granularity", self.granularity))
+        _check_parties(self.family, self.parties)
 
     @property
     def family(self) -> NoiseFamily:
         return noise_family(self.kind)
 
     @classmethod
-    def laplace(cls, scale: float | Fraction, granularity: float | Fraction = 1) -> NoiseLaw:
+    def laplace(
+        cls, scale: float | Fraction, granularity: float | Fraction = 1, parties: int = 1
+    ) -> NoiseLaw:
         """Discrete Laplace noise at `scale` (as `exact_scale` makes it) in units of granularity."""
-        return cls(Mechanism.LAPLACE, Fraction(scale), _exact_positive("granularity", granularity))
+        return cls(
+            Mechanism.LAPLACE, Fraction(scale), _exact_positive("granularity", granularity), parties
+        )
 
     @classmethod
-    def gaussian(cls, sigma2: float | Fraction, granularity: float | Fraction = 1) -> NoiseLaw:
-        """Discrete Gaussian noise with variance parameter σ² in units of granularity."""
+    def gaussian(
+        cls, sigma2: float | Fraction, granularity: float | Fraction = 1, parties: int = 1
+    ) -> NoiseLaw:
+        """Discrete Gaussian noise with variance parameter σ² in units of granularity (with
+        `parties`: the sum of that many iid shares of σ²)."""
         return cls(
             Mechanism.GAUSSIAN,
             _exact_positive("σ²", sigma2),
             _exact_positive("granularity", granularity),
+            parties,
         )
 
     @property
@@ -88,14 +103,22 @@ class NoiseLaw:
     @property
     def variance(self) -> float:
         """Var(granularity · Z) in value units²: for the discrete Gaussian the exact variance
-        of Z (slightly below σ²), not σ²."""
-        return self.family.variance(self.parameter) * float(self.granularity) ** 2
+        of Z (slightly below σ²), not σ²; of a sum of shares, the sum of theirs."""
+        return self.parties * self.family.variance(self.parameter) * float(self.granularity) ** 2
 
     @property
     def moe95(self) -> float:
         """granularity × the smallest integer h with P(|Z| ≤ h) ≥ 0.95: the exact margin of
-        error of one draw."""
-        return self.family.moe95(self.parameter) * float(self.granularity)
+        error of one draw (or of the sum of the parties' shares)."""
+        return self.family.summed_moe95(self.parameter, self.parties) * float(self.granularity)
+
+
+def _check_parties(family: NoiseFamily, parties: int) -> None:
+    """A sum of noise shares only of a family whose shares are drawn and summed exactly."""
+    if isinstance(parties, bool) or not isinstance(parties, int) or parties < 1:
+        raise ValueError(f"parties must be a positive integer, got {parties!r}")
+    if parties > 1 and not family.sums_shares:
+        raise ValueError(f"{family.name} noise is not split into shares")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +138,11 @@ class LevelNoise:
     loss: PrivacyLoss
     epsilon: Fraction | None = None  # Laplace only
     scale_units: Fraction | None = None  # Laplace: exact scale b ≥ Δ1/ε
-    sigma2_units: Fraction | None = None  # Gaussian: exact σ² ≥ Δ2²/(2ρ)
+    sigma2_units: Fraction | None = None  # Gaussian: exact σ² ≥ Δ2²/(2ρ) (of one share)
+    parties: int = 1  # distributed noise: the sum of this many iid shares (`NoiseLaw`)
+
+    def __post_init__(self) -> None:
+        _check_parties(self.family, self.parties)
 
     @property
     def family(self) -> NoiseFamily:
@@ -136,13 +163,14 @@ class LevelNoise:
 
     @property
     def scale(self) -> float:
-        """The noise's scale in the column's units: b for Laplace, σ for Gaussian."""
-        return self.family.scale(self.parameter_units, self.granularity)
+        """The noise's scale in the column's units: b for Laplace, σ for Gaussian (of the sum of
+        the shares: σ√parties)."""
+        return self.family.scale(self.parameter_units, self.granularity) * math.sqrt(self.parties)
 
     @property
     def law(self) -> NoiseLaw:
         """This level's noise as a law: what margins of error and the consistent estimate use."""
-        return NoiseLaw(self.mechanism, self.parameter_units, self.granularity)
+        return NoiseLaw(self.mechanism, self.parameter_units, self.granularity, self.parties)
 
     @property
     def moe95(self) -> float:
@@ -155,8 +183,12 @@ class LevelNoise:
         return self.law.variance
 
     def draw(self, size: int, source: NoiseSource) -> np.ndarray:
-        """`size` exact draws of this level's noise, in integer units (int64)."""
-        return self.family.draw(self.parameter_units, size, source)
+        """`size` exact draws of this level's noise, in integer units (int64): with parties,
+        each the sum of that many shares (as the sites of a consortium draw them)."""
+        total = self.family.draw(self.parameter_units, size, source)
+        for _ in range(self.parties - 1):
+            total = total + self.family.draw(self.parameter_units, size, source)
+        return total
 
 
 def level_noise(
