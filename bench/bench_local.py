@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dprelease.local._estimators import (
+from dprelease.mechanism.randomized._estimators import (
     Z95,
     debias,
     law_of,
@@ -44,8 +44,8 @@ from dprelease.local._estimators import (
     project,
     variance,
 )
-from dprelease.local._exact import ByteStream
-from dprelease.local._randomizers import Randomizer, make_randomizer, olh_hash
+from dprelease.mechanism.randomized._exact import ByteStream
+from dprelease.mechanism.randomized._randomizers import Randomizer, make_randomizer, olh_hash
 
 ROOT = Path(__file__).resolve().parent.parent
 EPSILON = Fraction(1)

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from helpers import ROOT
 
-from dprelease.local._estimators import collision
-from dprelease.local._randomizers import Randomizer, olh_hash
+from dprelease.mechanism.randomized._estimators import collision
+from dprelease.mechanism.randomized._randomizers import Randomizer, olh_hash
 
 #: Total false-alarm rate of one audit (a correct randomizer failing it), split over its bounds.
 ALPHA = 1e-6

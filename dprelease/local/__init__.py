@@ -23,16 +23,16 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "RANDOMIZER_VERSION": "dprelease.local._randomizers",
-    "Randomizer": "dprelease.local._randomizers",
-    "choose_mechanism": "dprelease.local._randomizers",
+    "RANDOMIZER_VERSION": "dprelease.mechanism.randomized",
+    "Randomizer": "dprelease.mechanism.randomized",
+    "choose_mechanism": "dprelease.mechanism.randomized",
     "LocalSpec": "dprelease.local._spec",
     "WaveSpec": "dprelease.local._spec",
     "LocalReleaseSpec": "dprelease.local._spec",
     "load_local_spec": "dprelease.local._spec",
     "RecordedWave": "dprelease.local._wave",
     "new_scope_cap": "dprelease.local._wave",
-    "Mechanism": "dprelease.local._randomizers",
+    "Mechanism": "dprelease.mechanism.randomized",
     "LocalFiles": "dprelease.local._release",
     "PreparedLocal": "dprelease.local._release",
     "prepare_local": "dprelease.local._release",
@@ -92,12 +92,6 @@ if TYPE_CHECKING:
     )
     from dprelease.local._manifest import LocalManifest
     from dprelease.local._plan import LocalPlan
-    from dprelease.local._randomizers import (
-        RANDOMIZER_VERSION,
-        Mechanism,
-        Randomizer,
-        choose_mechanism,
-    )
     from dprelease.local._release import (
         LocalFiles,
         LocalRelease,
@@ -108,6 +102,12 @@ if TYPE_CHECKING:
     )
     from dprelease.local._spec import LocalReleaseSpec, LocalSpec, WaveSpec, load_local_spec
     from dprelease.local._wave import RecordedWave, WaveNotRecorded, new_scope_cap
+    from dprelease.mechanism.randomized import (
+        RANDOMIZER_VERSION,
+        Mechanism,
+        Randomizer,
+        choose_mechanism,
+    )
 
 
 def __getattr__(name: str) -> Any:

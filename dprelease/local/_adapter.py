@@ -18,7 +18,6 @@ from pydantic import ValidationError
 
 from dprelease.errors import SpecError
 from dprelease.files import error_at_path
-from dprelease.local._exact import byte_reader
 from dprelease.mechanism.engines import (
     DataSource,
     Declared,
@@ -34,6 +33,7 @@ from dprelease.mechanism.noise import (
     laplace_moe95,
     laplace_variance,
 )
+from dprelease.mechanism.randomized import byte_reader
 from dprelease.spec import FileDomain, ReleaseSpec, ResolvedSpec, resolve
 
 if TYPE_CHECKING:

@@ -18,11 +18,17 @@ from typing import TYPE_CHECKING, Any
 from dprelease.budget import PrivacyProfiles, load_privacy_profiles
 from dprelease.errors import ConfigError, SpecError
 from dprelease.local._adapter import DataSource, NoiseSource, byte_reader
-from dprelease.local._exact import ByteStream
 from dprelease.local._plan import LocalPlan, plan_local
-from dprelease.local._randomizers import Answer, Mechanism, Randomizer, Report, make_randomizer
 from dprelease.local._spec import LocalSpec, load_local_spec, parse_local_spec
 from dprelease.loss import Amount, exact_positive
+from dprelease.mechanism.randomized import (
+    Answer,
+    ByteStream,
+    Mechanism,
+    Randomizer,
+    Report,
+    make_randomizer,
+)
 
 if TYPE_CHECKING:  # SQLAlchemy loads with the ledger: only waves and releases need it
     from dprelease.ledger import Ledger

@@ -30,7 +30,7 @@ from dprelease.local._adapter import (
     validate_schema,
     withholding_engine_errors,
 )
-from dprelease.local._randomizers import PRIME, Randomizer
+from dprelease.mechanism.randomized import PRIME, Randomizer
 from dprelease.spec import ResolvedSpec
 
 _CELL = ":cell"

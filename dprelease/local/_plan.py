@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from dprelease.local._adapter import central_count_accuracy
-from dprelease.local._estimators import Z95, law_of
-from dprelease.local._randomizers import MECHANISMS, Mechanism, make_randomizer
+from dprelease.mechanism.randomized import MECHANISMS, Z95, Mechanism, law_of, make_randomizer
 
 
 @dataclass(frozen=True)

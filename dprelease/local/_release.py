@@ -34,14 +34,6 @@ from dprelease.local._counts import (
     describe_reports,
     polars_counts,
 )
-from dprelease.local._estimators import (
-    Z95,
-    collision,
-    debias,
-    law_of,
-    plug_in_variance,
-    project,
-)
 from dprelease.local._manifest import (
     GroupEntry,
     LevelEntry,
@@ -53,6 +45,14 @@ from dprelease.local._manifest import (
 )
 from dprelease.local._spec import LocalReleaseSpec, LocalSpec
 from dprelease.local._wave import recorded_wave
+from dprelease.mechanism.randomized import (
+    Z95,
+    collision,
+    debias,
+    law_of,
+    plug_in_variance,
+    project,
+)
 from dprelease.publish import release_folder_problem, write_release_files
 from dprelease.spec import LEVEL_COLUMN, ResolvedSpec
 

@@ -32,7 +32,7 @@ from dprelease.local._counts import (
     domain_dtype,
     malformed,
 )
-from dprelease.local._randomizers import PRIME, Randomizer
+from dprelease.mechanism.randomized import PRIME, Randomizer
 from dprelease.spec import ResolvedSpec
 
 _OLH = r"^(\d{1,10}):(\d{1,10}):(\d{1,10})$"

@@ -28,7 +28,8 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from dprelease.errors import ConfigError, SpecError
 from dprelease.files import ReadableErrors, error_at_path, join_path, read_sections
-from dprelease.local._randomizers import (
+from dprelease.loss import exact_positive
+from dprelease.mechanism.randomized import (
     MAX_DOMAIN,
     PRIME,
     RANDOMIZER_VERSION,
@@ -36,7 +37,6 @@ from dprelease.local._randomizers import (
     Randomizer,
     make_randomizer,
 )
-from dprelease.loss import exact_positive
 from dprelease.spec import NAME_PATTERN, GroupBy
 
 #: A wave's id: its one spelling (lower case), so a wave is never recorded twice under two names.

@@ -30,10 +30,10 @@ from dprelease.errors import (
 from dprelease.ledger import ScopeTerms
 from dprelease.local import WaveNotRecorded
 from dprelease.local._counts import MalformedReports, ReportsOfAnotherConfiguration
-from dprelease.local._estimators import law_of
-from dprelease.local._randomizers import olh_hash
 from dprelease.loss import Measure
 from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.randomized._estimators import law_of
+from dprelease.mechanism.randomized._randomizers import olh_hash
 
 WAVE = {
     "id": "drug-use-2025-05",

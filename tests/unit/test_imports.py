@@ -168,7 +168,16 @@ def test_private_modules_stay_private_to_their_folder() -> None:
 
 #: The rooms of `mechanism/`, lowest first: a room imports only itself and lower rooms, and the
 #: allocation and the computation at the top (`_allocation.py`, `_compute.py`) import any.
-MECHANISM_ROOMS = ["noise", "sensitivity", "selection", "engines", "margins", "quantiles", "kinds"]
+MECHANISM_ROOMS = [
+    "noise",
+    "randomized",
+    "sensitivity",
+    "selection",
+    "engines",
+    "margins",
+    "quantiles",
+    "kinds",
+]
 
 
 def test_inside_mechanism_imports_only_go_down_its_rooms() -> None:

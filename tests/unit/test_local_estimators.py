@@ -23,7 +23,7 @@ from helpers import ROOT
 from local_audit import krr_law, olh_support_law
 from scipy import stats
 
-from dprelease.local._estimators import (
+from dprelease.mechanism.randomized._estimators import (
     Z95,
     collision,
     debias,
@@ -33,7 +33,7 @@ from dprelease.local._estimators import (
     variance,
     worst_variance,
 )
-from dprelease.local._randomizers import PRIME, Randomizer, make_randomizer, olh_hash
+from dprelease.mechanism.randomized._randomizers import PRIME, Randomizer, make_randomizer, olh_hash
 
 WAVES = 1_000
 P_MIN = 1e-4

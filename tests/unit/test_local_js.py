@@ -34,9 +34,9 @@ from local_audit import (
 from scipy import stats
 
 import dprelease as dp
-from dprelease.local._exact import ByteStream
-from dprelease.local._randomizers import RANDOMIZER_VERSION, make_randomizer
 from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.randomized._exact import ByteStream
+from dprelease.mechanism.randomized._randomizers import RANDOMIZER_VERSION, make_randomizer
 
 P_MIN = 1e-6
 

@@ -10,9 +10,9 @@ import pytest
 
 import dprelease as dp
 from dprelease.errors import ConfigError
-from dprelease.local._estimators import law_of
-from dprelease.local._randomizers import make_randomizer
 from dprelease.mechanism.noise import laplace_moe95, laplace_variance
+from dprelease.mechanism.randomized._estimators import law_of
+from dprelease.mechanism.randomized._randomizers import make_randomizer
 
 
 @pytest.mark.parametrize("epsilon", [Fraction(1, 10), Fraction(1), Fraction(3)])

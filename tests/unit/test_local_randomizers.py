@@ -29,7 +29,8 @@ from scipy import stats
 import dprelease as dp
 from dprelease.errors import ConfigError, NoiseError, UnsafeNoiseSourceError
 from dprelease.local._adapter import byte_reader
-from dprelease.local._exact import (
+from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.randomized._exact import (
     ByteStream,
     bernoulli,
     bernoulli_exp,
@@ -37,7 +38,7 @@ from dprelease.local._exact import (
     keep_or_other,
     uniform,
 )
-from dprelease.local._randomizers import (
+from dprelease.mechanism.randomized._randomizers import (
     PRIME,
     Randomizer,
     choose_mechanism,
@@ -45,7 +46,6 @@ from dprelease.local._randomizers import (
     make_randomizer,
     olh_hash,
 )
-from dprelease.mechanism.noise import NoiseSource
 
 P_MIN = 1e-4
 

@@ -33,7 +33,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 from dprelease.errors import ConfigError
-from dprelease.local._exact import (
+from dprelease.mechanism.randomized._exact import (
     ByteStream,
     bernoulli_one_over_one_plus_exp,
     byte_reader,

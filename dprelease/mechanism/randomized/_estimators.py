@@ -30,7 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dprelease.local._randomizers import PRIME, Randomizer
+from dprelease.mechanism.randomized._randomizers import PRIME, Randomizer
 
 #: Φ⁻¹(0.975): a 95% margin is this many standard deviations.
 Z95 = 1.959963984540054
