@@ -200,6 +200,11 @@ class SpecChanged(LedgerError):
     """The release slot was released from another spec; re-releasing it must be asked for."""
 
 
+class WaveNotRecorded(LedgerError):
+    """A release of a local-DP wave's answers whose wave the ledger has no (matching) record of:
+    its ε was not charged."""
+
+
 class ReservationMismatch(LedgerError):
     """The slot has an open reservation for another spec or ε; void it before releasing."""
 

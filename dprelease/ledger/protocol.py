@@ -170,9 +170,9 @@ def reserve(
     """
     if not spec_hash:
         raise LedgerError(f"release {release_id!r}: a reservation needs the spec hash")
-    run = _Run(
-        release_id, scope, period, exact_epsilon(epsilon), spec_hash, run_id, terms.measure.symbol
-    )
+    # 0 only for a release of randomized answers (post-processing: recorded, charged nothing)
+    amount = Fraction(0) if epsilon == 0 else exact_epsilon(epsilon)
+    run = _Run(release_id, scope, period, amount, spec_hash, run_id, terms.measure.symbol)
     scope_row = _scope_row(db, conn, scope, creating=new_scope_cap is not None)
     if scope_row is None:
         if (problem := scope_name_problem(scope)) is not None:

@@ -22,6 +22,7 @@ from dprelease.mechanism.kinds import (
     Allocated,
     Context,
     Measurement,
+    Prerequisite,
     QuantileAllocation,
     kind_of,
     quantile_allocations,
@@ -72,6 +73,11 @@ class Allocation:
         """The measurements released in the column's units (each gets a decimal place)."""
         return [name for a in self.statistics for name in a.published()]
 
+    @property
+    def prerequisites(self) -> list[Prerequisite]:
+        """The ledger records the release rests on (a local-DP wave's charge)."""
+        return [p for a in self.statistics for p in a.prerequisites()]
+
     def row_plan(self, resolved: ResolvedSpec, period: Period | None) -> RowPlan:
         """What the engine computes for this allocation: the rows of every cell, a sum per
         measurement that sums row values, each statistic's histograms (`Allocated.histograms`),
@@ -80,8 +86,10 @@ class Allocation:
         columns += [c for a in self.statistics for c in a.read_columns()]
         reads = list(dict.fromkeys(columns))
         sums = [units for m in self.measurements if (units := m.units(reads)) is not None]
+        tallies = [units for a in self.statistics for units in a.tallies()]
         points = [point for a in self.statistics for point in a.histograms(reads)]
-        vectors = [m.name for m in self.measurements]
+        vectors = [m.name for m in self.measurements] + [units.name for units in tallies]
+        sums += tallies
         return RowPlan.of(resolved, period, reads, vectors, sums, points)
 
 
@@ -128,13 +136,13 @@ def allocate(
     key selections may spend (docs/selection.md); it is refused without one.
     """
     spec = resolved.spec
-    if loss.amount <= 0:
+    spending = spending_statistics(resolved)
+    if loss.amount <= 0 and (spending or resolved.selected):
         raise SpecError("epsilon", f"{loss.measure.symbol} must be > 0")
     family = noise_family(mechanism)
     if loss.measure not in family.spends:
         raise SpecError("release.mechanism", family.refusal)
     ctx = Context(resolved, neighbours, mechanism, loss.measure)
-    spending = spending_statistics(resolved)
     accuracy_first = _targeted(spending)
     weights = (
         [kind_of(s).need(s, ctx) for s in spending]
@@ -142,7 +150,8 @@ def allocate(
         else [Fraction(s.weight or 1) for s in spending]
     )
     selecting = _selecting(resolved, accuracy_first, selection_delta)
-    shares = loss.split([*weights, *(Fraction(d.weight or 1) for _, d in selecting)])
+    parts = [*weights, *(Fraction(d.weight or 1) for _, d in selecting)]
+    shares = loss.split(parts) if parts else []
     share_of = dict(zip([s.name for s in spending], shares, strict=False))
     nothing = PrivacyLoss(loss.measure, Fraction(0))
     owned: dict[str, Measurement] = {}

@@ -17,6 +17,7 @@ nothing. Without a ledger
 """
 
 from dprelease.publish._budget import (
+    ANSWER_TERMS,
     Budget,
     Options,
     composition_of,
@@ -25,7 +26,13 @@ from dprelease.publish._budget import (
 )
 from dprelease.publish._files import RELEASE_FILES, release_folder_problem, write_release_files
 from dprelease.publish._prepared import PreparedRelease, Release, noise_source_entry, prepare
-from dprelease.publish._record import STATUS_TEXT, Recorded, publish, record_release
+from dprelease.publish._record import (
+    STATUS_TEXT,
+    Recorded,
+    check_prerequisite,
+    publish,
+    record_release,
+)
 from dprelease.publish._validate import (
     PRIVACY_CONFIG_ENV,
     SPECS_DIR_ENV,
@@ -34,6 +41,7 @@ from dprelease.publish._validate import (
 )
 
 __all__ = [
+    "ANSWER_TERMS",
     "PRIVACY_CONFIG_ENV",
     "RELEASE_FILES",
     "SPECS_DIR_ENV",
@@ -44,6 +52,7 @@ __all__ = [
     "Recorded",
     "Release",
     "Validation",
+    "check_prerequisite",
     "composition_of",
     "decide_budget",
     "noise_source_entry",

@@ -162,6 +162,8 @@ def decide_budget(
     if scope is not None and (problem := scope_name_problem(scope)) is not None:
         raise ConfigError(options.path(options.scope), problem)
     name = scope or (resolved.publish.scope if resolved.publish else None) or spec.name
+    if spec.of_randomized_answers:
+        return _answers_budget(name, ledger, new_ledger, epsilon, rho, options)
     if epsilon is not None and rho is not None:
         raise ConfigError(options.path(options.epsilon), f"give {options.epsilon} or rho, not both")
     choice = profile_cap = profile = None
@@ -251,6 +253,61 @@ def decide_budget(
         else None,
         choice=choice,
         profile=profile,
+    )
+
+
+#: What a scope of local-DP waves keeps for life (`dprelease.local`'s waves are charged under
+#: these terms): pure ε composed sequentially, each report (one row) a unit, `answer` neighbours.
+ANSWER_TERMS = ScopeTerms(
+    "sequential", Measure.PURE, None, ProtectedChange.ANSWER, PrivacyUnit(None), None
+)
+
+
+def _answers_budget(
+    name: str,
+    ledger: Ledger | None,
+    new_ledger: bool,
+    epsilon: Fraction | None,
+    rho: Fraction | None,
+    options: Options,
+) -> Budget:
+    """The budget of a release of randomized answers: nothing, in the scope its waves were
+    charged to (which must exist in the ledger, with a wave's terms: a central scope is
+    refused, NeighboursMismatch). The waves themselves are checked when it is recorded
+    (`Allocation.prerequisites`)."""
+    if epsilon is not None or rho is not None:
+        option = options.epsilon if epsilon is not None else options.rho
+        raise ConfigError(
+            options.path(option),
+            "a release of randomized answers spends nothing (each wave's ε was charged when "
+            f"its answers were given); remove {option}",
+        )
+    if new_ledger:
+        raise UnknownScope(
+            f"budget scope {name!r} does not exist: the ledger does not exist yet; record the "
+            "wave first (`dprelease local wave`), which charges its ε to the scope"
+        )
+    existing = None
+    if ledger is not None:
+        try:
+            existing = ledger.status(name)[0]
+        except UnknownScope:
+            raise UnknownScope(
+                f"budget scope {name!r} has no recorded wave: record the wave first "
+                "(`dprelease local wave`), which charges its ε there; name the wave's scope "
+                "(publish.scope, --scope)"
+            ) from None
+        if conflict := terms_conflict(name, existing.terms, ANSWER_TERMS):
+            raise conflict
+    return Budget(
+        loss=PrivacyLoss(Measure.PURE, Fraction(0)),
+        change=ProtectedChange.ANSWER,
+        scope=name,
+        composition="sequential",
+        cap=None if existing is None else existing.cap,
+        profile_cap=None,
+        new_scope=False,
+        unit=PrivacyUnit(None),
     )
 
 

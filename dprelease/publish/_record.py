@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from dprelease import operator
-from dprelease.errors import ConfigError, DataError
+from dprelease.errors import ConfigError, DataError, WaveNotRecorded
 from dprelease.ledger import (
     Ledger,
     ReleaseConflict,
@@ -32,6 +32,7 @@ from dprelease.ledger import (
     make_release_id,
 )
 from dprelease.loss import amount_text
+from dprelease.mechanism.kinds import Prerequisite
 from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.publish._files import release_folder_problem, write_release_files
 from dprelease.publish._prepared import PreparedRelease
@@ -87,6 +88,8 @@ class Recorded:
 
     def describe(self) -> str:
         """What the ledger did, in words (safe to show anywhere: depends on no data)."""
+        if self.status == "reserved" and self.requested_epsilon == 0:
+            return "released and recorded, charged nothing (post-processing of randomized answers)"
         if self.status != "committed":
             return STATUS_TEXT[self.status]
         day = self.stored.committed_at.strftime("%Y-%m-%d")
@@ -144,6 +147,8 @@ def record_release(
     source = noise or default_noise_source()
     require_private(source, allow_unsafe=allow_unsafe_noise)  # refuse before charging anything
     budget = prepared.budget
+    for prerequisite in prepared.allocation.prerequisites:
+        check_prerequisite(ledger, prerequisite, budget.scope)
     period = None if prepared.period is None else str(prepared.period)
     release_id = make_release_id(asset or prepared.resolved.spec.name, period)
     on_stage("reserving budget")
@@ -197,6 +202,31 @@ def record_release(
     if (warning := recorded.input_warning()) is not None:
         operator.warn(warning)
     return recorded
+
+
+def check_prerequisite(ledger: Ledger, prerequisite: Prerequisite, scope: str) -> None:
+    """The ledger holds the record the release rests on (a wave's charge), made with its
+    parameters in its scope; WaveNotRecorded before anything is reserved otherwise."""
+    what = prerequisite.what
+    stored = ledger.stored_release(prerequisite.release_id)
+    if stored is None:
+        raise WaveNotRecorded(
+            f"{what} is not recorded in ledger {ledger.display_url}: its ε is spent when the "
+            "answers are given, so record the wave before collecting (`dprelease local wave "
+            "--spec FILE`, dp.local.record_wave) and release its answers after"
+        )
+    if stored.spec_hash != prerequisite.spec_hash:
+        raise WaveNotRecorded(
+            f"{what} was recorded with other parameters than this spec states (question, "
+            "answers, mechanism, ε or randomizer version); state the wave's parameters as "
+            "recorded (`dprelease local wave` prints them)"
+        )
+    recorded_scope = stored.manifest.get("scope")
+    if recorded_scope != scope:
+        raise WaveNotRecorded(
+            f"{what} was charged to budget scope {recorded_scope!r}, not {scope!r}: release "
+            f"its answers in that scope (publish.scope: {recorded_scope}, or --scope)"
+        )
 
 
 def _input_changed(

@@ -50,6 +50,8 @@ from dprelease.spec._publish import (
     TableFormat,
     missing_writer,
 )
+from dprelease.spec._randomized import *  # noqa: F403 - answers randomized on the device
+from dprelease.spec._randomized import __all__ as _RANDOMIZED
 from dprelease.spec._ratio import *  # noqa: F403 - the ratios' models
 from dprelease.spec._ratio import __all__ as _RATIOS
 from dprelease.spec._resolved import ResolvedSpec
@@ -75,6 +77,7 @@ from dprelease.spec._values import (
 
 __all__ = [
     *_STATISTICS,
+    *_RANDOMIZED,
     *_RATIOS,
     "STATISTIC_KINDS",
     "Statistic",

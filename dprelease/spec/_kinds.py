@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from dprelease.spec._randomized import RandomizedStatistic
 from dprelease.spec._ratio import RatioStatistic, ShareStatistic
 from dprelease.spec._statistics import (
     CountStatistic,
@@ -25,7 +26,8 @@ Statistic = Annotated[
     | MeanStatistic
     | QuantileStatistic
     | ShareStatistic
-    | RatioStatistic,
+    | RatioStatistic
+    | RandomizedStatistic,
     Field(discriminator="kind"),
 ]
 STATISTIC_KINDS = tuple(kind.value for kind in StatisticKind)

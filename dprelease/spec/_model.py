@@ -296,6 +296,12 @@ class ReleaseSpec(Strict):
                 "or leave it out (it defaults to that product)",
             )
 
+    @property
+    def of_randomized_answers(self) -> bool:
+        """Whether it releases answers randomized on the respondents' devices (local DP; then
+        it holds nothing else): it spends nothing, in the scope its waves were charged to."""
+        return any(stat.randomized for stat in self.statistics)
+
     def survey_weight_of(self, stat: StatisticModel) -> SurveyWeight | None:
         """The survey weight a statistic is weighted by: its own, else the release's (None:
         every row counts once, and always for a kind that is never weighted)."""

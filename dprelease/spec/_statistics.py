@@ -62,6 +62,7 @@ class StatisticKind(StrEnum):
     SHARE = "share"
     MEDIAN = "median"  # a quantile at p = 1/2
     RATIO = "ratio"
+    RANDOMIZED = "randomized"  # answers randomized on the respondent's device (local DP)
 
 
 class PublishedAs(StrEnum):
@@ -92,6 +93,9 @@ class _StatisticBase(Renamed):
     provides: ClassVar[str | None] = None
     #: What publication may do with its values (`PublishedAs`).
     published_as: ClassVar[PublishedAs] = PublishedAs.TOTAL
+    #: Whether it is computed from answers randomized on the respondent's device (local DP):
+    #: it spends nothing at release, and its release holds nothing else.
+    randomized: ClassVar[bool] = False
 
     def value_columns(self) -> list[str]:
         """Its released value columns (a quantile's one per p), each with its own flag."""
@@ -135,6 +139,10 @@ class _StatisticBase(Renamed):
 
     def category_reads(self) -> dict[str, tuple[str | float, ...]]:
         """The input columns it compares with public categories (named by its `column`)."""
+        return {}
+
+    def report_reads(self) -> dict[str, str]:
+        """The input columns of randomized reports it reads, and the field that names each."""
         return {}
 
     def output_columns(self) -> list[str]:

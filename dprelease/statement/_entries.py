@@ -80,6 +80,30 @@ MARGIN_OF_ERROR = (
 )
 
 
+#: What a release of randomized answers states instead of a central release's words.
+ANSWERS_GUARANTEE = (
+    "ε-local DP for each respondent's answer, from the device that randomized it before it was "
+    "sent (each statistic's guarantee); this release is post-processing of those reports and "
+    "of the public key columns, and charged nothing: each wave's ε was charged to its scope "
+    "when the wave was recorded"
+)
+ANSWERS_MECHANISM = (
+    "randomized response on the respondent's device (each statistic's mechanism); no noise is "
+    "added at release"
+)
+ANSWERS_COMPOSITION = (
+    "none at release: post-processing of reports randomized on the devices, charged nothing; "
+    "each wave's ε is charged to its scope once, when the wave is recorded"
+)
+ANSWERS_ESTIMATOR = (
+    "each margin row is de-biased from its cells' pooled reports (their respondents and support "
+    "counts added up), so without the projection it is the sum of its cells' unbiased "
+    "estimates; with the projection it is the sum of its projected cells (each statistic's "
+    "margin_of_error says how its margin widens)"
+)
+ANSWERS_NULLS = "a null report is a respondent who did not answer: not counted in the respondents"
+
+
 def _guarantee(spec: ReleaseSpec, measure: Measure = Measure.PURE) -> str:
     """What the loss protects, in words; under parallel periods only a person within one
     period."""
@@ -136,7 +160,8 @@ def build_manifest(
     outcome = None if margins is None else Outcome.planned(margins)
     total = spent(plan.total)
     weighted = any(m.survey_weight for m in plan.measurements)
-    return Manifest(
+    local = spec.of_randomized_answers
+    manifest = Manifest(
         format=ZCDP_MANIFEST_FORMAT if zcdp else MANIFEST_FORMAT,
         measure=measure,
         delta=delta if zcdp else None,
@@ -179,6 +204,33 @@ def build_manifest(
         selection_delta=float(plan.selection_delta) if plan.selections else None,
         noise_source=noise_source,
     )
+    return with_randomized_words(manifest) if local else manifest
+
+
+def with_randomized_words(manifest: Manifest) -> Manifest:
+    """A release of randomized answers' manifest: what it guarantees, how it composes and how
+    its margin rows are made, in its own words (the central release's do not apply)."""
+    update: dict[str, object] = {
+        "guarantee": ANSWERS_GUARANTEE,
+        "mechanism": ANSWERS_MECHANISM,
+        "composition": ANSWERS_COMPOSITION,
+        "nulls": ANSWERS_NULLS,
+        "privacy_unit": "each respondent's report (one row)",
+    }
+    update["postprocessing"] = manifest.postprocessing.model_copy(
+        update={"rounding": "none: the estimates as they are (publication may round them)"}
+    )
+    if manifest.margins is not None:
+        levels = [level.model_copy(update={"share": "0"}) for level in manifest.margins.levels]
+        update["margins"] = manifest.margins.model_copy(
+            update={
+                "levels": levels,
+                "estimator": ANSWERS_ESTIMATOR,
+                "rounding": "none: the estimates as they are",
+                "margin_of_error": "each statistic's margin_of_error",
+            }
+        )
+    return manifest.model_copy(update=update)
 
 
 def _group_by_entries(resolved: ResolvedSpec) -> list[GroupByEntry]:
@@ -211,7 +263,7 @@ def with_outcome(
 ) -> Manifest:
     """The manifest as the release's post-processing left it: its rounding bounds and any
     solver fallback (they depend on the noisy values only)."""
-    return manifest.model_copy(
+    updated = manifest.model_copy(
         update={
             "margins": margins_entry(margins, outcome),
             "statistics": [
@@ -219,6 +271,7 @@ def with_outcome(
             ],
         }
     )
+    return with_randomized_words(updated) if manifest.mechanism == ANSWERS_MECHANISM else updated
 
 
 def margins_entry(margins: MarginAccuracy, outcome: Outcome) -> MarginsEntry:

@@ -21,8 +21,9 @@ read is computed once, and the aggregates of disjoint inputs add up (a site's pl
 is the pooled one's).
 
 The vocabulary of aggregate shapes is what statistic kinds ask for: rows per cell (always), a
-sum of `Units` per cell (each factor a `Number`, or `InCategories`: 1 where a column holds one of
-public categories), a histogram of `GridPoint`s per cell, and for key selection the distinct
+sum of `Units` per cell (each factor a `Number`, `InCategories`: 1 where a column holds one of
+public categories, or `Reported`: 1 where a randomized report says so), a histogram of
+`GridPoint`s per cell, and for key selection the distinct
 units per key of a selected group-by, each unit bounded to G keys (`DistinctUnits`). A new shape
 is a new term here and its translation in each engine.
 """
@@ -30,10 +31,11 @@ is a new term here and its translation in each engine.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import polars as pl
 
+from dprelease.mechanism.randomized import PRIME, Randomizer
 from dprelease.period import Period
 from dprelease.spec import ResolvedSpec, SelectDomain
 
@@ -47,8 +49,12 @@ __all__ = [
     "InCategories",
     "KeyNeed",
     "Need",
+    "OLH_PRIME",
+    "OLH_REPORT",
     "Number",
     "NumberNeed",
+    "ReportNeed",
+    "Reported",
     "RowPlan",
     "Units",
     "key_dtype_fits",
@@ -96,6 +102,41 @@ class InCategories:
         return any(isinstance(category, float) for category in self.categories)
 
 
+#: An OLH report: "a:b:y", the hash's seeds and the bucket (`Reported`); the modulus of its hash.
+OLH_REPORT = r"^(\d{1,10}):(\d{1,10}):(\d{1,10})$"
+OLH_PRIME = PRIME
+
+#: What a `Reported` factor tests of a row's randomized report.
+ReportTest = Literal["answered", "supports", "malformed", "stale"]
+
+
+@dataclass(frozen=True)
+class Reported:
+    """Local DP: 1 where a row's randomized report (in `column`, made by `randomizer` on the
+    respondent's device) passes `test`, else 0. A null report is no answer: 0 for every test.
+
+    * "answered": there is a report;
+    * "supports": the report supports answer number `answer` (k-RR: the report is that answer,
+      compared as the domain's type; OUE: its character `answer` is 1; OLH: the hash with the
+      report's seeds maps `answer` to its bucket);
+    * "malformed": the report is not one this randomizer can give (an answer outside the
+      domain, a bit string of another length, OLH seeds or a bucket out of range);
+    * "stale": the report's `hash_column` is missing or not `expected`, the wave's hash.
+
+    The columns are read as they are (`RowPlan.categories`), as `InCategories`' are."""
+
+    column: str
+    randomizer: Randomizer
+    test: ReportTest
+    answer: int = 0
+    hash_column: str = ""
+    expected: str = ""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column, self.hash_column) if self.test == "stale" else (self.column,)
+
+
 @dataclass(frozen=True)
 class Units:
     """What each kept row adds to the sum named `name`: the product of its `factors` (a value,
@@ -104,7 +145,7 @@ class Units:
     integers noised whatever the rounding did)."""
 
     name: str
-    factors: tuple[Number | InCategories, ...]
+    factors: tuple[Number | InCategories | Reported, ...]
     granularity: float
     lower_units: int
     upper_units: int
@@ -241,6 +282,37 @@ class CategoryNeed:
 
 
 @dataclass(frozen=True)
+class ReportNeed:
+    """A column of randomized reports: k-RR's are answers of the domain (text, integers or
+    booleans, as the domain), OUE's and OLH's text; `hashes`: the column of each report's
+    wave_hash (text)."""
+
+    randomizer: Randomizer | None  # None: the hash column
+    why: str
+
+    def fits(self, dtype: pl.DataType, untyped: bool) -> bool:
+        if untyped or dtype == pl.Null:
+            return True
+        text = dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum)
+        if self.randomizer is None or self.randomizer.mechanism != "krr":
+            return dtype == pl.String
+        wanted = pl.Series(list(self.randomizer.domain)).dtype
+        if wanted == pl.String:
+            return text
+        if wanted == pl.Boolean:
+            return dtype == pl.Boolean or text
+        return dtype.is_numeric()  # integer answers: a float column (pandas' with nulls) too
+
+    def refusal(self, dtype: pl.DataType) -> str:
+        if self.randomizer is None:
+            return f"has dtype {dtype} but holds {self.why} (text)"
+        if self.randomizer.mechanism == "krr":
+            wanted = pl.Series(list(self.randomizer.domain)).dtype
+            return f"has dtype {dtype} but holds {self.why}: answers of the domain ({wanted})"
+        return f"has dtype {dtype} but holds {self.why}: {self.randomizer.mechanism} reports (text)"
+
+
+@dataclass(frozen=True)
 class RowPlan:
     """Everything an engine does to one input (see the module): decided from the resolved spec,
     the period and the statistics' aggregate requests, never from the data."""
@@ -311,6 +383,8 @@ class RowPlan:
                 paths.setdefault(column, f"release.statistics[{i}].{named_by}")
             for column in stat.category_reads():
                 paths.setdefault(column, f"release.statistics[{i}].column")
+            for column, named_by in stat.report_reads().items():
+                paths.setdefault(column, f"release.statistics[{i}].{named_by}")
         weights = _weights_read(resolved)
         for column, path in weights.items():
             paths.setdefault(column, path)
@@ -333,6 +407,13 @@ class RowPlan:
                 numbers = any(isinstance(v, float) for v in values)
                 needs.append((column, CategoryNeed(numbers, f"statistic {stat.name!r}")))
         compared = [f.column for u in sums for f in u.factors if isinstance(f, InCategories)]
+        reported = [f for u in sums for f in u.factors if isinstance(f, Reported)]
+        for term in reported:
+            compared += term.columns
+            if term.test == "answered":
+                needs.append((term.column, ReportNeed(term.randomizer, "randomized reports")))
+            if term.test == "stale":
+                needs.append((term.hash_column, ReportNeed(None, "each report's wave_hash")))
         if spec.period is not None:
             needs.append((spec.period.column, DateNeed()))
         return cls(

@@ -16,9 +16,12 @@ from dprelease.mechanism.engines._inputs import (
     Declared,
 )
 from dprelease.mechanism.engines._plan import (
+    OLH_PRIME,
+    OLH_REPORT,
     GridPoint,
     InCategories,
     Number,
+    Reported,
     RowPlan,
     Units,
 )
@@ -110,12 +113,80 @@ def _in_categories(term: InCategories, plan: RowPlan) -> pl.Expr:
     return typed.is_in(list(term.categories)).fill_null(False).cast(pl.Float64)
 
 
+def _is(answer: object, report: pl.Expr) -> pl.Expr:
+    """A k-RR report equals `answer`, compared as the domain's type: text as text, integers as
+    numbers (text parsed: "1" and 1.0 are 1), booleans as their text (true, True)."""
+    if isinstance(answer, bool):
+        return report.cast(pl.String).str.to_lowercase().eq("true" if answer else "false")
+    if isinstance(answer, int):
+        return report.cast(pl.Float64, strict=False).eq(float(answer))
+    return report.cast(pl.String).eq(answer)
+
+
+def _olh_parts(report: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    parts = report.cast(pl.String).str.extract_groups(OLH_REPORT)
+    a, b, y = (parts.struct.field(str(i)).cast(pl.Int64, strict=False) for i in (1, 2, 3))
+    return a, b, y
+
+
+def _supports(term: Reported, report: pl.Expr, answer: int) -> pl.Expr:
+    """Whether a report supports answer number `answer` (`Reported`)."""
+    randomizer = term.randomizer
+    if randomizer.mechanism == "krr":
+        return _is(randomizer.domain[answer], report)
+    if randomizer.mechanism == "oue":
+        return report.cast(pl.String).str.slice(answer, 1) == "1"
+    assert randomizer.g is not None
+    a, b, y = _olh_parts(report)
+    return ((a * answer + b) % OLH_PRIME) % randomizer.g == y
+
+
+def _well_formed(term: Reported, report: pl.Expr) -> pl.Expr:
+    """Whether a report is one the randomizer can give."""
+    randomizer = term.randomizer
+    if randomizer.mechanism == "krr":
+        return pl.any_horizontal(_supports(term, report, j) for j in range(randomizer.k))
+    text = report.cast(pl.String)
+    if randomizer.mechanism == "oue":
+        return text.str.contains(f"^[01]{{{randomizer.k}}}$")
+    assert randomizer.g is not None
+    a, b, y = _olh_parts(report)
+    return (
+        text.str.contains(OLH_REPORT)
+        & a.is_between(1, OLH_PRIME - 1)
+        & b.is_between(0, OLH_PRIME - 1)
+        & y.is_between(0, randomizer.g - 1)
+    )
+
+
+def _reported(term: Reported, plan: RowPlan) -> pl.Expr:
+    """1.0 where the row's report passes the term's test (`Reported`), else 0.0."""
+    report = pl.col(_category(plan.categories.index(term.column)))
+    present = report.is_not_null()
+    if term.test == "answered":
+        passed = present
+    elif term.test == "stale":
+        sealed = pl.col(_category(plan.categories.index(term.hash_column))).cast(pl.String)
+        passed = present & (sealed != term.expected).fill_null(True)
+    elif term.test == "supports":
+        passed = present & _supports(term, report, term.answer)
+    else:
+        passed = present & ~_well_formed(term, report).fill_null(False)
+    return passed.fill_null(False).cast(pl.Float64)
+
+
+def _factor(factor: Number | InCategories | Reported, plan: RowPlan) -> pl.Expr:
+    if isinstance(factor, Number):
+        return _number(factor)
+    if isinstance(factor, InCategories):
+        return _in_categories(factor, plan)
+    return _reported(factor, plan)
+
+
 def _units_of(units: Units, plan: RowPlan) -> pl.Expr:
     """What a row adds to a sum in integer units: the product of its factors, rounded half to
     even to units of the granularity, then clamped to the range in units."""
-    factors = [
-        _number(f) if isinstance(f, Number) else _in_categories(f, plan) for f in units.factors
-    ]
+    factors = [_factor(f, plan) for f in units.factors]
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
     product = product.fill_null(0.0)  # a dropped factor without a value: the row adds 0
     rounded = (product / units.granularity).round()

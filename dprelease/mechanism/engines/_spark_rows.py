@@ -17,10 +17,13 @@ from pyspark.sql.window import WindowSpec
 
 from dprelease.errors import SchemaError
 from dprelease.mechanism.engines._plan import (
+    OLH_PRIME,
+    OLH_REPORT,
     Bounding,
     GridPoint,
     InCategories,
     Number,
+    Reported,
     RowPlan,
     Units,
 )
@@ -144,14 +147,88 @@ def _in_categories(term: InCategories, plan: RowPlan) -> Column:
     return F.when(typed.isin(list(term.categories)), F.lit(1.0)).otherwise(F.lit(0.0))
 
 
+def _is(answer: object, report: Column) -> Column:
+    """A k-RR report equals `answer`, compared as the polars engine compares it."""
+    if isinstance(answer, bool):
+        return F.lower(report.cast(T.StringType())) == F.lit("true" if answer else "false")
+    if isinstance(answer, int):
+        return report.try_cast(T.DoubleType()) == F.lit(float(answer))
+    return report.cast(T.StringType()) == F.lit(answer)
+
+
+def _olh_parts(report: Column) -> tuple[Column, Column, Column]:
+    text = report.cast(T.StringType())
+    return tuple(  # type: ignore[return-value]
+        F.when(text.rlike(OLH_REPORT), F.regexp_extract(text, OLH_REPORT, i)).try_cast(T.LongType())
+        for i in (1, 2, 3)
+    )
+
+
+def _supports(term: Reported, report: Column, answer: int) -> Column:
+    """Whether a report supports answer number `answer` (`Reported`)."""
+    randomizer = term.randomizer
+    if randomizer.mechanism == "krr":
+        return _is(randomizer.domain[answer], report)
+    if randomizer.mechanism == "oue":
+        return F.substring(report.cast(T.StringType()), answer + 1, 1) == F.lit("1")
+    assert randomizer.g is not None
+    a, b, y = _olh_parts(report)
+    return ((a * answer + b) % OLH_PRIME) % randomizer.g == y
+
+
+def _well_formed(term: Reported, report: Column) -> Column:
+    randomizer = term.randomizer
+    if randomizer.mechanism == "krr":
+        found = [F.coalesce(_supports(term, report, j), F.lit(False)) for j in range(randomizer.k)]
+        any_of = found[0]
+        for one in found[1:]:
+            any_of = any_of | one
+        return any_of
+    text = report.cast(T.StringType())
+    if randomizer.mechanism == "oue":
+        return text.rlike(f"^[01]{{{randomizer.k}}}$")
+    assert randomizer.g is not None
+    a, b, y = _olh_parts(report)
+    return (
+        text.rlike(OLH_REPORT)
+        & a.between(1, OLH_PRIME - 1)
+        & b.between(0, OLH_PRIME - 1)
+        & y.between(0, randomizer.g - 1)
+    )
+
+
+def _reported(term: Reported, plan: RowPlan) -> Column:
+    """1.0 where the row's report passes the term's test (`Reported`), else 0.0."""
+    report = F.col(f"category{plan.categories.index(term.column)}")
+    present = report.isNotNull()
+    if term.test == "answered":
+        passed = present
+    elif term.test == "stale":
+        sealed = F.col(f"category{plan.categories.index(term.hash_column)}")
+        passed = present & F.coalesce(
+            sealed.cast(T.StringType()) != F.lit(term.expected), F.lit(True)
+        )
+    elif term.test == "supports":
+        passed = present & _supports(term, report, term.answer)
+    else:
+        passed = present & ~F.coalesce(_well_formed(term, report), F.lit(False))
+    return F.when(F.coalesce(passed, F.lit(False)), F.lit(1.0)).otherwise(F.lit(0.0))
+
+
+def _factor(factor: Number | InCategories | Reported, plan: RowPlan) -> Column:
+    if isinstance(factor, Number):
+        return _value(factor)
+    if isinstance(factor, InCategories):
+        return _in_categories(factor, plan)
+    return _reported(factor, plan)
+
+
 def _units(units: Units, plan: RowPlan) -> Column:
     """What a row adds to a sum in integer units, as the polars engine computes it: the product
     of its factors, rounded half to even (as polars' `round`), clamped to the range in units: a
     BIGINT (|units| ≤ 2^53), narrower than the DECIMAL(38,0) sums while rows are shuffled and
     sorted."""
-    factors = [
-        _value(f) if isinstance(f, Number) else _in_categories(f, plan) for f in units.factors
-    ]
+    factors = [_factor(f, plan) for f in units.factors]
     product = factors[0] if len(factors) == 1 else factors[0] * factors[1]
     product = F.coalesce(product, F.lit(0.0))  # a dropped factor without a value: adds 0
     rounded = F.rint(product / F.lit(units.granularity)).try_cast(T.LongType())

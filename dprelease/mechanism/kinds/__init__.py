@@ -13,7 +13,7 @@ and one line in `KINDS`; its manifest entry joins the manifest through the regis
 outside this folder asks which kind a statistic is.
 """
 
-from dprelease.mechanism.kinds._kind import Allocated, Context, Kind
+from dprelease.mechanism.kinds._kind import Allocated, Context, Kind, Prerequisite
 from dprelease.mechanism.kinds._measurement import (
     MarginMeasurement,
     Measurement,
@@ -40,13 +40,30 @@ from dprelease.mechanism.kinds.quantile import (
     QuantileValueEntry,
     quantile_allocations,
 )
+from dprelease.mechanism.kinds.randomized import (
+    MalformedReports,
+    RandomizedAllocation,
+    RandomizedEntry,
+    RandomizedKind,
+    ReportsOfAnotherConfiguration,
+    WaveEntry,
+    wave_slot,
+)
 from dprelease.mechanism.kinds.ratio import RatioAllocation, RatioEntry, RatioKind
 from dprelease.mechanism.kinds.share import Share, ShareAllocation, ShareEntry
 from dprelease.mechanism.kinds.sum import Sum, SumAllocation, SumEntry
 from dprelease.spec import StatisticModel
 
 #: The registry: every statistic kind, in the order their manifest entries are listed.
-KINDS: tuple[Kind, ...] = (Count(), Sum(), Mean(), Quantile(), Share(), RatioKind())
+KINDS: tuple[Kind, ...] = (
+    Count(),
+    Sum(),
+    Mean(),
+    Quantile(),
+    Share(),
+    RatioKind(),
+    RandomizedKind(),
+)
 _BY_NAME = {name: kind for kind in KINDS for name in kind.names}
 #: Every kind's manifest entry model (the manifest's `statistics` are one of these).
 ENTRY_MODELS: tuple[type[ReleasedEntry], ...] = tuple(kind.entry for kind in KINDS)
@@ -68,6 +85,7 @@ __all__ = [
     "ExactRational",
     "Kind",
     "LevelMeasurementEntry",
+    "MalformedReports",
     "MarginMeasurement",
     "MeanAllocation",
     "MeanEntry",
@@ -77,18 +95,24 @@ __all__ = [
     "MoeRange",
     "QuantileAllocation",
     "QuantileEntry",
+    "Prerequisite",
     "QuantileValueEntry",
+    "RandomizedAllocation",
+    "RandomizedEntry",
     "RatioAllocation",
     "RatioEntry",
     "ReleasedEntry",
+    "ReportsOfAnotherConfiguration",
     "ShareAllocation",
     "ShareEntry",
     "SumAllocation",
     "SumEntry",
     "SurveyWeightEntry",
+    "WaveEntry",
     "auto_granularity",
     "granularity_references",
     "kind_of",
     "quantile_allocations",
     "spent",
+    "wave_slot",
 ]

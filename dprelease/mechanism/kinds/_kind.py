@@ -33,7 +33,7 @@ import polars as pl
 from dprelease.change import ProtectedChange
 from dprelease.errors import SpecError
 from dprelease.loss import Measure, Mechanism, PrivacyLoss
-from dprelease.mechanism.engines import ExactAggregates, GridPoint
+from dprelease.mechanism.engines import ExactAggregates, GridPoint, Units
 from dprelease.mechanism.kinds._measurement import Measurement, Measuring
 from dprelease.mechanism.kinds._stated import ReleasedEntry
 from dprelease.mechanism.margins import MarginAccuracy, Measured, Outcome
@@ -53,6 +53,17 @@ class Context:
     @property
     def measuring(self) -> Measuring:
         return Measuring(self.resolved, self.neighbours, self.mechanism)
+
+
+@dataclass(frozen=True)
+class Prerequisite:
+    """A ledger record a release rests on, checked before it is recorded (`publish`): a
+    local-DP wave whose ε was charged when its answers were given, recorded in the release's
+    scope with these parameters (`spec_hash`)."""
+
+    release_id: str
+    spec_hash: str
+    what: str  # the record in words, for the refusal: "wave 'diabetes-1976'"
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,15 @@ class Allocated:
 
     def read_columns(self) -> list[str]:
         """The value columns its histograms read (its measurements' are their own)."""
+        return []
+
+    def tallies(self) -> list[Units]:
+        """Exact sums it reads without noise, because what they sum was randomized before it
+        was collected (local DP's reports): row-plan sums besides its measurements'."""
+        return []
+
+    def prerequisites(self) -> list[Prerequisite]:
+        """Ledger records the release rests on (a wave's charge), checked before recording."""
         return []
 
     def select(self, exact: ExactAggregates, cells: int, source: NoiseSource) -> Any:

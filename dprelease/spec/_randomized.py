@@ -1,0 +1,162 @@
+"""`randomized`: per cell, the unbiased count of each answer to a question whose answers were
+randomized on the respondent's device (local DP, docs/local.md), with its 95% margin, and each
+answer's share of the cell's respondents.
+
+    statistics:
+      - name: drug_use
+        kind: randomized
+        column: drug_use             # the column the reports arrive in
+        wave: drug-use-2025-06       # the wave recorded in the ledger (`dprelease local wave`)
+        domain: [never, once, monthly, weekly]
+        epsilon: 1/4                 # ε of each respondent's answer, as the wave's
+        mechanism: krr               # optional, as the wave's: krr, oue or olh
+
+Everything here is the wave's public questionnaire: a release checks that the ledger recorded
+the wave with exactly these parameters. Its ε was spent when the answers were given, so the
+statistic spends nothing: a release of randomized answers is post-processing.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from dprelease.errors import SpecError
+from dprelease.loss import exact_positive
+from dprelease.spec._base import NAME_PATTERN
+from dprelease.spec._statistics import PublishedAs, StatisticKind, StatisticModel
+from dprelease.spec._values import MOE95_SUFFIX
+
+if TYPE_CHECKING:
+    from dprelease.spec._model import ReleaseSpec
+
+__all__ = ["RESPONDENTS_SUFFIX", "SHARE_SUFFIX", "WAVE_ID_PATTERN", "RandomizedStatistic"]
+
+#: A wave's id: its one spelling (lower case), so a wave is never recorded twice under two names.
+WAVE_ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
+#: `<name>_respondents`: the reports per row; `<name>_<answer>_share`: an answer's share.
+RESPONDENTS_SUFFIX = "_respondents"
+SHARE_SUFFIX = "_share"
+#: The most answers a question may have (OUE's reports hold one bit per answer).
+MOST_ANSWERS = 1 << 16
+
+
+def answer_label(answer: str | int | bool) -> str:
+    """An answer as its columns name it: text as it is, integers in digits, true/false."""
+    if isinstance(answer, bool):
+        return "true" if answer else "false"
+    return str(answer)
+
+
+class RandomizedStatistic(StatisticModel):
+    """The answers to one question, randomized on each respondent's device by the wave's
+    randomizer (k-RR, OUE or OLH at ε): per cell and answer the count de-biased from the
+    reports ((C − n·q)/(p − q)), its exact variance's 95% margin, optionally projected onto
+    nonnegative counts that sum to the cell's respondents, and each answer's share."""
+
+    kind: Literal[StatisticKind.RANDOMIZED] = StatisticKind.RANDOMIZED
+    column: str = Field(description="the column of randomized reports (the wave's question)")
+    wave: Annotated[str, Field(pattern=WAVE_ID_PATTERN)] = Field(
+        description="the wave's id, as recorded in the ledger (`dprelease local wave`)"
+    )
+    domain: list[str] | list[int] | list[bool] = Field(
+        description="every answer the question allows, in order (public; the wave's)"
+    )
+    epsilon: Fraction = Field(description="ε of each respondent's answer, exact (the wave's)")
+    mechanism: Literal["krr", "oue", "olh"] | None = Field(
+        default=None,
+        description="the wave's krr, oue or olh; default: k-RR when k < 3e^ε + 2, else OUE "
+        "(OLH if compact)",
+    )
+    compact: bool = Field(default=False, description="the wave's: prefer OLH to OUE")
+    g: Annotated[int, Field(ge=2, lt=(1 << 31) - 1)] | None = Field(
+        default=None, description="the wave's OLH buckets (default round(e^ε) + 1)"
+    )
+    hash_column: Annotated[str, Field(pattern=NAME_PATTERN)] = Field(
+        default="wave_hash",
+        description="the column each report's wave_hash arrives in (the page posts the "
+        "configuration's with every report); a report under another configuration refuses "
+        "the release",
+    )
+    project: bool = Field(
+        default=True,
+        description="project each row's counts onto nonnegative counts that sum to its "
+        "respondents (post-processing; the margins widen by the shift)",
+    )
+    shares: bool = Field(default=True, description="also publish each answer's share of the row")
+
+    weighted: ClassVar[bool] = False
+    randomized: ClassVar[bool] = True
+    published_as: ClassVar[PublishedAs] = PublishedAs.TOTAL
+
+    @field_validator("epsilon", mode="before")
+    @classmethod
+    def _exact(cls, value: Any) -> Fraction:
+        try:
+            return exact_positive(value)
+        except ValueError as exc:
+            raise ValueError(f"ε {exc}") from None
+
+    @field_validator("domain")
+    @classmethod
+    def _answers(cls, values: list[Any]) -> list[Any]:
+        if not 2 <= len(values) <= MOST_ANSWERS:
+            raise ValueError(f"a question needs 2 to {MOST_ANSWERS:,} answers")
+        if len(set(values)) != len(values):
+            raise ValueError("an answer is listed twice")
+        return values
+
+    @model_validator(mode="after")
+    def _buckets(self) -> RandomizedStatistic:
+        if self.g is not None and self.mechanism != "olh":
+            raise SpecError("g", "g is the number of OLH's buckets: set mechanism: olh or drop g")
+        if self.hash_column == self.column:
+            raise SpecError("hash_column", "the reports' wave_hash arrives in a column of its own")
+        return self
+
+    def labels(self) -> list[str]:
+        return [answer_label(answer) for answer in self.domain]
+
+    def value_columns(self) -> list[str]:
+        """Each answer's count: `<name>_<answer>`."""
+        return [f"{self.name}_{label}" for label in self.labels()]
+
+    def share_columns(self) -> list[str]:
+        """Each answer's share of the row's respondents (with `shares`)."""
+        return [f"{column}{SHARE_SUFFIX}" for column in self.value_columns()] if self.shares else []
+
+    def output_columns(self) -> list[str]:
+        """The row's respondents, then per answer its count and margin, then (with `shares`)
+        its share and margin."""
+        counts = [c for column in self.value_columns() for c in (column, column + MOE95_SUFFIX)]
+        shares = [c for column in self.share_columns() for c in (column, column + MOE95_SUFFIX)]
+        return [f"{self.name}{RESPONDENTS_SUFFIX}", *counts, *shares]
+
+    def report_reads(self) -> dict[str, str]:
+        return {self.column: "column", self.hash_column: "hash_column"}
+
+    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+        """A release of randomized answers holds nothing else and protects each report (one
+        row): what its scope keeps (`answer` neighbours, no privacy unit)."""
+        central = next((s for s in spec.statistics if not s.randomized), None)
+        if central is not None:
+            raise SpecError(
+                f"statistics[{index}]",
+                f"a release of randomized answers spends nothing and its scope protects one "
+                f"answer (who answered is public), so it cannot hold {central.name!r}, a "
+                f"{central.kind.value} of confidential rows: release that in a spec of its own",
+            )
+        if spec.privacy_unit is not None:
+            raise SpecError(
+                "privacy_unit",
+                "each report is one respondent's (a row): a release of randomized answers has "
+                "no privacy unit; remove it",
+            )
+        if spec.neighbours is not None:
+            raise SpecError(
+                "neighbours",
+                "a release of randomized answers protects one answer (its wave's terms); "
+                "remove neighbours",
+            )
