@@ -110,7 +110,7 @@ def __getattr__(name: str) -> Any:
         from dprelease._version import version
 
         return version()
-    if name == "local":  # the local-DP face: dp.local.randomize, .record_wave, .release, .plan
+    if name == "local":  # the local-DP face: dp.local.randomize, .record_wave, .plan
         return import_module("dprelease.local")
     module = _EXPORTS.get(name)
     if module is None:

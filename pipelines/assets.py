@@ -14,6 +14,7 @@ broken release asset that fails with its one-line problem (`broken_spec_asset`).
 """
 
 import warnings
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from fractions import Fraction
 from pathlib import Path
@@ -230,11 +231,19 @@ def monthly_partitions(release: ResolvedSpec) -> dg.MonthlyPartitionsDefinition:
     return dg.MonthlyPartitionsDefinition(start_date=first, end_date=end, fmt="%Y-%m")
 
 
-def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
+def release_asset(
+    release: ResolvedSpec,
+    *,
+    deps: Sequence[dg.AssetKey] = (),
+    group_name: str = "releases",
+    demo_source: Callable[[Path], None] | None = None,
+) -> dg.AssetsDefinition:
     """The release asset of one spec file: ledger record, blocking checks, public files.
 
     A backfill runs one period per run (Dagster's default for partitioned assets): each month is
     its own ledger charge, so a refused month fails alone and earlier months stay published.
+    `deps`: assets it needs besides its source (a local-DP wave); `demo_source` writes its source
+    table's simulated demo data where the confidential store generates demo data.
     """
     spec = release.spec
     partitions = monthly_partitions(release) if spec.period else None
@@ -244,9 +253,9 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
 
     @dg.asset(
         name=spec.name,
-        group_name="releases",
+        group_name=group_name,
         partitions_def=partitions,
-        deps=[dg.AssetKey(spec.source)],
+        deps=[*deps, dg.AssetKey(spec.source)],
         check_specs=_partitioned_checks(spec.name, partitions),
         kinds={"polars", "parquet", "csv"},
         description=f"DP release {spec.name!r} from {spec.source!r}: recorded in the ledger "
@@ -265,6 +274,9 @@ def release_asset(release: ResolvedSpec) -> dg.AssetsDefinition:
         _no_retries(context)
         try:
             privacy = policy.profiles()  # a bad profile fails here, before the ledger
+            demo_table = Path(confidential.directory) / f"{spec.source}.parquet"
+            if demo_source and confidential.generate_demo_data and not demo_table.exists():
+                demo_source(demo_table)
             path = confidential.table_path(spec.source)
             existing = ledger.open_existing(create=config.create_scope)
             with operator_warnings_in_run_log(context), ExitStack() as closing:

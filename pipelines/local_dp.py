@@ -5,11 +5,13 @@ asset and a release asset.
   scope gets its privacy profile's cap). Materialize it before the questionnaire goes out: the ε
   is spent when the answers are given. Materializing it again charges nothing.
 * `<release name>` ingests the wave's randomized answers (the confidential store's table named
-  by `release.source`) and publishes the table of unbiased counts, margins and shares: charged
-  nothing (post-processing), and refused unless the wave is recorded with these parameters.
+  by `release.source`) and publishes the table of unbiased counts, margins and shares: the
+  central release asset (`assets.release_asset`) of the file's `release:`, a `kind: randomized`
+  release, recorded charged nothing (post-processing) and refused unless the wave is recorded
+  with these parameters.
 
-Both only wire the library (`dprelease.local`); metadata holds the wave's public parameters and
-the released table only.
+Both only wire the library; metadata holds the wave's public parameters and the released table
+only.
 """
 
 from __future__ import annotations
@@ -21,25 +23,12 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from dprelease.budget import markdown_table
 from dprelease.errors import DPReleaseError, SpecError
-from dprelease.local import (
-    LocalSpec,
-    check_out_dir,
-    load_local_spec,
-    prepare_local,
-    record_wave,
-    write_local_files,
-)
-from dprelease.statement import preview
+from dprelease.local import LocalSpec, load_local_spec, record_wave
+from dprelease.spec import ResolvedSpec, load_spec
+from pipelines.assets import release_asset
 from pipelines.messages import refused
-from pipelines.resources import (
-    ConfidentialStore,
-    ConfidentialTableMissing,
-    LedgerResource,
-    PrivacyPolicy,
-    PublicStore,
-)
+from pipelines.resources import LedgerResource, PrivacyPolicy
 
 LOCAL_SPECS_DIR = Path(__file__).resolve().parent / "local_specs"
 GROUP = "local_dp"
@@ -47,18 +36,16 @@ GROUP = "local_dp"
 DEMO_RESPONDENTS = 40_000
 
 
-def load_local_specs(directory: Path = LOCAL_SPECS_DIR) -> list[LocalSpec]:
-    """Every local spec file in `directory` (sorted), each with a `release:` section; errors name
-    the file."""
+def load_local_specs(directory: Path = LOCAL_SPECS_DIR) -> list[tuple[LocalSpec, ResolvedSpec]]:
+    """Every local spec file in `directory` (sorted): its wave and its release (a central spec of
+    the wave's answers); errors name the file."""
     specs = []
     for path in sorted(directory.glob("*.yaml")):
         try:
-            spec = load_local_spec(path)
-            spec.required_release()
+            specs.append((load_local_spec(path), load_spec(path)))
         except SpecError as exc:
             raise SpecError(f"{path.name}: {exc.path}", exc.message) from None
-        specs.append(spec)
-    keys = [wave_key(s) for s in specs]
+    keys = [wave_key(s) for s, _ in specs]
     if len(set(keys)) != len(keys):
         raise SpecError(str(directory), "two local spec files have waves of the same asset name")
     return specs
@@ -69,18 +56,19 @@ def wave_key(spec: LocalSpec) -> str:
     return "wave_" + re.sub(r"[-.]", "_", spec.wave.id)
 
 
-def write_local_demo_data(spec: LocalSpec, path: Path, seed: int = 11) -> None:
+def write_local_demo_data(
+    spec: LocalSpec, release: ResolvedSpec, path: Path, seed: int = 11
+) -> None:
     """Simulated respondents of the demo: true answers drawn (seeded) with shares falling along
     the domain and by key, each randomized exactly as a respondent's device would (the
     system CSPRNG): the confidential store holds only reports."""
     import dprelease as dp
 
-    release = spec.required_release()
     rng = np.random.default_rng(seed)
     domain = list(spec.wave.randomizer.domain)
     weights = np.array([0.5**i for i in range(len(domain))])
     frame: dict[str, list] = {}
-    for group in release.group_by:
+    for group in release.spec.group_by:
         values = group.domain.values  # type: ignore[union-attr]  # the demo's specs list keys
         frame[group.key_columns[0]] = rng.choice(values, DEMO_RESPONDENTS).tolist()
     answers = rng.choice(len(domain), DEMO_RESPONDENTS, p=weights / weights.sum())
@@ -91,7 +79,8 @@ def write_local_demo_data(spec: LocalSpec, path: Path, seed: int = 11) -> None:
         mechanism=spec.wave.randomizer.mechanism,
         g=spec.wave.randomizer.g,
     )
-    frame[release.hash_column] = [spec.wave.hash] * DEMO_RESPONDENTS  # each page posts its seal
+    for column in release.spec.statistics[0].report_reads():  # the answers, then their seals
+        frame.setdefault(column, [spec.wave.hash] * DEMO_RESPONDENTS)  # each page posts its seal
     path.parent.mkdir(parents=True, exist_ok=True)
     pl.DataFrame(frame).write_parquet(path)
 
@@ -128,56 +117,10 @@ def wave_asset(spec: LocalSpec) -> dg.AssetsDefinition:
     return wave_
 
 
-def release_asset(spec: LocalSpec) -> dg.AssetsDefinition:
-    """Release the wave's randomized answers (charged nothing)."""
-    release, wave = spec.required_release(), spec.wave
-
-    @dg.asset(
-        name=release.name,
-        group_name=GROUP,
-        deps=[dg.AssetKey(wave_key(spec)), dg.AssetKey(release.source)],
-        kinds={"polars", "parquet", "csv"},
-        description=f"Local-DP release {release.name!r} of wave {wave.id!r}'s randomized answers "
-        f"({release.source!r}): unbiased counts, 95% margins and shares; post-processing, "
-        "charged nothing.",
-    )
-    def release_(
-        confidential: ConfidentialStore, ledger: LedgerResource, public: PublicStore
-    ) -> dg.MaterializeResult:
-        demo_table = Path(confidential.directory) / f"{release.source}.parquet"
-        if confidential.generate_demo_data and not demo_table.exists():
-            write_local_demo_data(spec, demo_table)
-        try:
-            path = confidential.table_path(release.source)
-            with ledger.open() as book:
-                prepared = prepare_local(spec, ledger=book)
-            directory = public.release_dir(release.name, None)
-            check_out_dir(directory)
-            result = prepared.compute(path)
-        except (DPReleaseError, ConfidentialTableMissing) as exc:
-            raise refused(release.name, None, wave.spec.scope, exc) from None
-        write_local_files(result, directory)
-        shown = preview(result.table, rows=20, hide=("_moe95",))
-        rows = [row for block in shown.blocks for row in block]
-        return dg.MaterializeResult(
-            metadata={
-                "ledger": result.manifest.budget,
-                "charged": False,
-                "published": str(directory),
-                "manifest": dg.MetadataValue.json(result.manifest.to_json_dict()),
-                "preview": dg.MetadataValue.md(
-                    f"Shown: {shown.caption}.\n\n{markdown_table((shown.columns, rows))}"
-                ),
-            }
-        )
-
-    return release_
-
-
 def wave_scopes(directory: Path = LOCAL_SPECS_DIR) -> dict[str, list[dg.AssetKey]]:
     """Each budget scope of a wave and its wave assets, for the privacy_budget asset."""
     scopes: dict[str, list[dg.AssetKey]] = {}
-    for spec in load_local_specs(directory):
+    for spec, _ in load_local_specs(directory):
         scopes.setdefault(spec.wave.spec.scope, []).append(dg.AssetKey(wave_key(spec)))
     return scopes
 
@@ -186,7 +129,7 @@ def local_assets(directory: Path = LOCAL_SPECS_DIR) -> list[dg.AssetsDefinition 
     """The wave, source and release assets of every local spec file."""
     specs = load_local_specs(directory)
     out: list[dg.AssetsDefinition | dg.AssetSpec] = []
-    for source in sorted({s.required_release().source for s in specs}):
+    for source in sorted({release.spec.source for _, release in specs}):
         out.append(
             dg.AssetSpec(
                 key=source,
@@ -196,6 +139,12 @@ def local_assets(directory: Path = LOCAL_SPECS_DIR) -> list[dg.AssetsDefinition 
                 "confidential store with their grouping columns.",
             )
         )
-    for spec in specs:
-        out += [wave_asset(spec), release_asset(spec)]
+    for spec, release in specs:
+
+        def demo(path: Path, spec: LocalSpec = spec, release: ResolvedSpec = release) -> None:
+            write_local_demo_data(spec, release, path)
+
+        wave = dg.AssetKey(wave_key(spec))
+        out += [wave_asset(spec), release_asset(release, deps=[wave], group_name=GROUP,
+                                                demo_source=demo)]  # fmt: skip
     return out

@@ -1,6 +1,7 @@
 """`dprelease local`: local DP for a sensitive survey question — record a wave (its ε is charged
-before anyone answers), serve the questionnaire's randomizer, release the wave's randomized
-answers (post-processing: charged nothing), and plan local beside central DP."""
+before anyone answers), serve the questionnaire's randomizer, and plan local beside central DP.
+The wave's randomized answers are released by `dprelease release --spec FILE` (a `kind:
+randomized` release: post-processing, charged nothing)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ if TYPE_CHECKING:
     from dprelease.local import Mechanism
 
 local_app = typer.Typer(
-    help="Local DP: answers randomized on the respondent's device; waves, releases, plans.",
+    help="Local DP: answers randomized on the respondent's device; waves and plans (release "
+    "the answers with `dprelease release --spec FILE`).",
     no_args_is_help=True,
 )
 app.add_typer(local_app, name="local")
 
 LocalSpecOption = Annotated[
-    Path, typer.Option("--spec", help="Local spec YAML (`wave:`, and `release:` to release).")
+    Path, typer.Option("--spec", help="Local spec YAML (`wave:`, and its `release:`).")
 ]
 LedgerOption = Annotated[
     str | None,
@@ -78,44 +80,6 @@ def wave(
     console.print(f"questionnaire randomizer: {js_module_path()}")
     console.print("its configuration (pass it to makeRandomizer or randomize):")
     typer.echo(json.dumps(loaded.wave.config()))
-
-
-@local_app.command("release")
-@cli_errors
-def release(
-    spec: LocalSpecOption,
-    data: Annotated[
-        Path, typer.Option("--data", help="The wave's randomized answers: parquet or CSV.")
-    ],
-    out: Annotated[Path, typer.Option("--out", help="Directory for the published files.")],
-    ledger_url: LedgerOption = None,
-    engine: Annotated[
-        str | None,
-        typer.Option("--engine", help="polars or spark (default: the spec's, else polars)."),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
-) -> None:
-    """Release the table of a recorded wave's randomized answers: unbiased counts, 95% margins
-    and shares per cell; charged nothing (the wave's ε was spent when it was asked)."""
-    from dprelease.cli.release import _preview
-    from dprelease.ledger import Ledger
-    from dprelease.local import check_out_dir, load_local_spec, prepare_local, write_local_files
-
-    loaded = load_local_spec(spec)
-    with Ledger(ledger_url, mode="read") as book:
-        prepared = prepare_local(loaded, ledger=book, engine=engine)
-    check_out_dir(out)
-    result = prepared.compute(data)
-    files = write_local_files(result, out)
-    if as_json:
-        typer.echo(json.dumps(result.manifest.to_json_dict(), sort_keys=True))
-        return
-    console = Console(highlight=False)
-    table, caption = _preview(result.table)  # as `dprelease release` shows a table
-    console.print(table)
-    console.print(caption + "; every row and the 95% margins of error are in release.csv")
-    console.print(result.manifest.budget, soft_wrap=True)
-    console.print(f"files in {out}: {', '.join(files)}", soft_wrap=True)
 
 
 @local_app.command("plan")

@@ -2,7 +2,7 @@
 
 reports = dp.local.randomize(answers, domain=[...], epsilon=1)      # on the device's side
 dp.local.record_wave("drug_use.yaml", ledger=dp.Ledger("ledger.sqlite"), cap=2)
-result = dp.local.release(answers_df, "drug_use.yaml", ledger="ledger.sqlite")
+result = dp.release(answers_df, "drug_use.yaml", ledger="ledger.sqlite")  # the central path
 dp.local.plan(respondents=10_000, categories=4, epsilon=1)          # local vs central
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dprelease.budget import PrivacyProfiles, load_privacy_profiles
 from dprelease.errors import ConfigError, SpecError
-from dprelease.local._adapter import DataSource, NoiseSource, byte_reader
+from dprelease.local._adapter import NoiseSource, byte_reader
 from dprelease.local._plan import LocalPlan, plan_local
 from dprelease.local._spec import LocalSpec, load_local_spec, parse_local_spec
 from dprelease.loss import Amount, exact_positive
@@ -32,10 +32,9 @@ from dprelease.mechanism.randomized import (
 
 if TYPE_CHECKING:  # SQLAlchemy loads with the ledger: only waves and releases need it
     from dprelease.ledger import Ledger
-    from dprelease.local._release import LocalRelease
     from dprelease.local._wave import RecordedWave
 
-#: A local spec, the mapping of a local spec file (`wave:`, `release:`), or its path.
+#: A local spec, the mapping of a local spec file (`wave:`, and its `release:`), or its path.
 LocalSpecLike = LocalSpec | Mapping[str, Any] | str | Path
 
 JS_MODULE = Path(__file__).with_name("randomize.js")
@@ -140,38 +139,6 @@ def record_wave(
     with _opened(ledger) as book:
         assert book is not None
         return _record(loaded.wave, book, cap=stated, privacy=profiles)
-
-
-def release(
-    data: DataSource,
-    spec: LocalSpecLike,
-    *,
-    ledger: Ledger | str | None = None,
-    engine: str | None = None,
-    out_dir: str | Path | None = None,
-) -> LocalRelease:
-    """Release the table of a wave's randomized answers (`data`: a frame or a parquet/CSV path).
-
-    Charged nothing: it is post-processing of ε-LDP reports. With `ledger` the wave must be
-    recorded there with these parameters (else WaveNotRecorded); without one the manifest says
-    the wave's charge was not checked. With `out_dir`, the files are written there."""
-    from dprelease.local._release import (
-        LocalRelease,
-        check_out_dir,
-        prepare_local,
-        write_local_files,
-    )
-
-    loaded = load(spec)
-    with _opened(ledger) as book:
-        prepared = prepare_local(loaded, ledger=book, engine=engine)
-    if out_dir is not None:
-        check_out_dir(Path(out_dir))
-    result = prepared.compute(data)
-    if out_dir is None:
-        return result
-    files = write_local_files(result, Path(out_dir))
-    return LocalRelease(result.table, result.manifest, files)
 
 
 def plan(

@@ -1,4 +1,5 @@
-"""A local spec file: the wave (one question asked under local DP) and the table released from it.
+"""A local spec file: the wave (one question asked under local DP) and the table released from it
+(`release:`, a central release spec of the wave's answers: `spec._local`).
 
     wave:                          # what respondents' devices do; recorded in the ledger
       id: drug-use-2025-05         # one canonical spelling: lower case, digits, '.', '_', '-'
@@ -7,7 +8,7 @@
       epsilon: 1                   # ε of each respondent's answer (exact: 0.5, 1/3)
       mechanism: krr               # optional: krr, oue or olh (default: the rule's choice)
       scope: survey_respondents    # the budget scope of the people asked
-    release:                       # optional: a table of the wave's randomized answers
+    release:                       # a table of the wave's randomized answers
       name: drug_use_by_region
       source: drug_use_answers
       group_by: [{column: region, domain: {values: [N, S, E, W]}}]
@@ -22,13 +23,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dprelease.errors import ConfigError, SpecError
 from dprelease.files import ReadableErrors, error_at_path, join_path, read_sections
 from dprelease.loss import exact_positive
+from dprelease.mechanism.kinds import wave_slot
 from dprelease.mechanism.randomized import (
     MAX_DOMAIN,
     PRIME,
@@ -37,13 +39,7 @@ from dprelease.mechanism.randomized import (
     Randomizer,
     make_randomizer,
 )
-from dprelease.spec import NAME_PATTERN, GroupBy
-
-#: A wave's id: its one spelling (lower case), so a wave is never recorded twice under two names.
-WAVE_ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
-#: The ledger slot of a wave is `wave:<id>`: no release spec's name contains ':', so a wave's
-#: charge never shares a slot with a central release.
-WAVE_PREFIX = "wave:"
+from dprelease.spec import NAME_PATTERN, WAVE_ID_PATTERN
 
 
 class _Strict(ReadableErrors):
@@ -97,59 +93,6 @@ class WaveSpec(_Strict):
         return self
 
 
-class LocalReleaseSpec(_Strict):
-    """`release:`: a table of the wave's randomized answers, per cell of public keys."""
-
-    name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    source: str = Field(description="the table of randomized answers (a confidential store name)")
-    group_by: list[GroupBy] = Field(default_factory=list)
-    margins: list[list[str]] | None = None
-    public_columns: list[str] = Field(
-        default_factory=list,
-        description="the group-by columns, listed to state that they are public: the local "
-        "mechanism protects only the answer, and each cell's respondents are published exactly",
-    )
-    project: bool = Field(
-        default=True,
-        description="project each cell's counts onto nonnegative counts that sum to its "
-        "respondents (post-processing; margins widen by the shift)",
-    )
-    shares: bool = Field(default=True, description="also publish each answer's share of the cell")
-    hash_column: Annotated[str, Field(pattern=NAME_PATTERN)] = Field(
-        default="wave_hash",
-        description="the column each report's wave_hash arrives in (the page posts the "
-        "configuration's with every report); a report under another configuration refuses "
-        "the release",
-    )
-    engine: Literal["polars", "spark"] | None = None
-
-    @field_validator("margins")
-    @classmethod
-    def _no_margins_is_none(cls, margins: list[list[str]] | None) -> list[list[str]] | None:
-        return margins or None
-
-    @property
-    def key_columns(self) -> list[str]:
-        return [column for group in self.group_by for column in group.key_columns]
-
-    @model_validator(mode="after")
-    def _public(self) -> LocalReleaseSpec:
-        keys = self.key_columns
-        missing = [column for column in keys if column not in self.public_columns]
-        if missing:
-            raise SpecError(
-                "public_columns",
-                f"group-by column {missing[0]!r} is not listed: the local mechanism protects only "
-                "the randomized answer, so the grouping columns and each cell's respondents are "
-                f"published as they are; list {missing[0]!r} here if it is public (not "
-                "sensitive), or do not group by it",
-            )
-        extra = [column for column in self.public_columns if column not in keys]
-        if extra:
-            raise SpecError("public_columns", f"{extra[0]!r} is not a group-by column")
-        return self
-
-
 @dataclass(frozen=True, eq=False)
 class Wave:
     """A wave with its randomizer resolved (the protocol the rule chose, OLH's g), and the hash
@@ -165,7 +108,7 @@ class Wave:
     @property
     def release_id(self) -> str:
         """The wave's ledger slot."""
-        return f"{WAVE_PREFIX}{self.spec.id}/-"
+        return wave_slot(self.spec.id)
 
     def declaration(self) -> dict[str, Any]:
         """What the wave asks of every device, as the ledger stores it and manifests state it."""
@@ -206,46 +149,37 @@ def resolve_wave(spec: WaveSpec) -> Wave:
 
 @dataclass(frozen=True, eq=False)
 class LocalSpec:
-    """A local spec file: its wave and, if it has one, its release; `base` is where keys files
-    are read from."""
+    """A local spec file's wave; `path` is the file (its `release:` is read as a central spec's
+    by `spec.load_spec`, `dp.release` and `dprelease release`)."""
 
     wave: Wave
-    release: LocalReleaseSpec | None
-    base: Path | None = None
-
-    def required_release(self) -> LocalReleaseSpec:
-        if self.release is None:
-            raise SpecError("release", "this local spec has no `release:` section to release")
-        return self.release
+    path: Path | None = None
 
 
-def parse_local_spec(data: Any, *, base: Path | None = None, prefix: str = "") -> LocalSpec:
-    """A local spec from a mapping with `wave:` (and optionally `release:`); SpecError at the
-    YAML path of the first problem."""
+def parse_local_spec(data: Any, *, path: Path | None = None, prefix: str = "") -> LocalSpec:
+    """A local spec's wave from a mapping with `wave:` (its `release:` and `publish:` are the
+    central spec's, checked when it is released); SpecError at the YAML path of the first
+    problem."""
     if not isinstance(data, dict) or "wave" not in data:
         raise SpecError(prefix + "wave", "a local spec needs a `wave:` section")
-    unknown = sorted(set(data) - {"wave", "release"})
+    unknown = sorted(set(data) - {"wave", "release", "publish"})
     if unknown:
-        raise SpecError(prefix + unknown[0], "a local spec has only `wave:` and `release:`")
+        raise SpecError(
+            prefix + unknown[0], "a local spec has only `wave:`, `release:` and `publish:`"
+        )
     try:
         wave = WaveSpec.model_validate(data["wave"])
     except ValidationError as exc:
         raise error_at_path(exc, prefix + "wave", SpecError) from None
-    release = None
-    if data.get("release") is not None:
-        try:
-            release = LocalReleaseSpec.model_validate(data["release"])
-        except ValidationError as exc:
-            raise error_at_path(exc, prefix + "release", SpecError) from None
     try:
         resolved = resolve_wave(wave)
     except ConfigError as exc:
         raise SpecError(join_path(prefix + "wave", exc.path), exc.message) from None
-    return LocalSpec(resolved, release, base)
+    return LocalSpec(resolved, path)
 
 
 def load_local_spec(path: str | Path) -> LocalSpec:
-    """Read a local spec file (`wave:`, and `release:` if it has one)."""
+    """Read a local spec file's wave."""
     path = Path(path)
     document = read_sections(path, ["wave"], SpecError, "local spec file")
-    return parse_local_spec(document, base=path.parent)
+    return parse_local_spec(document, path=path)

@@ -5,7 +5,8 @@ through the ledger's own reserve → commit (the wave's slot is `wave:<id>/-`, w
 release can have; the stored "release" is the wave's public declaration). Recording the same
 wave again returns the stored record and charges nothing; asking the same question in another
 wave is another slot, so another charge. A release computed only from a wave's randomized
-answers is post-processing: it is charged nothing, and it checks that its wave was recorded.
+answers is post-processing: it is charged nothing, and recording it checks that its wave was
+recorded (`publish.check_prerequisite`).
 """
 
 from __future__ import annotations
@@ -17,31 +18,24 @@ from fractions import Fraction
 import polars as pl
 
 from dprelease.budget import PrivacyProfiles, cap_from_profile, choose_budget
-from dprelease.change import PrivacyUnit, ProtectedChange
 from dprelease.errors import (
     BudgetExhausted,
     ConfigError,
-    LedgerError,
     MeasureMismatch,
     SpecChanged,
     UnknownScope,
 )
-from dprelease.ledger import Ledger, ReservationStatus, ScopeTerms, StoredRelease
+from dprelease.ledger import Ledger, ReservationStatus
 from dprelease.local._spec import Wave
-from dprelease.loss import Measure
+from dprelease.publish import ANSWER_TERMS
 
 #: What a wave's scope keeps for life: pure ε composed sequentially, each respondent's report
 #: (one row) a unit, and `answer` neighbours (one answer changes; who answered is public, as a
 #: release of the wave publishes each cell's respondents). No central release states `answer`,
 #: so the ledger refuses a central release into a scope of waves and a wave into a central
 #: scope (NeighboursMismatch): a scope's guarantee never silently loses "who is in the data".
-WAVE_TERMS = ScopeTerms(
-    "sequential", Measure.PURE, None, ProtectedChange.ANSWER, PrivacyUnit(None), None
-)
-
-
-class WaveNotRecorded(LedgerError):
-    """A release of a wave that the ledger has no (matching) record of: its ε was not charged."""
+#: A release of the wave's answers states the same terms (`publish.ANSWER_TERMS`).
+WAVE_TERMS = ANSWER_TERMS
 
 
 @dataclass(frozen=True)
@@ -163,22 +157,3 @@ def record_wave(
         cap=after.cap,
         spent=after.spent,
     )
-
-
-def recorded_wave(wave: Wave, ledger: Ledger) -> StoredRelease:
-    """The ledger's record of `wave`; WaveNotRecorded when there is none, or it was recorded
-    with other parameters (then its answers are not the ones this spec describes)."""
-    stored = ledger.stored_release(wave.release_id)
-    if stored is None:
-        raise WaveNotRecorded(
-            f"wave {wave.id!r} is not recorded in ledger {ledger.display_url}: its ε is spent "
-            "when the answers are given, so record the wave before collecting (`dprelease local "
-            "wave --spec FILE`, dp.local.record_wave) and release its answers after"
-        )
-    if stored.spec_hash != wave.hash:
-        raise WaveNotRecorded(
-            f"wave {wave.id!r} was recorded with other parameters than this spec's wave section "
-            "(question, answers, mechanism, ε or randomizer version); release with the spec the "
-            "wave was recorded from"
-        )
-    return stored

@@ -44,6 +44,7 @@ from dprelease.errors import (
     MeasureMismatch,
     SpecError,
     UnknownScope,
+    WaveNotRecorded,
 )
 from dprelease.ledger import (
     Composition,
@@ -282,21 +283,19 @@ def _answers_budget(
             "a release of randomized answers spends nothing (each wave's ε was charged when "
             f"its answers were given); remove {option}",
         )
+    unrecorded = WaveNotRecorded(
+        f"budget scope {name!r} does not exist, so no wave of this release is recorded: record "
+        "the wave first (`dprelease local wave`, dp.local.record_wave), which charges its ε "
+        "there; name the wave's scope (publish.scope, --scope)"
+    )
     if new_ledger:
-        raise UnknownScope(
-            f"budget scope {name!r} does not exist: the ledger does not exist yet; record the "
-            "wave first (`dprelease local wave`), which charges its ε to the scope"
-        )
+        raise unrecorded
     existing = None
     if ledger is not None:
         try:
             existing = ledger.status(name)[0]
         except UnknownScope:
-            raise UnknownScope(
-                f"budget scope {name!r} has no recorded wave: record the wave first "
-                "(`dprelease local wave`), which charges its ε there; name the wave's scope "
-                "(publish.scope, --scope)"
-            ) from None
+            raise unrecorded from None
         if conflict := terms_conflict(name, existing.terms, ANSWER_TERMS):
             raise conflict
     return Budget(

@@ -69,7 +69,8 @@ class Recorded:
 
     @property
     def charged(self) -> bool:
-        return self.status == "reserved"
+        """A new charge (a release of randomized answers is recorded charged nothing)."""
+        return self.status == "reserved" and self.requested_epsilon != 0
 
     @cached_property
     def manifest(self) -> Manifest | LegacyManifest:

@@ -12,6 +12,7 @@ from dprelease.files import Location, error_at_path, read_sections
 from dprelease.spec._domains import FileDomain, read_domain
 from dprelease.spec._kinds import STATISTIC_KINDS
 from dprelease.spec._levels import Levels
+from dprelease.spec._local import local_release
 from dprelease.spec._model import ReleaseSpec
 from dprelease.spec._publication import read_standard_errors
 from dprelease.spec._publish import PublishSpec
@@ -81,13 +82,18 @@ def _publish_section(data: Any, prefix: str) -> PublishSpec:
 
 def load_spec(path: str | Path, *, require_publish: bool = False) -> ResolvedSpec:
     """Read a spec file — `release:`, and optionally `publish:` (the budget a release draws on) —
-    and resolve it. With `require_publish` (the pipeline's spec files) the `publish:` section
+    and resolve it (a local spec file's `release:` is its wave's answers: `_local`). With
+    `require_publish` (the pipeline's spec files) the `publish:` section
     must be there, and errors name the file."""
     path = Path(path)
     sections = ["release", "publish"] if require_publish else ["release"]
     what = "pipeline spec" if require_publish else "spec file"
     document = read_sections(path, sections, SpecError, what)
     prefix = f"{path.name}: " if require_publish else ""
+    if "wave" in document:  # a local spec file: its release is the wave's answers
+        document["release"], document["publish"] = local_release(
+            document["wave"], document["release"], document.get("publish"), prefix
+        )
     resolved = parse_spec(document["release"], base_dir=path.parent, prefix=f"{prefix}release")
     publish = None
     if document.get("publish") is not None:

@@ -80,6 +80,11 @@ class RandomizedStatistic(StatisticModel):
         "configuration's with every report); a report under another configuration refuses "
         "the release",
     )
+    public_columns: list[str] = Field(
+        default_factory=list,
+        description="the group-by columns, listed to state that they are public: the local "
+        "mechanism protects only the answer, and each row's respondents are published exactly",
+    )
     project: bool = Field(
         default=True,
         description="project each row's counts onto nonnegative counts that sum to its "
@@ -147,6 +152,21 @@ class RandomizedStatistic(StatisticModel):
                 f"a release of randomized answers spends nothing and its scope protects one "
                 f"answer (who answered is public), so it cannot hold {central.name!r}, a "
                 f"{central.kind.value} of confidential rows: release that in a spec of its own",
+            )
+        keys = spec.key_columns
+        missing = [column for column in keys if column not in self.public_columns]
+        if missing:
+            raise SpecError(
+                f"statistics[{index}].public_columns",
+                f"group-by column {missing[0]!r} is not listed: the local mechanism protects only "
+                "the randomized answer, so the group-by columns and each row's respondents are "
+                f"published as they are; list {missing[0]!r} here if it is public (not "
+                "sensitive), or do not group by it",
+            )
+        extra = [column for column in self.public_columns if column not in keys]
+        if extra:
+            raise SpecError(
+                f"statistics[{index}].public_columns", f"{extra[0]!r} is not a group-by column"
             )
         if spec.privacy_unit is not None:
             raise SpecError(

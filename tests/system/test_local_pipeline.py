@@ -49,8 +49,8 @@ def test_the_code_location_has_the_local_assets() -> None:
 
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
     assert {WAVE, RELEASE, "drug_use_answers"} <= keys
-    [spec] = load_local_specs()
-    assert wave_key(spec) == WAVE
+    [(spec, release)] = load_local_specs()
+    assert wave_key(spec) == WAVE and release.spec.name == RELEASE
 
 
 def test_a_wave_is_charged_once_and_its_answers_released_uncharged(tmp_path: Path) -> None:
@@ -68,13 +68,19 @@ def test_a_wave_is_charged_once_and_its_answers_released_uncharged(tmp_path: Pat
     with Ledger(str(tmp_path / "ledger.sqlite")) as book:
         assert book.status("survey_respondents")[0].spent == Fraction(1, 4)
     out = tmp_path / "public" / RELEASE / "all"
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["charged"] is False and manifest["wave_charge"]["recorded"] is True
+    manifest = json.loads((out / "manifest.json").read_text())  # the central manifest
+    assert manifest["format"] == "dprelease-manifest/2" and manifest["ledger"]["recorded"]
+    assert manifest["epsilon_total_exact"] == "0" and manifest["neighbours"] == "answer"
+    [entry] = manifest["statistics"]
+    assert entry["kind"] == "randomized" and entry["charged"].startswith("nothing")
+    metadata = released.asset_materializations_for_node(RELEASE)[0].metadata
+    assert metadata["charged"].value is False
     table = pl.read_parquet(out / "release.parquet")
-    assert table.height == (4 + 1) * 4  # 4 regions and the total, 4 answers each
+    assert table.height == 4 + 1  # 4 regions and the total, one column per answer
     totals = table.filter(pl.col("level") == "total")
-    assert totals["respondents"].unique().to_list() == [40_000]
-    assert totals["count"].sum() == pytest.approx(40_000)
+    assert totals["drug_use_respondents"].to_list() == [40_000]
+    answers = ["never", "once", "monthly", "weekly"]
+    assert sum(totals[f"drug_use_{a}"][0] for a in answers) == pytest.approx(40_000)
     answers = pl.read_parquet(tmp_path / "confidential" / "drug_use_answers.parquet")
     assert set(answers["drug_use"].unique()) <= {"never", "once", "monthly", "weekly"}
 
@@ -99,7 +105,7 @@ def test_a_release_whose_wave_is_not_recorded_is_refused(tmp_path: Path) -> None
     result = materialize(tmp_path, [RELEASE])
     assert not result.success
     error = result.get_step_failure_events()[0].event_specific_data.error.message
-    assert "wave 'drug-use-2025-06' is not recorded" in error
+    assert "no wave of this release is recorded" in error
     assert not (tmp_path / "public" / RELEASE).exists()
 
 
