@@ -1,5 +1,6 @@
 """dprelease: differentially private counts, sums, means, ratios, shares and quantiles of
-dataframes, with a ledger.
+dataframes, and tables of answers randomized on the respondents' devices (local DP), with a
+ledger.
 
     import dprelease as dp
 

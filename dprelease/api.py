@@ -29,7 +29,7 @@ from dprelease.ledger import Ledger
 from dprelease.loss import Amount, Measure, exact_positive, loss_text
 from dprelease.mechanism import DataSource
 from dprelease.publish import Budget, decide_budget, plan_budget, prepare, record_release
-from dprelease.spec import ReleaseSpec, ResolvedSpec, load_spec, parse_spec, resolve
+from dprelease.spec import ReleaseSpec, ResolvedSpec, load_spec, parse_local, parse_spec, resolve
 from dprelease.statement import (
     LegacyManifest,
     Manifest,
@@ -96,6 +96,8 @@ def _resolved(spec: SpecLike) -> ResolvedSpec:
     if isinstance(spec, ReleaseSpec):
         return resolve(spec)
     if isinstance(spec, Mapping):  # errors name the field as in a spec file (release.…)
+        if "wave" in spec:  # a local spec file's mapping: its wave's answers
+            return parse_local(dict(spec))
         return parse_spec(dict(spec))
     if isinstance(spec, str | Path):
         return load_spec(spec)

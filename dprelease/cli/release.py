@@ -180,8 +180,9 @@ def release(
         ),
     ] = None,
 ) -> None:
-    """Release noisy grouped counts, sums, means, ratios, shares and quantiles (medians); refuse
-    if the scope's budget would be exceeded."""
+    """Release noisy grouped counts, sums, means, ratios, shares and quantiles (medians), or
+    de-biased tables of answers randomized on the respondents' devices (kind: randomized, a
+    local spec file; charged nothing); refuse if the scope's budget would be exceeded."""
     from dprelease.budget import load_privacy_profiles
     from dprelease.ledger import Ledger
     from dprelease.publish import (

@@ -29,7 +29,7 @@ from dprelease.spec._domains import (
 )
 from dprelease.spec._kinds import STATISTIC_KINDS, Statistic, output_columns
 from dprelease.spec._levels import Levels, level_grid
-from dprelease.spec._loading import load_spec, parse_spec, resolve
+from dprelease.spec._loading import load_spec, parse_local, parse_spec, resolve
 from dprelease.spec._model import PeriodSpec, PostProcessing, ReleaseSpec, period_of
 from dprelease.spec._publication import (
     COMBINED_SUFFIX,
@@ -129,6 +129,7 @@ __all__ = [
     "load_pipeline_spec",
     "load_pipeline_specs",
     "load_spec",
+    "parse_local",
     "parse_spec",
     "period_of",
     "resolve",

@@ -12,7 +12,7 @@ from dprelease.files import Location, error_at_path, read_sections
 from dprelease.spec._domains import FileDomain, read_domain
 from dprelease.spec._kinds import STATISTIC_KINDS
 from dprelease.spec._levels import Levels
-from dprelease.spec._local import local_release
+from dprelease.spec._local import local_path, local_release
 from dprelease.spec._model import ReleaseSpec
 from dprelease.spec._publication import read_standard_errors
 from dprelease.spec._publish import PublishSpec
@@ -73,6 +73,31 @@ def resolve(
     return ResolvedSpec(spec, domains, resolved.levels, publish, path, published)
 
 
+def parse_local(
+    document: dict[str, Any],
+    *,
+    base_dir: Path | None = None,
+    path: Path | None = None,
+    prefix: str = "",
+) -> ResolvedSpec:
+    """A local spec file's (or mapping's) `release:` as the central spec of its wave's answers
+    (`_local`), in the wave's scope; errors name the YAML path the user wrote (the wave's fields
+    at `wave.…`, the release's at `release.…`)."""
+    if "release" not in document:
+        raise SpecError(f"{prefix}release", "a local spec file needs a `release:` to release")
+    release, publish = local_release(
+        document["wave"], document["release"], document.get("publish"), prefix
+    )
+    try:
+        resolved = parse_spec(release, base_dir=base_dir, prefix=f"{prefix}release")
+    except SpecError as exc:
+        raise SpecError(local_path(exc.path, prefix), exc.message) from None
+    stated = _publish_section(publish, f"{prefix}publish")
+    return ResolvedSpec(
+        resolved.spec, resolved.domains, resolved.levels, stated, path, resolved.standard_errors
+    )
+
+
 def _publish_section(data: Any, prefix: str) -> PublishSpec:
     try:
         return PublishSpec.model_validate(data)
@@ -91,9 +116,7 @@ def load_spec(path: str | Path, *, require_publish: bool = False) -> ResolvedSpe
     document = read_sections(path, sections, SpecError, what)
     prefix = f"{path.name}: " if require_publish else ""
     if "wave" in document:  # a local spec file: its release is the wave's answers
-        document["release"], document["publish"] = local_release(
-            document["wave"], document["release"], document.get("publish"), prefix
-        )
+        return parse_local(document, base_dir=path.parent, path=path, prefix=prefix)
     resolved = parse_spec(document["release"], base_dir=path.parent, prefix=f"{prefix}release")
     publish = None
     if document.get("publish") is not None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from dprelease.errors import SpecError
 
-__all__ = ["ANSWER_FIELDS", "WAVE_FIELDS", "local_release"]
+__all__ = ["ANSWER_FIELDS", "WAVE_FIELDS", "local_path", "local_release"]
 
 #: The wave's fields its randomized statistic repeats (the questionnaire's public parameters).
 WAVE_FIELDS = ("domain", "epsilon", "mechanism", "compact", "g")
@@ -63,3 +63,19 @@ def local_release(
             f"the wave's answers are released in its scope {scope!r}: remove publish.scope",
         )
     return central, {"share": 1, **stated, "scope": scope}
+
+
+def local_path(path: str, prefix: str = "") -> str:
+    """Where the user wrote what an error names: the statistic's fields that repeat the wave's
+    at `wave.…`, the release section's at `release.…`."""
+    statistic = f"{prefix}release.statistics[0]"
+    if not path.startswith(statistic):
+        return path
+    rest = path[len(statistic) :].lstrip(".")
+    field = rest.split(".", 1)[0].split("[", 1)[0]
+    renamed = {"column": "question", "name": "question", "wave": "id"}
+    if field in WAVE_FIELDS or field in renamed:
+        return f"{prefix}wave.{renamed.get(field, field)}" + rest[len(field) :]
+    if field in ANSWER_FIELDS:
+        return f"{prefix}release.{rest}"
+    return f"{prefix}release"

@@ -1,7 +1,8 @@
-"""Waves and releases of randomized answers, through the faces users take (`dp.local`, the
-`dprelease local` command): the wave's ε charged once before collection, the release charged
-nothing, exact support counts for every protocol, refusals at their YAML path before any
-report is read."""
+"""Waves and releases of randomized answers, through the faces users take (`dp.local` and
+`dp.release` on polars and pandas, the `dprelease local` and `dprelease release` commands): the
+wave's ε charged once before collection, the release a central one (`kind: randomized`, the
+central manifest and margins) charged nothing, exact support counts for every protocol,
+refusals at their YAML path before any report is read."""
 
 from __future__ import annotations
 
@@ -28,8 +29,7 @@ from dprelease.errors import (
     SpecError,
 )
 from dprelease.ledger import ScopeTerms
-from dprelease.local import WaveNotRecorded
-from dprelease.local._counts import MalformedReports, ReportsOfAnotherConfiguration
+from dprelease.local import MalformedReports, ReportsOfAnotherConfiguration, WaveNotRecorded
 from dprelease.loss import Measure
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.mechanism.randomized._estimators import law_of
@@ -205,6 +205,14 @@ def test_no_central_spec_or_profile_states_a_waves_neighbours(tmp_path: Path) ->
     assert refused.value.path == "privacy.neighbours"
 
 
+ANSWERS = WAVE["domain"]
+
+
+def counts(table: pl.DataFrame) -> pl.DataFrame:
+    """The released counts, one column per answer."""
+    return table.select(f"drug_use_{a}" for a in ANSWERS)
+
+
 @pytest.mark.parametrize(
     ("mechanism", "wave"),
     [("krr", {}), ("oue", {"mechanism": "oue"}), ("olh", {"mechanism": "olh", "g": 3})],
@@ -213,65 +221,50 @@ def test_a_release_estimates_from_the_exact_support_counts_and_charges_nothing(
     tmp_path: Path, mechanism: str, wave: dict[str, Any]
 ) -> None:
     data = reports(mechanism, g=wave.get("g"))
-    local = dp.local.load(spec(wave, project=False))
+    local = spec(wave, project=False)
     book = ledger(tmp_path)
     dp.local.record_wave(local, ledger=book, cap=2)
-    result = dp.local.release(data, local, ledger=book, out_dir=tmp_path / "pub")
+    result = dp.release(data, local, ledger=book)
     assert not result.charged and book.status("respondents")[0].spent == 1
-    law = law_of(local.wave.randomizer)
-    support = brute_force_support(data, local)
+    assert "charged nothing" in result.status
+    loaded = dp.local.load(local)
+    law = law_of(loaded.wave.randomizer)
+    support = brute_force_support(data, loaded)
     for region in ("n", "s"):
-        rows = result.table.filter(pl.col("region") == region)
-        n = rows["respondents"][0]
+        row = result.table.filter(pl.col("region") == region)
+        n = row["drug_use_respondents"][0]
         assert (
             n == data.filter((pl.col("region") == region) & pl.col("drug_use").is_not_null()).height
         )
         expected = [(c - n * law.q) / law.gap for c in support[region]]
-        assert rows["count"].to_list() == pytest.approx(expected, rel=1e-12)
-        assert rows["share"].to_list() == pytest.approx([e / n for e in expected], rel=1e-12)
-    manifest = json.loads((tmp_path / "pub" / "manifest.json").read_text())
-    assert manifest["charged"] is False and "charged nothing" in manifest["budget"]
-    assert manifest["wave"]["mechanism"] == mechanism
-    assert manifest["mechanism"].startswith(f"{mechanism} (") and manifest["neighbours"] == "answer"
-    assert manifest["wave_charge"] == {
-        "recorded": True,
-        "scope": "respondents",
-        "charge_id": 1,
-        "wave_release_id": "wave:drug-use-2025-05/-",
-    }
-    assert pl.read_csv(tmp_path / "pub" / "release.csv").height == result.table.height
+        assert counts(row).row(0) == pytest.approx(expected, rel=1e-12)
+        shares = row.select(f"drug_use_{a}_share" for a in ANSWERS).row(0)
+        assert shares == pytest.approx([e / n for e in expected], rel=1e-12)
+    manifest = result.manifest.to_json_dict()  # the central manifest, as manifest.json holds it
+    assert manifest["format"] == "dprelease-manifest/2" and manifest["neighbours"] == "answer"
+    assert manifest["epsilon_total_exact"] == "0" and "post-processing" in manifest["guarantee"]
+    assert manifest["ledger"]["recorded"] is True and manifest["ledger"]["scope"] == "respondents"
+    [entry] = manifest["statistics"]
+    assert entry["kind"] == "randomized" and entry["charged"].startswith("nothing")
+    assert entry["wave"]["mechanism"] == mechanism and entry["mechanism"].startswith(mechanism)
+    assert entry["wave"]["wave_release_id"] == "wave:drug-use-2025-05/-"
+    assert entry["wave"]["wave_hash"] == loaded.wave.hash
+    again = dp.release(data, local, ledger=book)  # the slot's stored copy, byte for byte
+    assert again.table.equals(result.table) and book.status("respondents")[0].spent == 1
 
 
-def test_a_release_is_published_as_its_folder_whole_as_a_central_one(tmp_path: Path) -> None:
-    """The central path's publication: a folder that holds other files is refused before any
-    report is read; the files appear together, and a re-run leaves identical bytes."""
-    out = tmp_path / "pub"
-    out.mkdir()
-    (out / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match="holds other files than a release's"):
-        dp.local.release(tmp_path / "no-such-reports.parquet", spec(), out_dir=out)
-    (out / "notes.txt").unlink()
-    data, local = reports(), dp.local.load(spec())
-    first = dp.local.release(data, local, out_dir=out)
-    files = sorted(p.name for p in out.iterdir())
-    assert files == ["manifest.json", "release.csv", "release.parquet"]
-    assert pl.read_parquet(out / "release.parquet").equals(first.table)
-    assert pl.read_csv(out / "release.csv").height == first.table.height
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
-
-
-def test_dp_local_on_pandas_releases_what_polars_releases() -> None:
+def test_dp_release_on_pandas_releases_what_polars_releases() -> None:
     """The notebook path: reports randomized from a pandas column (its missing answers NaN or
     NA), released from a pandas DataFrame, read back with to_pandas: as from polars."""
     import pandas as pd
 
     frame = reports("oue").to_pandas()
-    local = dp.local.load(spec({"mechanism": "oue"}))
-    from_pandas = dp.local.release(frame, local)
-    assert from_pandas.table.equals(dp.local.release(reports("oue"), local).table)
+    local = spec({"mechanism": "oue"})
+    from_pandas = dp.release(frame, local)
+    assert counts(from_pandas.table).equals(counts(dp.release(reports("oue"), local).table))
     table = from_pandas.to_pandas()
-    assert list(table.columns[:3]) == ["region", "drug_use", "respondents"]
-    assert len(table) == 2 * 4 and table["respondents"].dtype == "int64"
+    assert list(table.columns[:3]) == ["region", "drug_use_respondents", "drug_use_never"]
+    assert len(table) == 2 and table["drug_use_respondents"].dtype == "int64"
     answers = pd.Series(["never", "weekly", None] * 10)  # None is NaN in a pandas column
     randomized = dp.local.randomize(
         answers, domain=WAVE["domain"], epsilon=1, mechanism="oue",
@@ -288,32 +281,40 @@ def test_csv_and_parquet_inputs_give_the_same_release(tmp_path: Path) -> None:
     data.write_csv(tmp_path / "answers.csv")
     data.write_parquet(tmp_path / "answers.parquet")
     local = spec()
-    from_csv = dp.local.release(tmp_path / "answers.csv", local).table
-    from_parquet = dp.local.release(tmp_path / "answers.parquet", local).table
-    assert from_csv.equals(from_parquet)
+    from_csv = dp.release(tmp_path / "answers.csv", local).table
+    from_parquet = dp.release(tmp_path / "answers.parquet", local).table
+    assert counts(from_csv).equals(counts(from_parquet))
 
 
-def test_the_projection_gives_nonnegative_counts_that_sum_to_the_respondents() -> None:
+def test_margins_add_up_with_and_without_the_projection() -> None:
+    """As a central release's margins: each margin row is the sum of its cells. Without the
+    projection its estimate is the pooled reports' (linear, so the sum); with it, the sum of
+    the projected cells, nonnegative, summing to the row's respondents, its margin the pooled
+    estimate's plus what the projection moved its cells."""
     data = reports("oue", n=300)
-    result = dp.local.release(data, spec({"mechanism": "oue"}, margins=[[]]))
-    table = result.table
-    assert (table["count"] >= 0).all()
-    sums = table.group_by("level", "region", maintain_order=True).agg(
-        pl.col("count").sum(), pl.col("respondents").first()
-    )
-    assert sums["count"].to_list() == pytest.approx(sums["respondents"].cast(float).to_list())
-    assert (
-        table.filter(pl.col("level") == "total")["respondents"][0] == sums["respondents"][:2].sum()
-    )
-    assert result.manifest.wave_charge.recorded is False  # no ledger: exploration, said so
+    for project in (False, True):
+        table = dp.release(data, spec({"mechanism": "oue"}, margins=[[]], project=project)).table
+        cells = table.filter(pl.col("level") == "region")
+        total = table.filter(pl.col("level") == "total")
+        assert total["drug_use_respondents"][0] == cells["drug_use_respondents"].sum()
+        assert counts(total).row(0) == pytest.approx(counts(cells).sum().row(0), rel=1e-12)
+        if project:
+            assert (counts(table).min_horizontal() >= 0).all()
+            assert counts(table).sum_horizontal().to_list() == pytest.approx(
+                table["drug_use_respondents"].cast(float).to_list()
+            )
+            unprojected = dp.release(data, spec({"mechanism": "oue"}, margins=[[]], project=False))
+            pooled = unprojected.table.filter(pl.col("level") == "total")
+            moved = counts(cells) - counts(unprojected.table.filter(pl.col("level") == "region"))
+            for a in ANSWERS:
+                column = f"drug_use_{a}_moe95"
+                expected = pooled[column][0] + moved[f"drug_use_{a}"].abs().sum()
+                assert total[column][0] == pytest.approx(expected, rel=1e-9)
 
 
-def test_unprojected_margins_are_the_sums_of_their_cells() -> None:
-    result = dp.local.release(reports(), spec(margins=[[]], project=False))
-    cells = result.table.filter(pl.col("level") == "region")
-    total = result.table.filter(pl.col("level") == "total")
-    by_answer = cells.group_by("drug_use", maintain_order=True).agg(pl.col("count").sum())
-    assert total["count"].to_list() == pytest.approx(by_answer["count"].to_list())
+def test_a_release_without_a_ledger_says_it_is_not_recorded() -> None:
+    result = dp.release(reports(), spec())
+    assert result.manifest.ledger.recorded is False and not result.charged
 
 
 def test_a_release_of_an_unrecorded_wave_is_refused_before_reading_any_report(
@@ -321,11 +322,20 @@ def test_a_release_of_an_unrecorded_wave_is_refused_before_reading_any_report(
 ) -> None:
     book = ledger(tmp_path)
     missing = tmp_path / "no-such-answers.parquet"
+    reports().write_parquet(missing)
+    with pytest.raises(WaveNotRecorded, match="record the wave first"):
+        dp.release(missing, spec(), ledger=book)
+    dp.local.record_wave(spec({"id": "other-wave"}), ledger=book, cap=2)
     with pytest.raises(WaveNotRecorded, match="record the wave before collecting"):
-        dp.local.release(missing, spec(), ledger=book)
+        dp.release(missing, spec(), ledger=book)
     dp.local.record_wave(spec(), ledger=book, cap=2)
     with pytest.raises(WaveNotRecorded, match="other parameters"):
-        dp.local.release(missing, spec({"domain": ["never", "once", "often"]}), ledger=book)
+        dp.release(missing, spec({"domain": ["never", "once", "often"]}), ledger=book)
+    dp.local.record_wave(spec({"id": "elsewhere", "scope": "others"}), ledger=book, cap=2)
+    with pytest.raises(WaveNotRecorded, match="charged to budget scope 'others'"):
+        dp.release(missing, spec({"id": "elsewhere"}), ledger=book)
+    assert [s.spent for s in book.status()] == [1, 2]  # nothing charged by the refusals
+    assert book.stored_release("drug_use_by_region/-") is None
 
 
 def test_malformed_reports_refuse_the_release_without_showing_them(
@@ -341,12 +351,15 @@ def test_malformed_reports_refuse_the_release_without_showing_them(
         caplog.at_level(logging.WARNING, logger="dprelease.operator"),
         pytest.raises(MalformedReports) as refused,
     ):
-        dp.local.release(data, spec())
+        dp.release(data, spec())
     assert "sometimes" not in str(refused.value) and "'drug_use'" in str(refused.value)
     assert "1 report(s)" in caplog.text
     bits = reports("oue").with_columns(pl.lit("0101x").alias("drug_use"))
     with pytest.raises(MalformedReports):
-        dp.local.release(bits, spec({"mechanism": "oue"}))
+        dp.release(bits, spec({"mechanism": "oue"}))
+    seeds = reports("olh", g=3).with_columns(pl.lit("0:1:2").alias("drug_use"))  # a = 0
+    with pytest.raises(MalformedReports):
+        dp.release(seeds, spec({"mechanism": "olh", "g": 3}))
 
 
 def test_reports_made_under_another_configuration_refuse_the_release(
@@ -365,15 +378,15 @@ def test_reports_made_under_another_configuration_refuse_the_release(
         caplog.at_level(logging.WARNING, logger="dprelease.operator"),
         pytest.raises(ReportsOfAnotherConfiguration, match="'wave_hash' holds reports made") as e,
     ):
-        dp.local.release(data, spec())
+        dp.release(data, spec())
     assert str(other["wave_hash"]) not in str(e.value) and "1 report(s)" in caplog.text
     unsealed = reports("oue").with_columns(pl.lit(None, pl.String).alias("wave_hash"))
     with pytest.raises(ReportsOfAnotherConfiguration):
-        dp.local.release(unsealed, spec({"mechanism": "oue"}))
-    with pytest.raises(SchemaError, match="release.hash_column: column 'sealed'"):
-        dp.local.release(reports(), spec(hash_column="sealed"))
+        dp.release(unsealed, spec({"mechanism": "oue"}))
+    with pytest.raises(SchemaError, match="column 'sealed'"):
+        dp.release(reports(), spec(hash_column="sealed"))
     renamed = reports().rename({"wave_hash": "sealed"})
-    assert dp.local.release(renamed, spec(hash_column="sealed")).table.height == 8
+    assert dp.release(renamed, spec(hash_column="sealed")).table.height == 2
 
 
 @pytest.mark.parametrize(
@@ -387,27 +400,62 @@ def test_reports_made_under_another_configuration_refuse_the_release(
         (spec(public_columns=["region", "age"]), "release.public_columns", "not a group-by"),
         (
             spec(
-                group_by=[{"column": "count", "domain": {"values": [1]}}], public_columns=["count"]
+                group_by=[{"column": "drug_use_once", "domain": {"values": [1]}}],
+                public_columns=["drug_use_once"],
             ),
-            "release.group_by[0]",
+            "release",
             "repeat",
         ),  # fmt: skip
         (spec(margins=[["region"]]), "release.margins[0]", "all the group-by columns"),
         (spec(hash_column="drug_use"), "release.hash_column", "a column of its own"),
-        ({**spec(), "publish": {}}, "publish", "only `wave:` and `release:`"),
+        (spec(statistics=[]), "release.statistics", "one statistic named after the question"),
+        ({**spec(), "publish": {"scope": "x"}}, "publish.scope", "released in its scope"),
+        (
+            spec(privacy_unit="person", max_rows_per_unit=1),
+            "release.privacy_unit",
+            "no privacy unit",
+        ),
     ],
 )
 def test_a_bad_spec_is_refused_at_its_yaml_path(data: dict, path: str, words: str) -> None:
     with pytest.raises(SpecError) as refused:
-        dp.local.release(pl.DataFrame({"region": ["n"], "drug_use": ["once"]}), data)
+        dp.release(pl.DataFrame({"region": ["n"], "drug_use": ["once"]}), data)
     assert refused.value.path == path and words in refused.value.message
 
 
+def test_a_randomized_statistic_is_released_alone() -> None:
+    """Randomized answers spend nothing in a scope that protects one answer: a spec mixing them
+    with a statistic of confidential rows is refused, naming the statistic."""
+    mixed = {
+        "name": "mixed",
+        "source": "answers",
+        "statistics": [
+            {"name": "people", "kind": "count"},
+            {
+                "name": "drug_use",
+                "kind": "randomized",
+                "column": "drug_use",
+                "wave": WAVE["id"],
+                "domain": ANSWERS,
+                "epsilon": 1,
+            },
+        ],  # fmt: skip
+    }
+    with pytest.raises(SpecError, match="cannot hold 'people'") as refused:
+        dp.release(pl.DataFrame({"drug_use": ["once"]}), mixed)
+    assert refused.value.path == "release.statistics[1]"
+    with pytest.raises(ConfigError, match="spends nothing"):
+        dp.release(reports(), spec(), epsilon=1)
+
+
 def test_the_answers_column_must_hold_reports(tmp_path: Path) -> None:
-    with pytest.raises(SchemaError, match="wave.question: column 'drug_use'"):
-        dp.local.release(pl.DataFrame({"region": ["n"], "drug_use": [1.5]}), spec())
-    with pytest.raises(SchemaError, match="not found"):
-        dp.local.release(pl.DataFrame({"region": ["n"]}), spec())
+    sealed = pl.lit(dp.local.load(spec()).wave.hash).alias("wave_hash")
+    with pytest.raises(SchemaError, match=r"statistics\[0\].column: column 'drug_use'"):
+        dp.release(pl.DataFrame({"region": ["n"], "drug_use": [1.5]}).with_columns(sealed), spec())
+    with pytest.raises(SchemaError, match="'drug_use': not found"):
+        dp.release(pl.DataFrame({"region": ["n"]}).with_columns(sealed), spec())
+    with pytest.raises(SchemaError, match="'wave_hash': not found"):
+        dp.release(pl.DataFrame({"region": ["n"], "drug_use": ["once"]}), spec())
 
 
 def test_the_nhanes_race_question_under_local_dp() -> None:
@@ -439,13 +487,15 @@ def test_the_nhanes_race_question_under_local_dp() -> None:
     data = nhanes.select("region").with_columns(
         pl.Series("race", randomized), wave_hash=pl.lit(dp.local.load(local).wave.hash)
     )
-    table = dp.local.release(data, local).table
-    truth = nhanes.group_by("region", "race").len()
-    cells = table.filter(pl.col("level") == "region").join(truth, on=["region", "race"], how="left")
-    assert cells.height == 12 and cells["len"].null_count() == 0
-    assert ((cells["count"] - cells["len"]).abs() <= cells["count_moe95"]).all()
-    totals = table.filter(pl.col("level") == "total")
-    assert totals["count"].sum() == pytest.approx(nhanes.height)
+    table = dp.release(data, local).table
+    truth = nhanes.group_by("region", "race").len().pivot("race", index="region", values="len")
+    cells = table.filter(pl.col("level") == "region").join(truth, on="region", how="left")
+    assert cells.height == 4
+    for race in ("1", "2", "3"):
+        error = (cells[f"race_{race}"] - cells[race]).abs()
+        assert (error <= cells[f"race_{race}_moe95"]).all()
+    total = table.filter(pl.col("level") == "total")
+    assert sum(total[f"race_{r}"][0] for r in "123") == pytest.approx(nhanes.height)
 
 
 # -- the command line ---------------------------------------------------------------------------
@@ -466,14 +516,16 @@ def test_the_command_line_records_serves_releases_and_plans(tmp_path: Path) -> N
                       "domain": WAVE["domain"], "wave": WAVE["id"], "question": "drug_use",
                       "wave_hash": dp.local.load(spec()).wave.hash}  # fmt: skip
     released = invoke_cli(
-        "local", "release", "--spec", str(path), "--data", str(tmp_path / "answers.parquet"),
-        "--out", str(tmp_path / "pub"), "--ledger", book,
+        "release", "--spec", str(path), "--data", str(tmp_path / "answers.parquet"),
+        "--out", str(tmp_path / "pub"), "--ledger", book, "--format", "csv,xlsx,sdmx",
     )  # fmt: skip
     assert released.exit_code == 0, released.output
-    assert "charged nothing" in released.stdout
+    assert "charged nothing" in " ".join(released.stdout.split())
     assert {p.name for p in (tmp_path / "pub").iterdir()} == {
-        "release.parquet", "release.csv", "manifest.json"
+        "release.csv", "release.xlsx", "release.sdmx.csv", "manifest.json"
     }  # fmt: skip
+    manifest = json.loads((tmp_path / "pub" / "manifest.json").read_text())
+    assert manifest["statistics"][0]["kind"] == "randomized"
     status = invoke_cli("ledger", "status", "--ledger", book)
     assert status.exit_code == 0 and "respondents   ε        2       1      1" in status.stdout
     assert (
@@ -496,9 +548,10 @@ def test_the_command_line_records_serves_releases_and_plans(tmp_path: Path) -> N
 
 def test_the_command_line_refuses_a_release_of_an_unrecorded_wave(tmp_path: Path) -> None:
     path = write_spec(tmp_path, spec())
+    reports().write_parquet(tmp_path / "answers.parquet")
     dp.local.record_wave(spec({"id": "other-wave"}), ledger=ledger(tmp_path), cap=2)
     refused = invoke_cli(
-        "local", "release", "--spec", str(path), "--data", str(tmp_path / "none.parquet"),
+        "release", "--spec", str(path), "--data", str(tmp_path / "answers.parquet"),
         "--out", str(tmp_path / "pub"), "--ledger", str(tmp_path / "ledger.sqlite"),
     )  # fmt: skip
     one_line_error(refused, "wave 'drug-use-2025-05' is not recorded")
