@@ -79,7 +79,7 @@ def write_local_demo_data(
         mechanism=spec.wave.randomizer.mechanism,
         g=spec.wave.randomizer.g,
     )
-    for column in release.spec.statistics[0].report_reads():  # the answers, then their seals
+    for column in release.spec.statistics[0].read_fields():  # the answers, then their seals
         frame.setdefault(column, [spec.wave.hash] * DEMO_RESPONDENTS)  # each page posts its seal
     path.parent.mkdir(parents=True, exist_ok=True)
     pl.DataFrame(frame).write_parquet(path)

@@ -16,8 +16,8 @@ nothing. Without a ledger
 (`prepared.draw()`) nothing is recorded: for exploring inside the secure environment only.
 """
 
+from dprelease.publish._answers import ANSWER_TERMS
 from dprelease.publish._budget import (
-    ANSWER_TERMS,
     Budget,
     Options,
     composition_of,

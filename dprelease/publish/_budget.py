@@ -27,7 +27,6 @@ The rules, in order:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
@@ -44,7 +43,6 @@ from dprelease.errors import (
     MeasureMismatch,
     SpecError,
     UnknownScope,
-    WaveNotRecorded,
 )
 from dprelease.ledger import (
     Composition,
@@ -56,68 +54,13 @@ from dprelease.ledger import (
 )
 from dprelease.loss import Measure, Mechanism, PrivacyLoss, amount_text, typed_text
 from dprelease.publication import planned_publication
+from dprelease.publish._answers import answers_budget
+from dprelease.publish._options import Budget, Options
 from dprelease.spec import ResolvedSpec
 from dprelease.statement import MeasureComparison, ReleasePlan, StatisticComparison, plan
 
-
-@dataclass(frozen=True)
-class Options:
-    """How a face names the inputs `decide_budget` reads, so its errors say what to change in
-    that face's own words (Python keywords by default)."""
-
-    epsilon: str = "epsilon="
-    rho: str = "rho="
-    cap: str = "cap="
-    privacy: str = "privacy="
-    scope: str = "scope="
-
-    def path(self, name: str) -> str:
-        """The error's field: the option's name without a keyword's `=`."""
-        return name.removesuffix("=")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one release may spend, and against which scope.
-
-    `loss` is None only when nothing states it (no ε, no cap, no profile): a plan may still
-    look for the smallest ε that meets its targets, a release refuses."""
-
-    loss: PrivacyLoss | None
-    change: ProtectedChange
-    scope: str
-    composition: Composition
-    cap: Fraction | None  # the scope's cap in force (for a new scope: the one it will get)
-    profile_cap: Fraction | None  # the most the scope's privacy profile allows
-    new_scope: bool  # the ledger has no such scope yet: recording creates it with `cap`
-    mechanism: Mechanism = Mechanism.LAPLACE  # the noise the release adds
-    delta: float | None = None  # zcdp: the δ the scope's odds statement is read at
-    #: δ this release's key selections may spend (select: true), a budget of its own: never
-    #: the δ above (PRIVACY.md: the odds statement fails with probability ≤ δ + what is spent)
-    selection_delta: Fraction | None = None
-    #: the scope's selection δ for life (the ledger's, else the one stated for it); a release
-    #: spends the share of it that its loss is of the cap in force (all of it without a cap)
-    selection_delta_budget: Fraction | None = None
-    unit: PrivacyUnit = PrivacyUnit()  # whom the release protects: the spec's privacy unit
-    period_column: str | None = None  # parallel periods: the column whose months they are
-    stated_cap_ignored: Fraction | None = None  # a stated cap the existing scope does not have
-    choice: BudgetChoice | None = None  # the profile's choice, to explain it
-    profile: PrivacyConfig | None = None  # the scope's privacy profile, if one was given
-
-    @property
-    def terms(self) -> ScopeTerms:
-        """What this release's guarantee rests on, which its scope must keep (`ScopeTerms`)."""
-        measure = self.required_loss().measure
-        return ScopeTerms(
-            self.composition, measure, self.delta, self.change, self.unit, self.period_column
-        )
-
-    def required_loss(self) -> PrivacyLoss:
-        """The release's loss; ConfigError when nothing stated one (`decide_budget` with
-        `require_loss` refuses such a budget first, in the caller's words)."""
-        if self.loss is None:
-            raise ConfigError("epsilon", "give ε, or a privacy configuration that sets a cap")
-        return self.loss
+#: How the Python API names the inputs (keywords); other faces pass their own `Options`.
+DEFAULT_OPTIONS = Options()
 
 
 def composition_of(resolved: ResolvedSpec) -> Composition:
@@ -145,7 +88,7 @@ def decide_budget(
     cap: Fraction | None = None,
     may_open_scope: bool = True,
     require_loss: bool = True,
-    options: Options = Options(),
+    options: Options = DEFAULT_OPTIONS,
     selection_delta: Fraction | None = None,
 ) -> Budget:
     """The budget of a release of `resolved` (see the module docstring for the rules).
@@ -164,7 +107,7 @@ def decide_budget(
         raise ConfigError(options.path(options.scope), problem)
     name = scope or (resolved.publish.scope if resolved.publish else None) or spec.name
     if spec.of_randomized_answers:
-        return _answers_budget(name, ledger, new_ledger, epsilon, rho, options)
+        return answers_budget(name, ledger, new_ledger, epsilon, rho, options)
     if epsilon is not None and rho is not None:
         raise ConfigError(options.path(options.epsilon), f"give {options.epsilon} or rho, not both")
     choice = profile_cap = profile = None
@@ -254,59 +197,6 @@ def decide_budget(
         else None,
         choice=choice,
         profile=profile,
-    )
-
-
-#: What a scope of local-DP waves keeps for life (`dprelease.local`'s waves are charged under
-#: these terms): pure ε composed sequentially, each report (one row) a unit, `answer` neighbours.
-ANSWER_TERMS = ScopeTerms(
-    "sequential", Measure.PURE, None, ProtectedChange.ANSWER, PrivacyUnit(None), None
-)
-
-
-def _answers_budget(
-    name: str,
-    ledger: Ledger | None,
-    new_ledger: bool,
-    epsilon: Fraction | None,
-    rho: Fraction | None,
-    options: Options,
-) -> Budget:
-    """The budget of a release of randomized answers: nothing, in the scope its waves were
-    charged to (which must exist in the ledger, with a wave's terms: a central scope is
-    refused, NeighboursMismatch). The waves themselves are checked when it is recorded
-    (`Allocation.prerequisites`)."""
-    if epsilon is not None or rho is not None:
-        option = options.epsilon if epsilon is not None else options.rho
-        raise ConfigError(
-            options.path(option),
-            "a release of randomized answers spends nothing (each wave's ε was charged when "
-            f"its answers were given); remove {option}",
-        )
-    unrecorded = WaveNotRecorded(
-        f"budget scope {name!r} does not exist, so no wave of this release is recorded: record "
-        "the wave first (`dprelease local wave`, dp.local.record_wave), which charges its ε "
-        "there; name the wave's scope (publish.scope, --scope)"
-    )
-    if new_ledger:
-        raise unrecorded
-    existing = None
-    if ledger is not None:
-        try:
-            existing = ledger.status(name)[0]
-        except UnknownScope:
-            raise unrecorded from None
-        if conflict := terms_conflict(name, existing.terms, ANSWER_TERMS):
-            raise conflict
-    return Budget(
-        loss=PrivacyLoss(Measure.PURE, Fraction(0)),
-        change=ProtectedChange.ANSWER,
-        scope=name,
-        composition="sequential",
-        cap=None if existing is None else existing.cap,
-        profile_cap=None,
-        new_scope=False,
-        unit=PrivacyUnit(None),
     )
 
 

@@ -139,7 +139,8 @@ class RandomizedStatistic(StatisticModel):
         shares = [c for column in self.share_columns() for c in (column, column + MOE95_SUFFIX)]
         return [f"{self.name}{RESPONDENTS_SUFFIX}", *counts, *shares]
 
-    def report_reads(self) -> dict[str, str]:
+    def read_fields(self) -> dict[str, str]:
+        """The columns of reports it reads (compared as they are, never as numbers)."""
         return {self.column: "column", self.hash_column: "hash_column"}
 
     def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:

@@ -3,9 +3,9 @@ sensitivity rests on, and the rules a spec checks about it.
 
 Each model says what a spec needs to know of its kind without asking which kind it is: the
 columns it releases, whether a survey weight applies, whether it may target a margin, what its
-own measurement measures (`provides`, `row_value`: for a mean to reuse), and its own refusals.
-Everything else about a kind (its aggregate, sensitivity, noise, post-processing and manifest
-entry) is its module in `mechanism.kinds`, which links to its model here.
+own measurement measures (`provides`, `row_value`: for a mean to reuse), and its own refusals;
+the rest (aggregate, sensitivity, noise, post-processing, manifest entry) is its module in
+`mechanism.kinds`.
 """
 
 from __future__ import annotations
@@ -93,9 +93,7 @@ class _StatisticBase(Renamed):
     provides: ClassVar[str | None] = None
     #: What publication may do with its values (`PublishedAs`).
     published_as: ClassVar[PublishedAs] = PublishedAs.TOTAL
-    #: Whether it is computed from answers randomized on the respondent's device (local DP):
-    #: it spends nothing at release, and its release holds nothing else.
-    randomized: ClassVar[bool] = False
+    randomized: ClassVar[bool] = False  # answers randomized on the device: spends nothing
 
     def value_columns(self) -> list[str]:
         """Its released value columns (a quantile's one per p), each with its own flag."""
@@ -139,10 +137,6 @@ class _StatisticBase(Renamed):
 
     def category_reads(self) -> dict[str, tuple[str | float, ...]]:
         """The input columns it compares with public categories (named by its `column`)."""
-        return {}
-
-    def report_reads(self) -> dict[str, str]:
-        """The input columns of randomized reports it reads, and the field that names each."""
         return {}
 
     def output_columns(self) -> list[str]:

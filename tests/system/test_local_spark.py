@@ -1,5 +1,7 @@
-"""The Spark engine of local releases counts exactly what the polars engine counts: for every
-protocol, with keys outside the domain, missing answers, integer and text keys, and margins."""
+"""The Spark engine's translation of the row plan's `Reported` tallies counts exactly what the
+polars engine counts: a release of randomized answers (`kind: randomized`) is the same table on
+both, for every protocol, with keys outside the domain, missing answers, integer and text keys,
+and margins; malformed and stale reports are refused on both."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 from sparktest import local_session
 
 import dprelease as dp
-from dprelease.local._counts import MalformedReports, ReportsOfAnotherConfiguration
+from dprelease.local import MalformedReports, ReportsOfAnotherConfiguration
 from dprelease.mechanism.noise import NoiseSource
 
 pytestmark = pytest.mark.spark
@@ -70,34 +72,26 @@ def write_answers(
     frame.write_parquet(path)
 
 
-@pytest.mark.parametrize(("mechanism", "wave"), [("krr", {}), ("oue", {}), ("olh", {"g": 5})])
-def test_spark_counts_what_polars_counts(tmp_path: Path, mechanism: str, wave: dict) -> None:
+def test_spark_counts_what_polars_counts_and_refuses_what_it_refuses(tmp_path: Path) -> None:
+    """k-RR (the answers compared as the domain's type) and OLH (the hash with each report's
+    seeds): the same table on both engines; a malformed OLH report and a stale seal refused."""
     local_session()
-    path = tmp_path / "answers.parquet"
-    write_answers(path, mechanism, **wave)
-    spec = local_spec(mechanism, **wave)
-    on_polars = dp.local.release(str(path), spec, engine="polars").table
-    on_spark = dp.local.release(str(path), spec, engine="spark").table
-    assert on_spark.equals(on_polars)
-    assert on_polars["respondents"].max() > 0
-
-
-def test_spark_refuses_malformed_reports(tmp_path: Path) -> None:
-    local_session()
-    path = tmp_path / "answers.parquet"
+    for mechanism, wave in (("krr", {}), ("olh", {"g": 5})):
+        path = tmp_path / f"{mechanism}.parquet"
+        write_answers(path, mechanism, n=1_000, **wave)
+        spec = local_spec(mechanism, **wave)
+        on_polars = dp.release(str(path), spec, engine="polars").table
+        on_spark = dp.release(str(path), spec, engine="spark").table
+        assert on_spark.equals(on_polars)
+        assert on_polars["answer_respondents"].max() > 0 and on_polars.height == 6 + 3 + 1
+    bad = tmp_path / "bad.parquet"
     sealed = dp.local.load(local_spec("olh", g=5)).wave.hash
     pl.DataFrame(
         {"region": ["n"], "year": [2020], "answer": ["1:2"], "wave_hash": [sealed]}
-    ).write_parquet(path)
+    ).write_parquet(bad)
     with pytest.raises(MalformedReports):
-        dp.local.release(str(path), local_spec("olh", g=5), engine="spark")
-
-
-@pytest.mark.parametrize("mechanism", ["krr", "oue"])
-def test_spark_refuses_reports_of_another_configuration(tmp_path: Path, mechanism: str) -> None:
-    local_session()
-    path = tmp_path / "answers.parquet"
-    write_answers(path, mechanism, n=200, stale=True)
-    for engine in ("polars", "spark"):
-        with pytest.raises(ReportsOfAnotherConfiguration):
-            dp.local.release(str(path), local_spec(mechanism), engine=engine)
+        dp.release(str(bad), local_spec("olh", g=5), engine="spark")
+    stale = tmp_path / "stale.parquet"
+    write_answers(stale, "oue", n=200, stale=True)
+    with pytest.raises(ReportsOfAnotherConfiguration):
+        dp.release(str(stale), local_spec("oue"), engine="spark")

@@ -99,3 +99,37 @@ def test_a_manifest_of_the_earlier_format_stays_valid() -> None:
 def test_an_unknown_format_is_refused(manifest: dict) -> None:
     with pytest.raises(ValidationError):
         parse_manifest({**manifest, "format": "dprelease-manifest/99"})
+
+
+def test_a_release_of_randomized_answers_states_the_central_manifest() -> None:
+    """A local-DP release (`kind: randomized`) writes the manifest every release writes, with
+    its margins' levels: valid against the published schema's model, post-processing that
+    spends ε = 0, the wave it rests on stated in its entry; and the checks a pipeline runs
+    before publishing refuse it when its entry loses what it says it was charged."""
+    import dprelease as dp
+
+    wave = {"id": "w-1", "question": "smokes", "domain": [0, 1], "epsilon": 1, "scope": "people"}
+    local = {
+        "wave": wave,
+        "release": {
+            "name": "smokers",
+            "source": "answers",
+            "group_by": [{"column": "g", "domain": {"values": ["a", "b"]}}],
+            "margins": [[]],
+            "public_columns": ["g"],
+        },
+    }
+    sealed = dp.local.load(local).wave.hash
+    data = pl.DataFrame({"g": ["a", "b", "a"], "smokes": [0, 1, None], "wave_hash": [sealed] * 3})
+    stated = {**dp.release(data, local).manifest.to_json_dict(), "release_id": "smokers/-"}
+    parsed = parse_manifest(stated)
+    assert isinstance(parsed, Manifest) and parsed.to_json_dict() == stated
+    assert manifest_problems(stated) == []
+    assert stated["format"] == MANIFEST_FORMAT and stated["epsilon_total_exact"] == "0"
+    assert stated["neighbours"] == "answer" and "post-processing" in stated["composition"]
+    assert [level["level"] for level in stated["margins"]["levels"]] == ["g", "total"]
+    [entry] = stated["statistics"]
+    assert entry["kind"] == "randomized" and entry["epsilon_exact"] == "0"
+    assert entry["wave"]["wave_hash"] == sealed and entry["wave"]["id"] == "w-1"
+    entry.pop("charged")
+    assert any("charged" in problem for problem in manifest_problems(stated))

@@ -383,8 +383,6 @@ class RowPlan:
                 paths.setdefault(column, f"release.statistics[{i}].{named_by}")
             for column in stat.category_reads():
                 paths.setdefault(column, f"release.statistics[{i}].column")
-            for column, named_by in stat.report_reads().items():
-                paths.setdefault(column, f"release.statistics[{i}].{named_by}")
         weights = _weights_read(resolved)
         for column, path in weights.items():
             paths.setdefault(column, path)
