@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,16 @@ import pytest
 from helpers import ROOT, allocation_of
 
 from dprelease.mechanism import Allocation, Measurement, QuantileAllocation
-from dprelease.mechanism.engines import Engine, EngineJob, ExactAggregates, get_engine, new_salt
+from dprelease.mechanism.engines import (
+    Engine,
+    EngineJob,
+    ExactAggregates,
+    Reported,
+    get_engine,
+    new_salt,
+)
+from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.randomized import ByteStream, byte_reader, make_randomizer, olh_hash
 from dprelease.spec import ResolvedSpec, load_spec, parse_spec, period_of
 from pipelines.demo_data import generate_case_control, generate_visits
 
@@ -135,6 +145,48 @@ def _units(row: dict[str, Any], m: Measurement) -> int:
     return min(max(units, m.lower_units), m.upper_units)
 
 
+def _reported(row: dict[str, Any], term: Reported) -> int:
+    """Contract for randomized reports (PRIVACY.md, "Local DP"), report by report: a null report
+    is no answer; k-RR's report is an answer of the domain, compared as its type (text, integers
+    as numbers, booleans as true/false); OUE's is k characters 0/1; OLH's is "a:b:y" with
+    1 ≤ a < P, 0 ≤ b < P, 0 ≤ y < g, supporting answer j where ((a·j + b) mod P) mod g = y."""
+    report, r = row[term.column], term.randomizer
+    if report is None:
+        return 0
+    if term.test == "answered":
+        return 1
+    if term.test == "stale":
+        return int(row[term.hash_column] != term.expected)
+    supports: list[bool] = []
+    if r.mechanism == "krr":
+        for answer in r.domain:
+            if isinstance(answer, bool):
+                supports.append(str(report).lower() == str(answer).lower())
+            elif isinstance(answer, int):
+                try:
+                    supports.append(float(report) == answer)
+                except ValueError:
+                    supports.append(False)
+            else:
+                supports.append(str(report) == answer)
+        well_formed = any(supports)
+    elif r.mechanism == "oue":
+        well_formed = len(report) == r.k and set(report) <= {"0", "1"}
+        supports = [well_formed and report[j] == "1" for j in range(r.k)]
+    else:
+        assert r.g is not None
+        parts = report.split(":")
+        numbers = [int(p) for p in parts if p.isdigit() and len(p) <= 10]
+        well_formed = len(parts) == 3 == len(numbers)
+        if well_formed:
+            a, b, y = numbers
+            well_formed = 1 <= a < 2**31 - 1 and 0 <= b < 2**31 - 1 and 0 <= y < r.g
+        supports = [well_formed and olh_hash(a, b, j, r.g) == y for j in range(r.k)]
+    if term.test == "malformed":
+        return int(not well_formed)
+    return int(supports[term.answer])
+
+
 def _point(value: Any, q: QuantileAllocation) -> int | None:
     """Contract §7 for a quantile: the nulls rule of a sum (with `missing: drop`, a row without
     a value has no point: None); clamp; (x − lower)/resolution in float64, rounded half to
@@ -176,6 +228,8 @@ def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: 
     cells = {row: i for i, row in enumerate(loaded.key_grid.iter_rows())} if keys else {(): 0}
     out: dict[str, Any] = {m.name: [0] * len(cells) for m in plan.measurements}
     out |= {q.statistic.name: Counter() for q in plan.quantiles}
+    tallies = [units for a in plan.statistics for units in a.tallies()]
+    out |= {units.name: [0] * len(cells) for units in tallies}
     summary = {"rows": df.height, "period_rows": 0, "unit_rows": 0, "keyed": Counter()}
     summary["missing"] = Counter()  # per column: rows of the period with no number in it
     for row in df.iter_rows(named=True):
@@ -198,6 +252,10 @@ def reference(df: pl.DataFrame, loaded: ResolvedSpec, plan: Allocation, period: 
             point = _point(row[q.statistic.column], q)
             if point is not None:
                 out[q.statistic.name][cell, point] += _mass(row, q)
+        for units in tallies:
+            [term] = units.factors
+            assert isinstance(term, Reported)
+            out[units.name][cell] += _reported(row, term)
     if spec.privacy_unit is None:
         summary["unit_rows"] = None
     return {**out, "summary": summary}
@@ -594,6 +652,54 @@ CASES = [
 ]
 
 
+ANSWERS = ["never", "once", "monthly", "weekly"]
+
+
+def randomized_spec(mechanism: str, **more: Any) -> Callable[[Path], ResolvedSpec]:
+    stat = {
+        "name": "use",
+        "kind": "randomized",
+        "column": "use",
+        "wave": "w",
+        "domain": ANSWERS,
+        "epsilon": "3/2",
+        "mechanism": mechanism,
+        "public_columns": ["region", "age"],
+        **more,
+    }
+    return parsed(privacy_unit=None, max_rows_per_unit=None, period=PERIOD_SPEC, statistics=[stat])
+
+
+def randomized_reports(mechanism: str, g: int | None = None) -> pl.DataFrame:
+    """Each synthetic row a respondent with a report (seeded; none where every 13th did not
+    answer), and some reports no randomizer gives and some seals of another configuration."""
+    df = synthetic(rows_per_unit=1).drop("pid")
+    randomizer = make_randomizer(ANSWERS, Fraction(3, 2), mechanism, g=g)  # type: ignore[arg-type]
+    seeded = NoiseSource.seeded_for_tests(4)
+    stream = ByteStream(byte_reader(seeded, allow_unsafe_noise=True))
+    answers = [ANSWERS[i % 4] for i in range(df.height)]
+    reports = [str(r) for r in randomizer.randomize_all(answers, stream)]
+    odd = {"krr": ["sometimes", "NEVER"], "oue": ["01x1", "10101"], "olh": ["0:1:1", "1:2:9"]}
+    for i in range(0, df.height, 29):
+        reports[i] = odd[mechanism][i % 2]
+    sealed = randomizer.config(wave="w", question="use")["wave_hash"]
+    return df.with_columns(
+        use=pl.Series([None if i % 13 == 0 else r for i, r in enumerate(reports)]),
+        wave_hash=pl.Series([None if i % 31 == 0 else sealed for i in range(df.height)]),
+    )
+
+
+CASES += [
+    Case(
+        f"randomized_answers_{mechanism}",
+        randomized_spec(mechanism, **more),
+        lambda mechanism=mechanism, more=more: randomized_reports(mechanism, more.get("g")),
+        ("2024-02", "2023-12"),
+    )
+    for mechanism, more in (("krr", {}), ("oue", {}), ("olh", {"g": 3}))
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_exact_aggregates_follow_the_contract(case: Case, engine: Engine, tmp_path: Path) -> None:
     loaded = case.load(tmp_path)
@@ -610,6 +716,9 @@ def test_exact_aggregates_follow_the_contract(case: Case, engine: Engine, tmp_pa
             assert values(exact, m) == expected[m.name], (period, m.name)
         for q in plan.quantiles:
             assert histogram_of(exact, q) == expected[q.statistic.name], (period, q.statistic.name)
+        for units in (u for a in plan.statistics for u in a.tallies()):
+            got = [int(v) for v in exact.values[units.name]]
+            assert got == expected[units.name], (period, units.name)
         facts = exact.summary
         assert (facts.rows, facts.period_rows, facts.unit_rows) == (
             expected["summary"]["rows"],
@@ -620,7 +729,10 @@ def test_exact_aggregates_follow_the_contract(case: Case, engine: Engine, tmp_pa
         missing = expected["summary"]["missing"]
         assert facts.missing_rows == {c: missing[c] for c in facts.missing_rows}, period
         # not vacuous: every period but a case's last (where some cases test an empty month)
-        assert any(any(expected[m.name]) for m in plan.measurements) or period == case.periods[-1]
+        vectors = [m.name for m in plan.measurements] + [
+            u.name for a in plan.statistics for u in a.tallies()
+        ]
+        assert any(any(expected[v]) for v in vectors) or period == case.periods[-1]
 
 
 # --------------------------------------------------------------------------- (b) truncation

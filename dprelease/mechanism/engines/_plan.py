@@ -116,9 +116,9 @@ class Reported:
     respondent's device) passes `test`, else 0. A null report is no answer: 0 for every test.
 
     * "answered": there is a report;
-    * "supports": the report supports answer number `answer` (k-RR: the report is that answer,
-      compared as the domain's type; OUE: its character `answer` is 1; OLH: the hash with the
-      report's seeds maps `answer` to its bucket);
+    * "supports": the report is well formed and supports answer number `answer` (k-RR: the
+      report is that answer, compared as the domain's type; OUE: its character `answer` is 1;
+      OLH: the hash with the report's seeds maps `answer` to its bucket);
     * "malformed": the report is not one this randomizer can give (an answer outside the
       domain, a bit string of another length, OLH seeds or a bucket out of range);
     * "stale": the report's `hash_column` is missing or not `expected`, the wave's hash.

@@ -169,7 +169,7 @@ def _reported(term: Reported, plan: RowPlan) -> pl.Expr:
         sealed = pl.col(_category(plan.categories.index(term.hash_column))).cast(pl.String)
         passed = present & (sealed != term.expected).fill_null(True)
     elif term.test == "supports":
-        passed = present & _supports(term, report, term.answer)
+        passed = present & _well_formed(term, report) & _supports(term, report, term.answer)
     else:
         passed = present & ~_well_formed(term, report).fill_null(False)
     return passed.fill_null(False).cast(pl.Float64)

@@ -209,7 +209,8 @@ def _reported(term: Reported, plan: RowPlan) -> Column:
             sealed.cast(T.StringType()) != F.lit(term.expected), F.lit(True)
         )
     elif term.test == "supports":
-        passed = present & _supports(term, report, term.answer)
+        formed = F.coalesce(_well_formed(term, report), F.lit(False))
+        passed = present & formed & _supports(term, report, term.answer)
     else:
         passed = present & ~F.coalesce(_well_formed(term, report), F.lit(False))
     return F.when(F.coalesce(passed, F.lit(False)), F.lit(1.0)).otherwise(F.lit(0.0))
