@@ -31,7 +31,7 @@ from dprelease.loss import PrivacyLoss
 from dprelease.mechanism.engines import ExactAggregates, Reported, Units
 from dprelease.mechanism.kinds._kind import Allocated, Context, Kind, Prerequisite
 from dprelease.mechanism.kinds._measurement import Measurement
-from dprelease.mechanism.kinds._stated import EntryModel, ReleasedEntry, spent
+from dprelease.mechanism.kinds._stated import EntryModel, ReleasedEntry, spent, spent_by
 from dprelease.mechanism.margins import MarginAccuracy, Measured, Outcome
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.mechanism.randomized import (
@@ -132,16 +132,14 @@ class RandomizedEntry(ReleasedEntry):
     def accuracy(
         self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
     ) -> dict[str, Any]:
-        """What the planner states: it spends nothing; its margins depend on the respondents
-        (`dp.local.plan` states them before any report exists)."""
+        """What the planner states: it spends nothing and adds no noise (Δ 0, no scale); its
+        margins depend on each row's respondents (`dp.local.plan` states them for n)."""
         return {
-            "name": self.name,
-            "kind": self.kind,
-            "epsilon": self.epsilon,
-            "epsilon_exact": self.epsilon_exact,
-            "rho": self.rho,
-            "rho_exact": self.rho_exact,
+            **spent_by(self),
+            "sensitivity": 0.0,
             "derivation": self.charged,
+            "scale": None,
+            "moe95": None,
         }
 
 
