@@ -1,10 +1,8 @@
 """Statistic kinds' spec models: what one released column computes, with the bounds its
-sensitivity rests on, and the rules a spec checks about it.
-
-Each model says what a spec needs to know of its kind without asking which kind it is: the
-columns it releases, whether a survey weight applies, whether it may target a margin, what its
-own measurement measures (`provides`, `row_value`: for a mean to reuse), and its own refusals;
-the rest (aggregate, sensitivity, noise, post-processing, manifest entry) is its module in
+sensitivity rests on, and the rules a spec checks about it. Each model says what a spec needs to
+know of its kind without asking which kind it is: the columns it releases, whether a survey
+weight applies, whether it may target a margin, what its own measurement measures (`provides`,
+`row_value`: for a mean to reuse) and its own refusals; the rest of a kind is its module in
 `mechanism.kinds`.
 """
 
