@@ -249,7 +249,8 @@ def expected_released(plan, table: np.ndarray) -> float:  # type: ignore[no-unty
         return float(plan.keep_probability(distinct)[inverse].sum())
     weight = held if plan.policy is Policy.PER_KEY else table @ np.array(plan.weights)
     tail = laplace_tail if plan.rule is Rule.LAPLACE else gaussian_tail
-    return float(tail(plan.scale, plan.threshold - weight).sum())
+    distinct, inverse = np.unique(weight, return_inverse=True)
+    return float(tail(plan.scale, plan.threshold - distinct)[inverse].sum())
 
 
 def policy(epsilons: tuple[str, ...], delta: Fraction, groups: tuple[int, ...]) -> None:

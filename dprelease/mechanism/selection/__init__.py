@@ -24,7 +24,6 @@ from dprelease.mechanism.selection._aggregate import (
 from dprelease.mechanism.selection._optimal import KeepTable, keep_table
 from dprelease.mechanism.selection._plan import (
     TABLE_COUNTS,
-    WEIGHTED_FROM,
     Policy,
     Rule,
     SelectionPlan,
@@ -54,7 +53,6 @@ __all__ = [
     "plan_report",
     "selection_entry",
     "TABLE_COUNTS",
-    "WEIGHTED_FROM",
     "KeepTable",
     "Policy",
     "Rule",
