@@ -97,6 +97,9 @@ class Budget:
     #: the scope's selection δ for life (the ledger's, else the one stated for it); a release
     #: spends the share of it that its loss is of the cap in force (all of it without a cap)
     selection_delta_budget: Fraction | None = None
+    #: what the scope has spent of that budget already (the ledger's; a parallel scope's worst
+    #: period), so the planner's "δ left" is the ledger's
+    selection_delta_spent: Fraction = Fraction(0)
     unit: PrivacyUnit = PrivacyUnit()  # whom the release protects: the spec's privacy unit
     period_column: str | None = None  # parallel periods: the column whose months they are
     stated_cap_ignored: Fraction | None = None  # a stated cap the existing scope does not have
@@ -244,6 +247,7 @@ def decide_budget(
         delta=delta,
         selection_delta=_release_delta(delta_budget, amount, in_force),
         selection_delta_budget=delta_budget,
+        selection_delta_spent=Fraction(0) if existing is None else existing.selection_delta_spent,
         unit=unit,
         period_column=terms.period_column,
         stated_cap_ignored=cap
@@ -277,6 +281,7 @@ def plan_budget(
         measure=None if budget.loss is None else budget.loss.measure,
         selection_delta=budget.selection_delta,
         selection_delta_budget=budget.selection_delta_budget,
+        selection_delta_spent=budget.selection_delta_spent,
     )
     publication = planned_publication(resolved, planned)
     if publication is not None:
