@@ -50,8 +50,10 @@ def test_every_problem_is_one_line_and_exit_2(tmp_path: Path) -> None:
     region = (specs / "case_control_by_region.yaml").read_text()
     (specs / "region_again.yaml").write_text(region)
     (specs / "gaussian.yaml").write_text(GAUSSIAN)
-    parallel = (specs / "visits_monthly.yaml").read_text().replace(
-        "composition: sequential", "composition: parallel"
+    parallel = (
+        (specs / "visits_monthly.yaml")
+        .read_text()
+        .replace("composition: sequential", "composition: parallel")
     )
     (specs / "visits_parallel.yaml").write_text(parallel.replace("visits_by_clinic", "visits_par"))
     result = invoke_cli("validate", str(specs), "--config", str(PRIVACY))

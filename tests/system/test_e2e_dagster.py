@@ -79,8 +79,6 @@ SCOPES_TABLE_OVERFLOW = """() => {
 }"""
 
 
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     dev = dev_module()

@@ -126,6 +126,7 @@ def test_operator_warnings_reach_the_run_log_and_nothing_published(root: Path) -
         "noise around 0. Check the period and the period column"
     ]
 
+
 def _check_statuses(instance: dg.DagsterInstance) -> dict[str, set[str]]:
     """Partition → statuses of every evaluation of the release's checks."""
     statuses: dict[str, set[str]] = {}

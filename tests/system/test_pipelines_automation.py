@@ -88,8 +88,6 @@ def test_schedule_releases_the_month_just_ended_once_and_stops_after_the_last(ro
     assert before == "2023-12 is before the spec's first period 2024-01"
 
 
-
-
 def test_every_run_of_a_release_is_tagged_no_retries_whatever_launched_it(root: Path) -> None:
     """Materialize in the UI and a backfill run Dagster's implicit asset job, which has no tags:
     the release asset tags its own run `dagster/max_retries=0`, refused or not (run retries read

@@ -154,5 +154,3 @@ def test_a_cap_lowered_below_what_was_spent_refuses_new_months_not_released_ones
         "spent ε = 2/3 ≈ 0.667 of cap 0.5, requested 1/24 ≈ 0.0417"
     )
     assert spent(root, SCOPE) == (2 * VISITS_CAP / 12, 2)
-
-

@@ -125,5 +125,3 @@ def test_production_opens_only_an_existing_ledger_and_scope_unless_asked(root: P
     )
     assert [s.name for s in Ledger(str(root / "ledger.sqlite")).status()] == [SCOPE]
     assert spent(root, SCOPE) == (2 * VISITS_CAP / 12, 2)
-
-

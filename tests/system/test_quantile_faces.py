@@ -42,11 +42,7 @@ COLUMNS = [
     "region",
     "people",
     "people_moe95",
-    *(
-        f"income_p{c}{s}"
-        for c in (25, 50, 75)
-        for s in ("", "_low", "_high", "_uninformative")
-    ),
+    *(f"income_p{c}{s}" for c in (25, 50, 75) for s in ("", "_low", "_high", "_uninformative")),
     "stay",
     "stay_low",
     "stay_high",

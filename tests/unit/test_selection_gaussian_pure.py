@@ -31,12 +31,13 @@ def pmf(sigma2: float, reach: int) -> tuple[np.ndarray, np.ndarray]:
     return z, weights / weights.sum()
 
 
-def brute_delta(sigma2: float, epsilon: float, shifted: int) -> tuple[float, float]:
+def brute_delta(sigma2: float, epsilon: float, shifted: int, step: int = 1) -> tuple[float, float]:
     """sup_A P(A) − e^ε·Q(A) both ways, by summing over every noise vector: P the law of
-    c + 1 + Z (on `shifted` coordinates), Q that of c + Z. Independent of the proof's algebra."""
+    c + w + Z (on `shifted` coordinates, w = `step`), Q that of c + Z. Independent of the
+    proof's algebra."""
     reach = int(12 * math.sqrt(sigma2)) + 10
     _, p = pmf(sigma2, reach)
-    here, there = p[1:], p[:-1]  # the same output y: noise z under P, z + 1 under Q
+    here, there = p[step:], p[:-step]  # the same output y: noise z under P, z + w under Q
     joint_p, joint_q = here, there
     for _ in range(shifted - 1):
         joint_p = np.multiply.outer(joint_p, here)
@@ -48,23 +49,25 @@ def brute_delta(sigma2: float, epsilon: float, shifted: int) -> tuple[float, flo
 
 
 @pytest.mark.parametrize(
-    ("sigma2", "epsilon", "shifted"),
+    ("sigma2", "epsilon", "shifted", "step"),
     [
-        (Fraction(3), Fraction(1, 2), 1),
-        (Fraction(3), Fraction(1, 2), 2),
-        (Fraction(9, 2), Fraction(1, 3), 3),
-        (Fraction(12), Fraction(1), 2),
-        (Fraction(2), Fraction(1), 3),
-        (Fraction(40), Fraction(1, 2), 3),
+        (Fraction(3), Fraction(1, 2), 1, 1),
+        (Fraction(3), Fraction(1, 2), 2, 1),
+        (Fraction(9, 2), Fraction(1, 3), 3, 1),
+        (Fraction(12), Fraction(1), 2, 1),
+        (Fraction(2), Fraction(1), 3, 1),
+        (Fraction(40), Fraction(1, 2), 3, 1),
+        (Fraction(48), Fraction(1, 2), 2, 4),
+        (Fraction(27), Fraction(1, 2), 3, 2),
     ],
 )
 def test_noise_delta_bounds_the_brute_force_delta_tightly(
-    sigma2: Fraction, epsilon: Fraction, shifted: int
+    sigma2: Fraction, epsilon: Fraction, shifted: int, step: int
 ) -> None:
     """The proved δ₁ is ≥ the hockey-stick divergence summed over every noise vector (both
-    directions), and within 0.1% of it."""
-    proved = float(noise_delta(sigma2, epsilon, shifted))
-    forward, backward = brute_delta(float(sigma2), float(epsilon), shifted)
+    directions), and within 0.1% of it, for weights moving by 1 and by w > 1."""
+    proved = float(noise_delta(sigma2, epsilon, shifted, step))
+    forward, backward = brute_delta(float(sigma2), float(epsilon), shifted, step)
     assert forward == pytest.approx(backward, rel=1e-9)  # the loss has one law both ways
     assert forward <= proved <= forward * 1.001 + 1e-15
 
@@ -89,18 +92,20 @@ EPSILON = Fraction("0.347")
 DELTA = Fraction(1, 10**6)
 
 
-def test_the_calibration_meets_delta_and_nearly_closes_the_gap_to_pipelinedp() -> None:
+def test_the_calibration_meets_delta_and_closes_the_gap_to_pipelinedp() -> None:
     """G = 5, ε = 0.347, δ = 1e-6: δ₁ + δ₂ ≤ δ, proved; a key held by 150 units is kept with
-    probability 0.673 (PipelineDP's floating-point Gaussian, with a real threshold: 0.679;
-    Δ-scaling: 0.092), and the choice is the Gaussian. Under substitution the noise covers 2G
-    moved keys and τ grows."""
+    probability 0.683 (PipelineDP's floating-point Gaussian: 0.679; Δ-scaling: 0.092; with
+    each unit counting 1 instead of 16, τ an integer count: 0.673), and the choice is the
+    Gaussian. Under substitution the noise covers 2G moved keys and τ grows."""
     plan = plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5, rule=Rule.GAUSSIAN)
     assert plan.noise_delta is not None and plan.delta_bound is not None and plan.scale
+    step = plan.weights[0]
+    assert plan.weights == (16,) * 5 and plan.tau() == 138
     lone = plan.delta_bound - plan.noise_delta
-    assert lone >= 5 * gaussian_tail_upper(plan.scale, plan.threshold - 1)
+    assert lone >= 5 * gaussian_tail_upper(plan.scale, plan.threshold - step)
     assert plan.delta_bound <= DELTA
-    assert noise_delta(plan.scale, EPSILON, 5) == plan.noise_delta
-    assert plan.keep_probability(150)[0] == pytest.approx(0.673, abs=1e-3)
+    assert noise_delta(plan.scale, EPSILON, 5, step) == plan.noise_delta
+    assert plan.keep_probability(150)[0] == pytest.approx(0.683, abs=1e-3)
     optimal = plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5, rule=Rule.OPTIMAL)
     assert optimal.keep_probability(150)[0] < 0.1
     assert plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5).rule is Rule.GAUSSIAN

@@ -70,44 +70,45 @@ def sum_factor(sigma2: Fraction, shifted: int) -> Fraction:
 
 
 @lru_cache(maxsize=1024)
-def noise_delta(sigma2: Fraction, epsilon: Fraction, shifted: int) -> Fraction:
+def noise_delta(sigma2: Fraction, epsilon: Fraction, shifted: int, step: int = 1) -> Fraction:
     """A proved δ₁ ≥ sup_A P(A) − e^ε·Q(A) for the discrete Gaussian of variance parameter σ²
-    added to counts that move by 1 in `shifted` coordinates (either direction: the loss has the
-    same law both ways); 1 when the bound cannot say more."""
-    m = math.floor(epsilon * sigma2 - Fraction(shifted, 2)) + 1
+    added to weights that move by `step` in `shifted` coordinates (either direction: the loss
+    has the same law both ways); 1 when the bound cannot say more."""
+    m = math.floor((epsilon * sigma2 - Fraction(shifted * step * step, 2)) / step) + 1
     if m < 1:
         return Fraction(1)
     wide = sigma2 * shifted
     _, e_lo = exp_bounds(epsilon)
     bound = gaussian_tail_upper(wide, m) - as_fraction(e_lo) * gaussian_tail_lower(
-        wide, m + shifted
+        wide, m + shifted * step
     )
     return min(Fraction(1), max(Fraction(0), sum_factor(sigma2, shifted) * bound))
 
 
-def noise_delta_float(sigma: float, epsilon: float, shifted: int) -> float:
-    """δ₁ in floating point: the bound of `noise_delta` with Z' 's tails by the midpoint rule
-    (P(Z' ≥ j) ≈ P(N(0, sσ²) ≥ j − 1/2); for the search only, never for a δ)."""
+def noise_delta_float(sigma: float, epsilon: float, shifted: int, step: int = 1) -> float:
+    """δ₁ in floating point: the bound of `noise_delta` with Z′'s tails by the midpoint rule
+    (P(Z′ ≥ j) ≈ P(N(0, sσ²) ≥ j − 1/2); for the search only, never for a δ)."""
     spread = sigma * math.sqrt(shifted) * math.sqrt(2)
-    m = math.floor(epsilon * sigma * sigma - shifted / 2) + 1
+    m = math.floor((epsilon * sigma * sigma - shifted * step * step / 2) / step) + 1
     if m < 1:
         return 1.0  # as `noise_delta`: that bound says nothing there
     first = 0.5 * math.erfc((m - 0.5) / spread)
-    second = 0.5 * math.erfc((m + shifted - 0.5) / spread)
+    second = 0.5 * math.erfc((m + shifted * step - 0.5) / spread)
     return max(0.0, first - math.exp(epsilon) * second)
 
 
-def _lone_float(sigma: float, threshold: int, keys: int) -> float:
-    """keys·P(Z ≥ τ − 1) in floating point (the midpoint rule; for the search only)."""
-    return keys * 0.5 * math.erfc((threshold - 1.5) / (sigma * math.sqrt(2)))
+#: Search arguments: ε, δ, the most lone keys, the shifted coordinates, the weight of one unit.
+_Args = tuple[float, float, int, int, int]
 
 
-def _slack(sigma: float, threshold: int, args: tuple[float, float, int, int]) -> float:
-    epsilon, delta, keys, shifted = args
-    return noise_delta_float(sigma, epsilon, shifted) + _lone_float(sigma, threshold, keys) - delta
+def _slack(sigma: float, threshold: int, args: _Args) -> float:
+    """δ₁ + δ₂ − δ in floating point, δ₂ = keys·P(Z ≥ τ − w) by the midpoint rule."""
+    epsilon, delta, keys, shifted, step = args
+    lone = keys * 0.5 * math.erfc((threshold - step - 0.5) / (sigma * math.sqrt(2)))
+    return noise_delta_float(sigma, epsilon, shifted, step) + lone - delta
 
 
-def _smallest_sigma(threshold: int, args: tuple[float, float, int, int]) -> float | None:
+def _smallest_sigma(threshold: int, args: _Args) -> float | None:
     """The smallest σ at which threshold τ meets δ in floating point (None: no σ does).
 
     δ₁ falls and the lone keys' δ₂ grows with σ; the float δ₁ jumps where m does, so the first
@@ -123,32 +124,55 @@ def _smallest_sigma(threshold: int, args: tuple[float, float, int, int]) -> floa
     return None
 
 
-@lru_cache(maxsize=256)
-def calibrate(
-    epsilon: Fraction, delta: Fraction, keys: int, shifted: int
-) -> tuple[int, Fraction, Fraction, Fraction]:
-    """(τ, σ², δ₁, δ₂): the smallest threshold τ for which some σ² meets δ₁ + δ₂ ≤ δ, with
-    δ₂ = `keys`·P(Z ≥ τ − 1) for the lone keys, and the smallest such σ² (the sampler's exact
-    one), both bounds proved. Found in floating point, then proved; a candidate whose proof
-    fails moves σ² up a little, then τ up by one. ValueError when nothing is found."""
-    args = (float(epsilon), float(delta), keys, shifted)
+def _smallest_threshold(args: _Args) -> int:
+    """The smallest τ that some σ meets δ at, in floating point."""
     threshold = 2
     while _smallest_sigma(threshold, args) is None:
         threshold *= 2
     low = threshold // 2
-    while threshold - low > 1:  # the smallest τ that works in floating point
+    while threshold - low > 1:
         middle = (low + threshold) // 2
         low, threshold = (low, middle) if _smallest_sigma(middle, args) else (middle, threshold)
-    for tau in range(threshold, threshold + 16):
-        sigma = _smallest_sigma(tau, args)
-        if sigma is None:
+    return threshold
+
+
+#: The weight of one unit's count is 2^k ≤ 16 so that Z′'s σ (√s·σ in weight units) stays
+#: below about 2048: a finer threshold (a key's count moves by the weight; τ falls on a grid
+#: of 1/weight counts) with tails narrow enough to sum term by term (`_tails`).
+_MAX_STEP = 16
+_SIGMA_TARGET = 2048.0
+
+
+@lru_cache(maxsize=256)
+def calibrate(
+    epsilon: Fraction, delta: Fraction, keys: int, shifted: int
+) -> tuple[int, int, Fraction, Fraction, Fraction]:
+    """(w, τ, σ², δ₁, δ₂): each unit adds weight w to a key it holds; τ is the smallest
+    threshold (in weight units) for which some σ² meets δ₁ + δ₂ ≤ δ, with δ₂ =
+    `keys`·P(Z ≥ τ − w) for the lone keys, and σ² the smallest such (the sampler's exact one),
+    both bounds proved. Why w > 1: a threshold on counts is an integer, half a count coarser on
+    average than a real one; with weight w it falls on a grid of 1/w counts. Found in floating
+    point, then proved; a candidate whose proof fails moves σ² up a little, then τ up.
+    ValueError when nothing is found."""
+    base = (float(epsilon), float(delta), keys, shifted, 1)
+    sigma = _smallest_sigma(_smallest_threshold(base), base) or 1.0
+    step = 1
+    while step < _MAX_STEP and 2 * step * sigma * math.sqrt(shifted) <= _SIGMA_TARGET:
+        step *= 2
+    args = (float(epsilon), float(delta), keys, shifted, step)
+    threshold = _smallest_threshold(args)
+    for tau in range(threshold, threshold + 16 * step, max(1, step // 4)):
+        found = _smallest_sigma(tau, args)
+        if found is None:
             continue
-        sigma2 = exact_sigma2(Fraction(sigma * sigma))
+        if found * math.sqrt(shifted) > 2 * _SIGMA_TARGET:  # tails too wide to prove tightly
+            break
+        sigma2 = exact_sigma2(Fraction(found * found))
         for _ in range(30):
-            noise = noise_delta(sigma2, epsilon, shifted)
-            lone = keys * gaussian_tail_upper(sigma2, tau - 1)
+            noise = noise_delta(sigma2, epsilon, shifted, step)
+            lone = keys * gaussian_tail_upper(sigma2, tau - step)
             if noise + lone <= delta:
-                return tau, sigma2, noise, lone
+                return step, tau, sigma2, noise, lone
             if lone > delta:
                 break
             sigma2 = exact_sigma2(sigma2 * Fraction(1001, 1000))

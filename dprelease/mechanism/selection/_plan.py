@@ -130,7 +130,10 @@ class SelectionPlan:
             epsilon, delta = self._key_loss()
             keep = _draw.optimal_keep(held, epsilon, delta, source)
         else:
-            weights = held if self.policy is Policy.PER_KEY else table @ np.array(self.weights)
+            if self.policy is Policy.PER_KEY:  # every key counts w_1 (1, or a pure Gaussian's w)
+                weights = held * self.weights[0]
+            else:
+                weights = table @ np.array(self.weights)
             laplace = self.rule is Rule.LAPLACE
             # a lone key's δ was proved for exactly this law: more noise would mean more δ, so
             # the draw's law must be the plan's, not one rounded again (review requirement 1)
@@ -225,9 +228,10 @@ def plan_selection(
     base = SelectionPlan(loss, delta, g, change, rule, policy, weights=(1,) * g)
     moved = moved_keys(change, g)
     if rule is Rule.GAUSSIAN and not zcdp:
-        threshold, sigma2, noise_delta, lone = calibrate(loss.amount, delta, g, moved)
+        step, threshold, sigma2, noise_delta, lone = calibrate(loss.amount, delta, g, moved)
         return replace(
             base,
+            weights=(step,) * g,
             threshold=threshold,
             scale=sigma2,
             delta_bound=noise_delta + lone,
