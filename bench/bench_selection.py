@@ -203,9 +203,13 @@ def _curve_table(
             lower = [
                 n
                 for n, a, b in zip(COUNTS[1:], ours[1:], keep[1:], strict=True)
-                if a < b * (1 - 1e-9)
+                if a < b * (1 - 1e-9) and b >= 0.01
             ]
-            verdict = f"ours lower at n = {lower}" if lower else "never lower (n ≥ 2)"
+            verdict = (
+                f"ours lower at n = {lower}"
+                if lower
+                else "never lower where the peer keeps a key with probability ≥ 1%"
+            )
             print(f"- {ours_name} vs {name}: {verdict}")
 
 

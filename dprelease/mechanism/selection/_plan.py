@@ -1,8 +1,9 @@
 """A key selection's plan: its rule, policy, threshold and δ, all from public inputs (no data).
 
 A plan is what the manifest states and what the planner shows before any row is read: the rule
-(the optimal per-key rule of Desfontaines et al. 2022 in pure scopes, discrete Gaussian
-thresholding in zCDP scopes, discrete Laplace thresholding on request), the policy for units
+(the optimal per-key rule of Desfontaines et al. 2022 in pure scopes, or there a discrete
+Gaussian threshold with a proved (ε, δ) when its τ is the smaller; discrete Gaussian
+thresholding in zCDP scopes; discrete Laplace thresholding on request), the policy for units
 holding several keys (`per_key`: each key a unit holds counts 1 and the budget is split over the
 ≤ m = c·G keys one unit can move, c = 2 under substitution: ε/m and δ_k with 1 − (1 − δ_k)^m = δ;
 `weighted`: each unit spreads one unit of weight over the keys it holds, in L1 for Laplace, in L2
