@@ -178,3 +178,36 @@ def test_the_joint_audit_catches_too_little_noise() -> None:
 
     broken = SelectionPlan(**{**plan.__dict__, "scale": exact_sigma2(plan.scale / 4)})
     assert joint_violation(broken, float(AUDIT_EPSILON), float(plan.noise_delta), seed=302) > 0
+
+
+def test_a_pure_release_with_five_keys_per_unit_selects_by_the_gaussian_threshold() -> None:
+    """`dp.release` on pandas, a pure scope, units holding five keys: the plan picks the
+    Gaussian threshold (its τ is the smaller), keys held by 600 units are released, the 40 keys
+    each held by one unit are not, and the manifest states the rule, its weights and its δ."""
+    import pandas as pd
+
+    import dprelease as dp
+
+    common = [f"K{i}" for i in range(5)]
+    rows = [(person, key) for person in range(600) for key in common]
+    rows += [(600 + i, f"Z{i:02d}") for i in range(40)]
+    data = pd.DataFrame(rows, columns=["person", "dx"])
+    spec = {
+        "name": "dx_counts",
+        "source": "visits",
+        "privacy_unit": "person",
+        "max_rows_per_unit": 5,
+        "max_groups_per_unit": 5,
+        "group_by": [{"column": "dx", "domain": {"select": True, "max_keys_per_unit": 5}}],
+        "statistics": [{"kind": "count", "name": "visits"}],
+    }
+    result = dp.release(data, spec, epsilon=1, selection_delta=1e-6)
+    assert sorted(result.table["dx"].to_list()) == common
+    (entry,) = result.manifest.selections or []
+    assert (entry.mechanism, entry.policy, entry.measure) == (
+        "gaussian_threshold",
+        "per_key",
+        "pure",
+    )
+    assert entry.weights == [16] * 5 and entry.noise is not None and "σ²" in entry.noise
+    assert entry.delta_spent_exact == "1/1000000" and entry.tau < 600
