@@ -164,14 +164,20 @@ def _curve_table(
     )
     rows: dict[str, tuple[np.ndarray, float]] = {}
     for loss in (PrivacyLoss.pure(epsilon), PrivacyLoss.zcdp(rho)):
-        chosen = [Policy.PER_KEY] if g == 1 else [Policy.PER_KEY, Policy.WEIGHTED]
-        for choice in chosen:
-            plan = plan_selection(loss, delta, g, policy=choice)
-            tag = " (zCDP)" if loss.measure.value == "zcdp" else ""
-            default = plan.policy is plan_selection(loss, delta, g).policy
-            name = f"dprelease {plan.rule.value} {plan.policy.value}{tag}" + (
-                ", default" if default and g > 1 else ""
+        pure = loss.measure.value == "pure"
+        if pure:
+            chosen = [(Rule.OPTIMAL, Policy.PER_KEY)]
+            chosen += [(Rule.GAUSSIAN, Policy.PER_KEY), (Rule.LAPLACE, Policy.WEIGHTED)] * (g > 1)
+        else:
+            chosen = [(Rule.GAUSSIAN, Policy.PER_KEY)] + [(Rule.GAUSSIAN, Policy.WEIGHTED)] * (
+                g > 1
             )
+        default = plan_selection(loss, delta, g)
+        for rule, choice in chosen:
+            plan = plan_selection(loss, delta, g, rule=rule, policy=choice)
+            tag = "" if pure else " (zCDP)"
+            mark = ", default" if (rule, choice) == (default.rule, default.policy) else ""
+            name = f"dprelease {plan.rule.value} {plan.policy.value}{tag}{mark}"
             rows[name] = (plan.keep_probability(counts, keys_per_unit=held), float(delta))
     for name, peer in peers.items():
         if "keep" in peer:
@@ -185,7 +191,7 @@ def _curve_table(
         cells = " | ".join(f"{p:.3g}" for p in keep)
         print(f"| {name} | {lone:.3g} | {cells} |")
     for ours_name, (ours, _) in rows.items():
-        if not ours_name.startswith("dprelease"):
+        if not (ours_name.startswith("dprelease") and ours_name.endswith("default")):
             continue
         zcdp = "zCDP" in ours_name
         for name, (keep, lone) in rows.items():
@@ -197,9 +203,13 @@ def _curve_table(
             lower = [
                 n
                 for n, a, b in zip(COUNTS[1:], ours[1:], keep[1:], strict=True)
-                if a < b * (1 - 1e-9)
+                if a < b * (1 - 1e-9) and b >= 0.01
             ]
-            verdict = f"ours lower at n = {lower}" if lower else "never lower (n ≥ 2)"
+            verdict = (
+                f"ours lower at n = {lower}"
+                if lower
+                else "never lower where the peer keeps a key with probability ≥ 1%"
+            )
             print(f"- {ours_name} vs {name}: {verdict}")
 
 
@@ -247,9 +257,12 @@ def expected_released(plan, table: np.ndarray) -> float:  # type: ignore[no-unty
     if plan.rule is Rule.OPTIMAL:
         distinct, inverse = np.unique(held, return_inverse=True)
         return float(plan.keep_probability(distinct)[inverse].sum())
-    weight = held if plan.policy is Policy.PER_KEY else table @ np.array(plan.weights)
+    weight = (
+        held * plan.weights[0] if plan.policy is Policy.PER_KEY else table @ np.array(plan.weights)
+    )
     tail = laplace_tail if plan.rule is Rule.LAPLACE else gaussian_tail
-    return float(tail(plan.scale, plan.threshold - weight).sum())
+    distinct, inverse = np.unique(weight, return_inverse=True)
+    return float(tail(plan.scale, plan.threshold - distinct)[inverse].sum())
 
 
 def policy(epsilons: tuple[str, ...], delta: Fraction, groups: tuple[int, ...]) -> None:
@@ -260,22 +273,41 @@ def policy(epsilons: tuple[str, ...], delta: Fraction, groups: tuple[int, ...]) 
         f"{np.mean([len(v) for v in units.values()]):.2f} keys per unit; δ = {float(delta):g}"
     )
     print(
-        "expected keys released (pure: per_key = optimal rule, weighted = Laplace L1 weights;"
-        " zCDP at ρ = ε²/2: Gaussian per_key vs L2 weights)\n"
+        "expected keys released (pure: optimal = Δ-scaling with the optimal rule, gaussian ="
+        " discrete Gaussian threshold per key, weighted = Laplace L1 weights; zCDP at ρ = ε²/2:"
+        " Gaussian per_key vs L2 weights)\n"
     )
-    print("| ε | G | pure per_key | pure weighted | zCDP per_key | zCDP weighted | default |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| ε | G | pure optimal | pure gaussian | pure weighted | zCDP per_key | zCDP weighted"
+        " | pure default |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    combos = [
+        ("pure", Rule.OPTIMAL, Policy.PER_KEY),
+        ("pure", Rule.GAUSSIAN, Policy.PER_KEY),
+        ("pure", Rule.LAPLACE, Policy.WEIGHTED),
+        ("zcdp", Rule.GAUSSIAN, Policy.PER_KEY),
+        ("zcdp", Rule.GAUSSIAN, Policy.WEIGHTED),
+    ]
     for text in epsilons:
         epsilon = Fraction(text)
+        losses = {"pure": PrivacyLoss.pure(epsilon), "zcdp": PrivacyLoss.zcdp(epsilon**2 / 2)}
         for g in groups:
             table = units_table(units, g)
             cells = []
-            for loss in (PrivacyLoss.pure(epsilon), PrivacyLoss.zcdp(epsilon * epsilon / 2)):
-                for chosen in (Policy.PER_KEY, Policy.WEIGHTED):
-                    plan = plan_selection(loss, delta, g, policy=chosen)
-                    cells.append(f"{expected_released(plan, table):.1f}")
-            default = plan_selection(PrivacyLoss.pure(epsilon), delta, g).policy.value
-            print(f"| {text} | {g} | " + " | ".join(cells) + f" | {default} |")
+            for measure, rule, chosen in combos:
+                try:
+                    plan = plan_selection(losses[measure], delta, g, rule=rule, policy=chosen)
+                except ValueError:
+                    cells.append("–")
+                    continue
+                cells.append(f"{expected_released(plan, table):.1f}")
+            default = plan_selection(losses["pure"], delta, g)
+            print(
+                f"| {text} | {g} | "
+                + " | ".join(cells)
+                + f" | {default.rule.value} {default.policy.value} |"
+            )
 
 
 # --------------------------------------------------------------------------- timing

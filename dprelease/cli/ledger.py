@@ -100,8 +100,8 @@ def _neighbours_text(s: ScopeStatus) -> str:
 
 
 def _terms_lines(statuses: list[ScopeStatus]) -> list[str]:
-    """What each scope keeps for life, and for zCDP what its cap and what it has spent imply as
-    (ε, δ)-DP."""
+    """What each scope keeps for life, for zCDP what its cap and what it has spent imply as
+    (ε, δ)-DP, and the key selection δ it keeps, has spent and has left."""
     lines = []
     for s in statuses:
         kept = [
@@ -116,6 +116,12 @@ def _terms_lines(statuses: list[ScopeStatus]) -> list[str]:
             kept.append(
                 f"zCDP read at δ = {s.delta:g}: cap {loss_text(s.measure, s.cap, s.delta)}, "
                 f"spent {loss_text(s.measure, s.spent, s.delta)}"
+            )
+        if s.selection_delta is not None:
+            worst = " (worst period)" if s.composition == "parallel" else ""
+            kept.append(
+                f"key selection δ budget {_num(s.selection_delta)}: spent "
+                f"{_num(s.selection_delta_spent)}{worst}, left {_num(s.selection_delta_left)}"
             )
         lines.append(f"{s.name}: {'; '.join(kept)}")
     return lines
@@ -134,8 +140,8 @@ def _period_table(s: ScopeStatus) -> Table:
 @ledger_app.command("status")
 @cli_errors
 def status(ledger_url: LedgerOpt = None, scope: ScopeOpt = None, as_json: JsonOpt = False) -> None:
-    """Cap, spent and remaining per scope, in its measure (ε, or ρ for zCDP), and what each
-    keeps for life (open reservations count as spent)."""
+    """Cap, spent and remaining per scope, in its measure (ε, or ρ for zCDP), what each keeps
+    for life, and the key selection δ spent and left (open reservations count as spent)."""
     from dprelease.ledger import Ledger
 
     with Ledger(ledger_url, mode="read") as ledger:

@@ -263,6 +263,11 @@ def _print_selection(console: Console, report: SelectionReport) -> None:
         f"{entry.tau} units (kept with probability ≥ 1/2)",
         markup=False,
     )
+    console.print(
+        f"selection δ of the scope: {report.delta_spent_before:g} spent before, "
+        f"{entry.delta_spent:g} by this release, {report.delta_left:g} left after it",
+        markup=False,
+    )
     keep = ", ".join(f"{row.units}: {row.probability:.3g}" for row in report.keep)
     console.print(f"probability a key held by n units is released: {keep}", markup=False)
     console.print(entry.keys, markup=False)

@@ -38,6 +38,24 @@ def delta_spent(conn: Connection, scope: str, period: str | None, parallel: bool
     return sum((Fraction(d) for d in conn.execute(query).scalars()), Fraction(0))
 
 
+def delta_spent_by_scope(conn: Connection, parallel: dict[str, bool]) -> dict[str, Fraction]:
+    """The selection δ each scope has spent (a parallel scope: its worst period's), for
+    `ledger status` and the planner; every scope of `parallel` gets an entry."""
+    query = select(charges.c.scope, charges.c.period, charges.c.selection_delta).where(
+        charges.c.scope.in_(list(parallel)),
+        charges.c.status.in_(_SPENDING),
+        charges.c.selection_delta.is_not(None),
+    )
+    per_period: dict[tuple[str, str | None], Fraction] = {}
+    for scope, period, delta in conn.execute(query):
+        key = (scope, period if parallel[scope] else None)
+        per_period[key] = per_period.get(key, Fraction(0)) + Fraction(delta)
+    spent = dict.fromkeys(parallel, Fraction(0))
+    for (scope, _), amount in per_period.items():
+        spent[scope] = max(spent[scope], amount)
+    return spent
+
+
 def check_delta(
     conn: Connection,
     scope_row: Row[Any] | None,

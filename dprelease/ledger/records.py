@@ -147,6 +147,17 @@ class ScopeStatus:
     neighbours: ProtectedChange | None = None  # None: not fixed yet (see ScopeTerms)
     privacy_unit: PrivacyUnit | None = None  # None: not fixed yet
     period_column: str | None = None  # parallel: the column whose months are its periods
+    #: key selection's δ budget, kept for life (None: no selecting release yet, none stated)
+    selection_delta: Fraction | None = None
+    #: the selection δ spent (parallel scopes: the worst period's), open reservations included
+    selection_delta_spent: Fraction = Fraction(0)
+
+    @property
+    def selection_delta_left(self) -> Fraction | None:
+        """What stays of the selection δ budget (None without one)."""
+        if self.selection_delta is None:
+            return None
+        return max(self.selection_delta - self.selection_delta_spent, Fraction(0))
 
     @property
     def unit(self) -> str:
@@ -205,6 +216,12 @@ class ScopeStatus:
             "cap_exact": str(self.cap),
             "spent_exact": str(self.spent),
             "remaining_exact": str(self.remaining),
+            "selection_delta": _optional(self.selection_delta),
+            "selection_delta_spent": float(self.selection_delta_spent),
+            "selection_delta_left": _optional(self.selection_delta_left),
+            "selection_delta_exact": _optional_text(self.selection_delta),
+            "selection_delta_spent_exact": str(self.selection_delta_spent),
+            "selection_delta_left_exact": _optional_text(self.selection_delta_left),
             "releases": self.releases,
             "open_reservations": self.open_reservations,
             "periods": {
@@ -255,3 +272,11 @@ class LedgerEvent:
             "actor": self.actor,
             "detail": self.detail,
         }
+
+
+def _optional(value: Fraction | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _optional_text(value: Fraction | None) -> str | None:
+    return None if value is None else str(value)

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, func, select
 
 from dprelease.errors import UnknownScope
 from dprelease.ledger.database import aware, now
+from dprelease.ledger.deltas import delta_spent_by_scope
 from dprelease.ledger.records import LedgerEvent, ScopeStatus, StoredRelease
 from dprelease.ledger.schema import charges, events, releases, scopes
 from dprelease.ledger.scopes import terms_of
@@ -67,6 +68,9 @@ def status(conn: Connection, display_url: str, scope: str | None = None) -> list
         .group_by(charges.c.scope, charges.c.status)
     )
     counts = {(name, state): n for name, state, n in conn.execute(counts_query)}
+    deltas_spent = delta_spent_by_scope(
+        conn, {row.name: row.composition == "parallel" for row in rows}
+    )
     result = []
     for row in rows:
         cap, used, terms = Fraction(row.cap), spent[row.name].spent(), terms_of(row)
@@ -85,6 +89,10 @@ def status(conn: Connection, display_url: str, scope: str | None = None) -> list
                 neighbours=terms.neighbours,
                 privacy_unit=terms.unit,
                 period_column=terms.period_column,
+                selection_delta=None
+                if row.selection_delta is None
+                else Fraction(row.selection_delta),
+                selection_delta_spent=deltas_spent[row.name],
             )
         )
     return result

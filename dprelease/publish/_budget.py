@@ -190,6 +190,7 @@ def decide_budget(
         delta=delta,
         selection_delta=_release_delta(delta_budget, amount, in_force),
         selection_delta_budget=delta_budget,
+        selection_delta_spent=Fraction(0) if existing is None else existing.selection_delta_spent,
         unit=unit,
         period_column=terms.period_column,
         stated_cap_ignored=cap
@@ -223,6 +224,7 @@ def plan_budget(
         measure=None if budget.loss is None else budget.loss.measure,
         selection_delta=budget.selection_delta,
         selection_delta_budget=budget.selection_delta_budget,
+        selection_delta_spent=budget.selection_delta_spent,
     )
     publication = planned_publication(resolved, planned)
     if publication is not None:

@@ -51,6 +51,9 @@ class Budget:
     #: the scope's selection δ for life (the ledger's, else the one stated for it); a release
     #: spends the share of it that its loss is of the cap in force (all of it without a cap)
     selection_delta_budget: Fraction | None = None
+    #: what the scope has spent of that budget already (the ledger's; a parallel scope's worst
+    #: period), so the planner's "δ left" is the ledger's
+    selection_delta_spent: Fraction = Fraction(0)
     unit: PrivacyUnit = PrivacyUnit()  # whom the release protects: the spec's privacy unit
     period_column: str | None = None  # parallel periods: the column whose months they are
     stated_cap_ignored: Fraction | None = None  # a stated cap the existing scope does not have

@@ -26,7 +26,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dprelease.change import ProtectedChange
-from dprelease.errors import SpecError
+from dprelease.errors import ConfigError, SpecError
 from dprelease.loss import Measure, Mechanism, PrivacyLoss, amount_text, loss_text
 from dprelease.mechanism import (
     LN_20,
@@ -223,10 +223,11 @@ def plan(
     measure: Measure | None = None,
     selection_delta: Fraction | None = None,
     selection_delta_budget: Fraction | None = None,
+    selection_delta_spent: Fraction = Fraction(0),
 ) -> ReleasePlan:
     """What a release of `resolved` spending `loss` by `mechanism` states per statistic (and,
-    spending `selection_delta` of the scope's `selection_delta_budget`, per key selection),
-    without reading data.
+    spending `selection_delta` of the scope's `selection_delta_budget`, of which the ledger
+    says `selection_delta_spent` is spent, per key selection), without reading data.
 
     `targets` (statistic name → wanted 95% margin of error) override the spec's `target_moe95`;
     with targets the plan also gives the smallest loss (in `measure`, default the loss's, else
@@ -271,17 +272,28 @@ def plan(
         else None,
         epsilon_for_targets=None if needed is None else float(needed),
         epsilon_for_targets_exact=None if needed is None else str(needed),
-        selections=[
-            plan_report(
-                s.plan,
-                s.columns,
-                scope_delta,
-                always=s.always,
-            )
-            for s in planned.selections
-        ]
-        or None,
+        selections=_selection_reports(planned, scope_delta, selection_delta_spent) or None,
     )
+
+
+def _selection_reports(
+    planned: Allocation, scope_delta: Fraction | None, spent: Fraction
+) -> list[SelectionReport]:
+    """Each selection's report against what stays of the scope's δ: selections before it in
+    the spec spend first. ConfigError (naming `selection_delta`) when one does not fit."""
+    reports = []
+    for selection in planned.selections:
+        assert scope_delta is not None  # `allocate` refuses a selection without a δ
+        try:
+            reports.append(
+                plan_report(
+                    selection.plan, selection.columns, scope_delta, spent, always=selection.always
+                )
+            )
+        except ValueError as exc:
+            raise ConfigError("selection_delta", str(exc)) from None
+        spent += selection.plan.delta
+    return reports
 
 
 def _entries(

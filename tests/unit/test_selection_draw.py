@@ -56,6 +56,9 @@ PLANS = {
     "laplace_weighted": lambda: plan_selection(
         PrivacyLoss.pure(EPSILON), DELTA, 3, rule=Rule.LAPLACE, policy=Policy.WEIGHTED
     ),
+    "gaussian_pure": lambda: plan_selection(
+        PrivacyLoss.pure(EPSILON), DELTA, 3, rule=Rule.GAUSSIAN
+    ),
     "gaussian": lambda: plan_selection(PrivacyLoss.zcdp(Fraction(1, 8)), DELTA),
     "gaussian_weighted": lambda: plan_selection(PrivacyLoss.zcdp(Fraction(1, 8)), DELTA, 3),
 }

@@ -219,8 +219,8 @@ def test_weights_have_the_norm_they_claim() -> None:
 
 
 def test_substitution_moves_twice_the_keys() -> None:
-    add_remove = plan_selection(PURE, DELTA, 2)
-    substitute = plan_selection(PURE, DELTA, 2, ProtectedChange.SUBSTITUTE)
+    add_remove = plan_selection(PURE, DELTA, 2, rule=Rule.OPTIMAL)
+    substitute = plan_selection(PURE, DELTA, 2, ProtectedChange.SUBSTITUTE, rule=Rule.OPTIMAL)
     assert add_remove.key_loss == (PURE.amount / 2, per_key_delta(DELTA, 2))
     assert substitute.key_loss == (PURE.amount / 4, per_key_delta(DELTA, 4))
 
@@ -240,7 +240,7 @@ def test_per_key_delta_composes_to_delta(keys: int) -> None:
     ("kwargs", "words"),
     [
         (dict(loss=PURE, delta=Fraction(1, 2)), "(0, 1/2)"),
-        (dict(loss=PURE, delta=DELTA, rule=Rule.GAUSSIAN), "zCDP scope"),
+        (dict(loss=PURE, delta=DELTA, rule=Rule.GAUSSIAN, policy=Policy.WEIGHTED), "per_key"),
         (dict(loss=PrivacyLoss.zcdp(Fraction(1)), delta=DELTA, rule=Rule.OPTIMAL), "gaussian"),
         (dict(loss=PURE, delta=DELTA, rule=Rule.OPTIMAL, policy=Policy.WEIGHTED), "per key"),
     ],
@@ -250,15 +250,24 @@ def test_plan_refusals_say_what_to_change(kwargs: dict, words: str) -> None:
         plan_selection(**kwargs)
 
 
-def test_default_policy_is_the_measured_choice() -> None:
-    """Pure: the optimal per-key rule up to G = 3, weighted Laplace from 4; zCDP: weighted."""
+def test_default_rule_is_the_smaller_tau() -> None:
+    """Pure: the optimal rule for one moved key; from two, the optimal rule (Δ-scaling) or a
+    discrete Gaussian threshold, whichever has the smaller τ (at ε = 0.347, δ = 1e-6 the
+    Gaussian from G = 4: τ 123 against 140; at G = 3, 106 against 105); weighted only when
+    named. zCDP: weighted from G = 2."""
     zcdp = PrivacyLoss.zcdp(Fraction(3, 50))
-    assert [plan_selection(PURE, DELTA, g).rule.value for g in (1, 3, 4)] == [
+    chosen = {g: plan_selection(PURE, DELTA, g) for g in (1, 3, 4)}
+    assert [chosen[g].rule.value for g in (1, 3, 4)] == [
         "optimal",
         "optimal",
-        "laplace_threshold",
+        "gaussian_threshold",
     ]
-    assert plan_selection(PURE, DELTA, 4).policy is Policy.WEIGHTED
+    for g in (3, 4):
+        other = Rule.GAUSSIAN if chosen[g].rule is Rule.OPTIMAL else Rule.OPTIMAL
+        assert chosen[g].tau() < plan_selection(PURE, DELTA, g, rule=other).tau()
+    assert all(plan.policy is Policy.PER_KEY for plan in chosen.values())
+    named = plan_selection(PURE, DELTA, 4, policy=Policy.WEIGHTED)
+    assert (named.rule, named.policy) == (Rule.LAPLACE, Policy.WEIGHTED)
     assert [plan_selection(zcdp, DELTA, g).policy.value for g in (1, 2)] == ["per_key", "weighted"]
 
 
@@ -266,7 +275,7 @@ def test_default_policy_is_the_measured_choice() -> None:
 
 
 def test_planner_report_states_tau_keep_table_and_delta_left() -> None:
-    plan = plan_selection(PURE, DELTA, 5)
+    plan = plan_selection(PURE, DELTA, 5, policy=Policy.WEIGHTED)
     report = plan_report(plan, ["diagnosis"], scope_delta=Fraction(1, 10**5), spent=DELTA)
     assert [row.units for row in report.keep] == [1, 5, 10, 20, 50, 100, 1000]
     assert report.keep[0].probability_at_max_keys <= float(DELTA)

@@ -92,3 +92,44 @@ def test_a_scope_without_a_budget_gets_none_from_a_release_that_does_not_select(
         assert ledger.selection_delta("s") is None and charged_deltas(ledger) == [None]
         with pytest.raises(LedgerError, match="no δ budget"):
             ledger.reserve("b", "s", None, 1, spec_hash="h" * 64, selection_delta=DELTA)
+
+
+def test_ledger_status_and_the_planner_read_the_scopes_selection_delta(tmp_path: Path) -> None:
+    """`dprelease ledger status` shows the δ kept, spent and left per scope (table and JSON);
+    `dprelease plan --ledger` counts what the ledger says is spent (it used to plan as if
+    nothing were) and refuses, in one line naming selection_delta, a δ that no longer fits."""
+    import json
+
+    import yaml
+    from helpers import invoke_cli, one_line_error, words
+    from test_selection_release import visits
+
+    visits().to_csv(tmp_path / "visits.csv", index=False)
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"release": spec()}))
+    ledger = ["--ledger", str(tmp_path / "ledger.sqlite")]
+    plan = ["plan", "--spec", str(tmp_path / "spec.yaml"), "--epsilon", "1", *ledger]
+    release = ["release", "--spec", str(tmp_path / "spec.yaml"), "--epsilon", "1", *ledger]
+    release += ["--data", str(tmp_path / "visits.csv"), "--cap", "2", "--selection-delta", "1e-9"]
+    first = invoke_cli(*release, "--out", str(tmp_path / "one"))
+    assert first.exit_code == 0, first.output
+
+    status = invoke_cli("ledger", "status", *ledger)
+    assert status.exit_code == 0, status.output
+    assert "key selection δ budget 0.000000001: spent 0.0000000005, left 0.0000000005" in words(
+        status.output
+    )
+    (scope,) = json.loads(invoke_cli("ledger", "status", *ledger, "--json").output)
+    assert scope["selection_delta_exact"] == "1/1000000000"
+    assert scope["selection_delta_spent_exact"] == scope["selection_delta_left_exact"]
+    assert scope["selection_delta_spent_exact"] == "1/2000000000"
+
+    planned = json.loads(invoke_cli(*plan, "--json").output)
+    (report,) = planned["selections"]
+    assert report["delta_spent_before"] == pytest.approx(5e-10)
+    assert report["delta_left"] == 0  # this release's 5e-10 takes what stays
+    said = words(invoke_cli(*plan).output)
+    assert "selection δ of the scope: 5e-10 spent before, 5e-10 by this release, 0 left" in said
+
+    second = invoke_cli(*release, "--out", str(tmp_path / "two"), "--force-new")
+    assert second.exit_code == 0, second.output
+    one_line_error(invoke_cli(*plan), "selection_delta", "spend a smaller δ per release")

@@ -3,7 +3,9 @@
 A key is released only if enough distinct privacy units hold it, decided by a DP mechanism on the
 count (or weight) of units per key: the optimal per-key rule of Desfontaines et al. 2022 in pure
 scopes, discrete Gaussian thresholding in zCDP scopes (discrete Laplace thresholding on request);
-for units that hold up to G keys, per-key budget splitting or a weighted policy. The released key
+for units that hold up to G keys, per-key budget splitting or a weighted policy, and in pure
+scopes a discrete Gaussian threshold with a proved (ε, δ) when its τ is the smaller
+(`_gaussian_pure`). The released key
 set is itself a DP output; a key held by one unit is released with probability at most δ, which
 the ledger charges and the odds statement accounts for (PRIVACY.md).
 
@@ -24,7 +26,6 @@ from dprelease.mechanism.selection._aggregate import (
 from dprelease.mechanism.selection._optimal import KeepTable, keep_table
 from dprelease.mechanism.selection._plan import (
     TABLE_COUNTS,
-    WEIGHTED_FROM,
     Policy,
     Rule,
     SelectionPlan,
@@ -54,7 +55,6 @@ __all__ = [
     "plan_report",
     "selection_entry",
     "TABLE_COUNTS",
-    "WEIGHTED_FROM",
     "KeepTable",
     "Policy",
     "Rule",

@@ -1,8 +1,9 @@
 """A key selection's plan: its rule, policy, threshold and δ, all from public inputs (no data).
 
 A plan is what the manifest states and what the planner shows before any row is read: the rule
-(the optimal per-key rule of Desfontaines et al. 2022 in pure scopes, discrete Gaussian
-thresholding in zCDP scopes, discrete Laplace thresholding on request), the policy for units
+(the optimal per-key rule of Desfontaines et al. 2022 in pure scopes, or there a discrete
+Gaussian threshold with a proved (ε, δ) when its τ is the smaller; discrete Gaussian
+thresholding in zCDP scopes; discrete Laplace thresholding on request), the policy for units
 holding several keys (`per_key`: each key a unit holds counts 1 and the budget is split over the
 ≤ m = c·G keys one unit can move, c = 2 under substitution: ε/m and δ_k with 1 − (1 − δ_k)^m = δ;
 `weighted`: each unit spreads one unit of weight over the keys it holds, in L1 for Laplace, in L2
@@ -29,6 +30,7 @@ from dprelease.change import ProtectedChange
 from dprelease.loss import Measure, PrivacyLoss
 from dprelease.mechanism.noise import NoiseSource, exact_scale, exact_sigma2
 from dprelease.mechanism.selection import _draw
+from dprelease.mechanism.selection._gaussian_pure import calibrate
 from dprelease.mechanism.selection._optimal import keep_table, per_key_delta
 from dprelease.mechanism.selection._tails import (
     gaussian_tail,
@@ -78,6 +80,9 @@ class SelectionPlan:
     scale: Fraction | None = None  # the Laplace scale b or the Gaussian σ² (threshold rules)
     delta_bound: Fraction | None = None  # the proved δ of τ, ≤ delta (threshold rules)
     key_loss: tuple[Fraction, Fraction] | None = None  # (ε, δ) per key (optimal rule)
+    #: pure-scope Gaussian threshold: the proved δ₁ of its noise (delta_bound − δ₁ is the
+    #: threshold's δ₂, `_gaussian_pure`)
+    noise_delta: Fraction | None = None
 
     # ----------------------------------------------------------------- what it promises
 
@@ -126,7 +131,10 @@ class SelectionPlan:
             epsilon, delta = self._key_loss()
             keep = _draw.optimal_keep(held, epsilon, delta, source)
         else:
-            weights = held if self.policy is Policy.PER_KEY else table @ np.array(self.weights)
+            if self.policy is Policy.PER_KEY:  # every key counts w_1 (1, or a pure Gaussian's w)
+                weights = held * self.weights[0]
+            else:
+                weights = table @ np.array(self.weights)
             laplace = self.rule is Rule.LAPLACE
             # a lone key's δ was proved for exactly this law: more noise would mean more δ, so
             # the draw's law must be the plan's, not one rounded again (review requirement 1)
@@ -171,19 +179,13 @@ def l2_weights(max_keys_per_unit: int) -> tuple[int, ...]:
     return tuple(math.isqrt(_L2_UNIT**2 // g) for g in range(1, max_keys_per_unit + 1))
 
 
-#: From this many keys per unit on, a pure scope's default policy is `weighted` (see below).
-WEIGHTED_FROM = 4
-
-
 def default_policy(measure: Measure, max_keys_per_unit: int) -> Policy:
-    """The policy a spec gets unless it names one: `per_key` for one key per unit; in zCDP scopes
-    `weighted` for G ≥ 2 (its L2 weights never lose to per-key scaling: a unit holding G keys
-    gets the same noise-to-signal ratio, one holding fewer a better one); in pure scopes
-    `per_key` (the optimal rule) up to G = 3 and `weighted` from G = 4, where it released more
-    keys on real data at ε from 0.1 to 1 (docs/selection.md: the measurements)."""
-    if max_keys_per_unit == 1:
-        return Policy.PER_KEY
-    if measure is Measure.ZCDP or max_keys_per_unit >= WEIGHTED_FROM:
+    """The policy a spec gets unless it names one: `per_key` for one key per unit and in pure
+    scopes (where the rule is then the better of Δ-scaling and a Gaussian threshold, by τ:
+    `plan_selection`); in zCDP scopes `weighted` for G ≥ 2 (its L2 weights never lose to
+    per-key scaling: a unit holding G keys gets the same noise-to-signal ratio, one holding
+    fewer a better one). docs/selection.md: the measurements."""
+    if measure is Measure.ZCDP and max_keys_per_unit >= 2:
         return Policy.WEIGHTED
     return Policy.PER_KEY
 
@@ -208,17 +210,34 @@ def plan_selection(
     zcdp = loss.measure is Measure.ZCDP
     if rule is Rule.OPTIMAL and policy is Policy.WEIGHTED:
         raise ValueError("the optimal rule is per key; a weighted policy thresholds a weight")
-    rule = rule or (Rule.GAUSSIAN if zcdp else Rule.OPTIMAL)
-    if zcdp and rule is not Rule.GAUSSIAN:
+    if zcdp and rule not in (None, Rule.GAUSSIAN):
         raise ValueError(f"a zCDP scope selects keys by {Rule.GAUSSIAN.value}")
-    if not zcdp and rule is Rule.GAUSSIAN:
-        raise ValueError(f"{Rule.GAUSSIAN.value} spends ρ: it needs a zCDP scope")
-    policy = policy or default_policy(loss.measure, max_keys_per_unit)
+    if not zcdp and rule is Rule.GAUSSIAN and policy is Policy.WEIGHTED:
+        raise ValueError(
+            f"in a pure scope {Rule.GAUSSIAN.value} counts each key 1: use policy per_key"
+        )
+    if not zcdp and rule is None:
+        return _best_pure(loss, delta, max_keys_per_unit, change, policy)
+    rule = rule or Rule.GAUSSIAN
+    policy = policy or (
+        Policy.PER_KEY if rule is Rule.GAUSSIAN and not zcdp
+        else default_policy(loss.measure, max_keys_per_unit)
+    )  # fmt: skip
     if policy is Policy.WEIGHTED and rule is Rule.OPTIMAL:
         rule = Rule.LAPLACE  # the optimal rule is per key; a weighted policy thresholds a weight
     g = max_keys_per_unit
     base = SelectionPlan(loss, delta, g, change, rule, policy, weights=(1,) * g)
     moved = moved_keys(change, g)
+    if rule is Rule.GAUSSIAN and not zcdp:
+        step, threshold, sigma2, noise_delta, lone = calibrate(loss.amount, delta, g, moved)
+        return replace(
+            base,
+            weights=(step,) * g,
+            threshold=threshold,
+            scale=sigma2,
+            delta_bound=noise_delta + lone,
+            noise_delta=noise_delta,
+        )
     if rule is Rule.OPTIMAL:
         key_loss = (loss.amount / moved, per_key_delta(delta, moved))
         keep_table(*key_loss)  # fail here, not at the draw, if ε is out of its range
@@ -314,3 +333,29 @@ def plan_for_domain(
     """The plan of a spec's selected domain, given its share of the loss and its δ."""
     policy = Policy(domain.policy) if domain.policy is not None else None
     return plan_selection(loss, delta, domain.max_keys_per_unit, change, policy=policy)
+
+
+def _best_pure(
+    loss: PrivacyLoss,
+    delta: Fraction,
+    max_keys_per_unit: int,
+    change: ProtectedChange,
+    policy: Policy | None,
+) -> SelectionPlan:
+    """A pure scope's selection when the spec names no rule. Weighted: discrete Laplace on the
+    L1 weights. Per key (the default): the optimal rule with the budget split over the m keys
+    one change moves (Δ-scaling), or, when m ≥ 2, a discrete Gaussian threshold, whichever has
+    the smaller τ, the count from which a key is kept with probability ≥ 1/2 (both rules' keep
+    probabilities depend on that count only, so the planner's table ranks them the same way
+    for every unit); a tie keeps the optimal rule."""
+    g = max_keys_per_unit
+    if policy is Policy.WEIGHTED:
+        return plan_selection(loss, delta, g, change, rule=Rule.LAPLACE, policy=policy)
+    optimal = plan_selection(loss, delta, g, change, rule=Rule.OPTIMAL)
+    if moved_keys(change, g) < 2:
+        return optimal  # one key moved: the optimal rule is the best any count rule can do
+    try:
+        gaussian = plan_selection(loss, delta, g, change, rule=Rule.GAUSSIAN)
+    except ValueError:  # no proved Gaussian threshold at this (ε, δ): Δ-scaling is what is left
+        return optimal
+    return gaussian if gaussian.tau() < optimal.tau() else optimal

@@ -1,0 +1,179 @@
+"""Discrete Gaussian thresholding in a pure scope: its proved (ε, δ), and its calibration.
+
+Why: with units that touch up to G keys, per-key Δ-scaling (the optimal rule at ε/G each, or
+Laplace noise of scale G/ε) has noise that grows with G, while a Gaussian's grows with √G: at
+G = 5, ε = 0.347, δ = 10⁻⁶ a key held by 150 units (each holding five) is kept with probability
+0.09 by the former and about 0.7 by a Gaussian threshold. Selection is (ε, δ)-DP in any case, so
+a pure scope may use a Gaussian threshold as long as its (ε, δ) is *proved*; here it is, for the
+project's exact discrete Gaussian (PRIVACY.md, "Discrete Gaussian thresholding in pure scopes",
+states the proof in full).
+
+The rule: per candidate key, count the units holding it (each unit bounded to G keys), add an
+independent exact discrete Gaussian Z of variance parameter σ², keep the key iff the sum ≥ τ.
+It is (ε, δ₁ + δ₂)-DP for one protected change that moves the counts of at most s keys shared
+by both neighbours (s = G under add/remove, 2G under substitution) and brings at most G keys
+that only the protected unit holds, where
+
+- δ₂ = G·P(Z ≥ τ − 1) bounds the probability that any of those lone keys is released, and
+- δ₁ bounds the hockey-stick divergence of s independent discrete Gaussians shifted by 1 each:
+  the privacy loss is L = (s + 2S)/(2σ²), S a sum of s iid discrete Gaussians, and
+  δ₁ = E[(1 − e^{ε−L})₊].
+
+S's law: for Σz = x, ‖z‖² = x²/s + ‖z − (x/s)·1‖², so P(S = x) = e^{−x²/(2sσ²)}·C_{x mod s}/Θ^s
+with C periodic in x of period s (z ↦ z + 1 maps the slice Σz = x onto Σz = x + s, keeping
+z − (x/s)·1). Poisson summation over the lattice {Σz = 0} gives C_r = M·(1 + ξ_r), |ξ_r| ≤ η
+with η ≤ θ(q)^{s−1} − 1, θ(q) = 1 + 2q/(1 − q), q = e^{−2π²σ²/s}; so P(S = x) ≤ κ·P(Z' = x),
+κ = (1 + η)/(1 − η), Z' the discrete Gaussian of variance parameter sσ². Then, exactly for Z'
+(e^{−L(x)}·P(Z' = x) = P(Z' = x + s)),
+
+    δ₁ ≤ κ·(P(Z' ≥ m) − e^ε·P(Z' ≥ m + s)),   m = ⌊εσ² − s/2⌋ + 1,
+
+the first tail bounded above and the second below with outward-rounded decimals (`_tails`). η is
+below 1e-100 at every σ² a selection uses (σ² ≥ 50 for s ≤ 20 gives q < e^{−49}); κ only
+matters for tiny σ².
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+from dprelease.mechanism.noise import exact_sigma2
+from dprelease.mechanism.selection._real import (
+    as_fraction,
+    ceiling_context,
+    exp_bounds,
+    floor_context,
+    pi_bounds,
+    rational_bounds,
+)
+from dprelease.mechanism.selection._tails import gaussian_tail_lower, gaussian_tail_upper
+
+
+def sum_factor(sigma2: Fraction, shifted: int) -> Fraction:
+    """κ ≥ 1 with P(S = x) ≤ κ·P(Z' = x) for S the sum of `shifted` iid discrete Gaussians of
+    variance parameter σ² and Z' the discrete Gaussian of variance parameter `shifted`·σ² (see
+    the module docstring); ValueError when the bound η is not below 1/2."""
+    if shifted == 1:
+        return Fraction(1)
+    up, down = ceiling_context(), floor_context()
+    pi_lo, _ = pi_bounds()
+    s2_lo, _ = rational_bounds(sigma2 / shifted)
+    exponent = as_fraction(down.multiply(down.multiply(2, down.multiply(pi_lo, pi_lo)), s2_lo))
+    _, q_hi = exp_bounds(-exponent)
+    theta_hi = up.add(1, up.divide(up.multiply(2, q_hi), down.subtract(1, q_hi)))
+    eta = as_fraction(up.subtract(up.power(theta_hi, shifted - 1), 1))
+    if eta >= Fraction(1, 2):
+        raise ValueError("σ² is too small for the sum bound")
+    return (1 + eta) / (1 - eta)
+
+
+@lru_cache(maxsize=1024)
+def noise_delta(sigma2: Fraction, epsilon: Fraction, shifted: int, step: int = 1) -> Fraction:
+    """A proved δ₁ ≥ sup_A P(A) − e^ε·Q(A) for the discrete Gaussian of variance parameter σ²
+    added to weights that move by `step` in `shifted` coordinates (either direction: the loss
+    has the same law both ways); 1 when the bound cannot say more."""
+    m = math.floor((epsilon * sigma2 - Fraction(shifted * step * step, 2)) / step) + 1
+    if m < 1:
+        return Fraction(1)
+    wide = sigma2 * shifted
+    _, e_lo = exp_bounds(epsilon)
+    bound = gaussian_tail_upper(wide, m) - as_fraction(e_lo) * gaussian_tail_lower(
+        wide, m + shifted * step
+    )
+    return min(Fraction(1), max(Fraction(0), sum_factor(sigma2, shifted) * bound))
+
+
+def noise_delta_float(sigma: float, epsilon: float, shifted: int, step: int = 1) -> float:
+    """δ₁ in floating point: the bound of `noise_delta` with Z′'s tails by the midpoint rule
+    (P(Z′ ≥ j) ≈ P(N(0, sσ²) ≥ j − 1/2); for the search only, never for a δ)."""
+    spread = sigma * math.sqrt(shifted) * math.sqrt(2)
+    m = math.floor((epsilon * sigma * sigma - shifted * step * step / 2) / step) + 1
+    if m < 1:
+        return 1.0  # as `noise_delta`: that bound says nothing there
+    first = 0.5 * math.erfc((m - 0.5) / spread)
+    second = 0.5 * math.erfc((m + shifted * step - 0.5) / spread)
+    return max(0.0, first - math.exp(epsilon) * second)
+
+
+#: Search arguments: ε, δ, the most lone keys, the shifted coordinates, the weight of one unit.
+_Args = tuple[float, float, int, int, int]
+
+
+def _slack(sigma: float, threshold: int, args: _Args) -> float:
+    """δ₁ + δ₂ − δ in floating point, δ₂ = keys·P(Z ≥ τ − w) by the midpoint rule."""
+    epsilon, delta, keys, shifted, step = args
+    lone = keys * 0.5 * math.erfc((threshold - step - 0.5) / (sigma * math.sqrt(2)))
+    return noise_delta_float(sigma, epsilon, shifted, step) + lone - delta
+
+
+def _smallest_sigma(threshold: int, args: _Args) -> float | None:
+    """The smallest σ at which threshold τ meets δ in floating point (None: no σ does).
+
+    δ₁ falls and the lone keys' δ₂ grows with σ; the float δ₁ jumps where m does, so the first
+    σ of a log grid up to τ that meets δ is found, then refined by bisection from below."""
+    grid = [0.3 * (threshold / 0.3) ** (k / 400) for k in range(401)]
+    for previous, sigma in zip(grid, grid[1:], strict=False):
+        if _slack(sigma, threshold, args) <= 0:
+            low, high = previous, sigma
+            for _ in range(60):
+                middle = math.sqrt(low * high)
+                low, high = (middle, high) if _slack(middle, threshold, args) > 0 else (low, middle)
+            return high
+    return None
+
+
+def _smallest_threshold(args: _Args) -> int:
+    """The smallest τ that some σ meets δ at, in floating point."""
+    threshold = 2
+    while _smallest_sigma(threshold, args) is None:
+        threshold *= 2
+    low = threshold // 2
+    while threshold - low > 1:
+        middle = (low + threshold) // 2
+        low, threshold = (low, middle) if _smallest_sigma(middle, args) else (middle, threshold)
+    return threshold
+
+
+#: The weight of one unit's count is 2^k ≤ 16 so that Z′'s σ (√s·σ in weight units) stays
+#: below about 2048: a finer threshold (a key's count moves by the weight; τ falls on a grid
+#: of 1/weight counts) with tails narrow enough to sum term by term (`_tails`).
+_MAX_STEP = 16
+_SIGMA_TARGET = 2048.0
+
+
+@lru_cache(maxsize=256)
+def calibrate(
+    epsilon: Fraction, delta: Fraction, keys: int, shifted: int
+) -> tuple[int, int, Fraction, Fraction, Fraction]:
+    """(w, τ, σ², δ₁, δ₂): each unit adds weight w to a key it holds; τ is the smallest
+    threshold (in weight units) for which some σ² meets δ₁ + δ₂ ≤ δ, with δ₂ =
+    `keys`·P(Z ≥ τ − w) for the lone keys, and σ² the smallest such (the sampler's exact one),
+    both bounds proved. Why w > 1: a threshold on counts is an integer, half a count coarser on
+    average than a real one; with weight w it falls on a grid of 1/w counts. Found in floating
+    point, then proved; a candidate whose proof fails moves σ² up a little, then τ up.
+    ValueError when nothing is found."""
+    base = (float(epsilon), float(delta), keys, shifted, 1)
+    sigma = _smallest_sigma(_smallest_threshold(base), base) or 1.0
+    step = 1
+    while step < _MAX_STEP and 2 * step * sigma * math.sqrt(shifted) <= _SIGMA_TARGET:
+        step *= 2
+    args = (float(epsilon), float(delta), keys, shifted, step)
+    threshold = _smallest_threshold(args)
+    for tau in range(threshold, threshold + 16 * step, max(1, step // 4)):
+        found = _smallest_sigma(tau, args)
+        if found is None:
+            continue
+        if found * math.sqrt(shifted) > 2 * _SIGMA_TARGET:  # tails too wide to prove tightly
+            break
+        sigma2 = exact_sigma2(Fraction(found * found))
+        for _ in range(30):
+            noise = noise_delta(sigma2, epsilon, shifted, step)
+            lone = keys * gaussian_tail_upper(sigma2, tau - step)
+            if noise + lone <= delta:
+                return step, tau, sigma2, noise, lone
+            if lone > delta:
+                break
+            sigma2 = exact_sigma2(sigma2 * Fraction(1001, 1000))
+    raise ValueError("no discrete Gaussian threshold meets δ at this ε: raise ε or δ")

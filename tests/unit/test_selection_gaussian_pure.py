@@ -1,0 +1,213 @@
+"""Discrete Gaussian thresholding in pure scopes: the proved (ε, δ) against brute force, the
+calibration, and an empirical privacy audit of a unit holding G keys on neighbouring datasets.
+
+The exactness of the draw (χ² against the exact keep probabilities) and the lone-key audit run
+with the other rules' in `test_selection_draw.py` (plan "gaussian_pure"). Every statistical test
+here has a fixed seed and a stated false-alarm rate.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from itertools import product
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dprelease.change import ProtectedChange
+from dprelease.loss import PrivacyLoss
+from dprelease.mechanism.noise import NoiseSource
+from dprelease.mechanism.selection import Policy, Rule, SelectionPlan, plan_selection
+from dprelease.mechanism.selection._gaussian_pure import noise_delta, sum_factor
+from dprelease.mechanism.selection._tails import gaussian_tail_upper
+
+
+def pmf(sigma2: float, reach: int) -> tuple[np.ndarray, np.ndarray]:
+    """The discrete Gaussian's pmf on −reach..reach (its mass beyond is below 1e-300 here)."""
+    z = np.arange(-reach, reach + 1)
+    weights = np.exp(-(z.astype(float) ** 2) / (2 * sigma2))
+    return z, weights / weights.sum()
+
+
+def brute_delta(sigma2: float, epsilon: float, shifted: int, step: int = 1) -> tuple[float, float]:
+    """sup_A P(A) − e^ε·Q(A) both ways, by summing over every noise vector: P the law of
+    c + w + Z (on `shifted` coordinates, w = `step`), Q that of c + Z. Independent of the
+    proof's algebra."""
+    reach = int(12 * math.sqrt(sigma2)) + 10
+    _, p = pmf(sigma2, reach)
+    here, there = p[step:], p[:-step]  # the same output y: noise z under P, z + w under Q
+    joint_p, joint_q = here, there
+    for _ in range(shifted - 1):
+        joint_p = np.multiply.outer(joint_p, here)
+        joint_q = np.multiply.outer(joint_q, there)
+    factor = math.exp(epsilon)
+    forward = float(np.clip(joint_p - factor * joint_q, 0, None).sum())
+    backward = float(np.clip(joint_q - factor * joint_p, 0, None).sum())
+    return forward, backward
+
+
+@pytest.mark.parametrize(
+    ("sigma2", "epsilon", "shifted", "step"),
+    [
+        (Fraction(3), Fraction(1, 2), 1, 1),
+        (Fraction(3), Fraction(1, 2), 2, 1),
+        (Fraction(9, 2), Fraction(1, 3), 3, 1),
+        (Fraction(12), Fraction(1), 2, 1),
+        (Fraction(2), Fraction(1), 3, 1),
+        (Fraction(40), Fraction(1, 2), 3, 1),
+        (Fraction(48), Fraction(1, 2), 2, 4),
+        (Fraction(27), Fraction(1, 2), 3, 2),
+    ],
+)
+def test_noise_delta_bounds_the_brute_force_delta_tightly(
+    sigma2: Fraction, epsilon: Fraction, shifted: int, step: int
+) -> None:
+    """The proved δ₁ is ≥ the hockey-stick divergence summed over every noise vector (both
+    directions), and within 0.1% of it, for weights moving by 1 and by w > 1."""
+    proved = float(noise_delta(sigma2, epsilon, shifted, step))
+    forward, backward = brute_delta(float(sigma2), float(epsilon), shifted, step)
+    assert forward == pytest.approx(backward, rel=1e-9)  # the loss has one law both ways
+    assert forward <= proved <= forward * 1.001 + 1e-15
+
+
+def test_the_sum_of_discrete_gaussians_is_bounded_by_a_wider_one() -> None:
+    """P(S = x) ≤ κ·P(Z' = x) for every x, S the sum of s iid discrete Gaussians and Z' one of
+    variance parameter s·σ², at small σ² where the periodic factor shows (κ > 1)."""
+    for sigma2, shifted in ((Fraction(1, 2), 2), (Fraction(1, 2), 3), (Fraction(1), 4)):
+        kappa = float(sum_factor(sigma2, shifted))
+        assert kappa > 1
+        reach = 40
+        _, p = pmf(float(sigma2), reach)
+        total = p
+        for _ in range(shifted - 1):
+            total = np.convolve(total, p)
+        _, wide = pmf(float(sigma2 * shifted), reach * shifted)
+        assert (total <= kappa * wide * (1 + 1e-12) + 1e-300).all()
+        assert (total > wide).any()  # not trivially: the factor is needed somewhere
+
+
+EPSILON = Fraction("0.347")
+DELTA = Fraction(1, 10**6)
+
+
+def test_the_calibration_meets_delta_and_closes_the_gap_to_pipelinedp() -> None:
+    """G = 5, ε = 0.347, δ = 1e-6: δ₁ + δ₂ ≤ δ, proved; a key held by 150 units is kept with
+    probability 0.683 (PipelineDP's floating-point Gaussian: 0.679; Δ-scaling: 0.092; with
+    each unit counting 1 instead of 16, τ an integer count: 0.673), and the choice is the
+    Gaussian. Under substitution the noise covers 2G moved keys and τ grows."""
+    plan = plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5, rule=Rule.GAUSSIAN)
+    assert plan.noise_delta is not None and plan.delta_bound is not None and plan.scale
+    step = plan.weights[0]
+    assert plan.weights == (16,) * 5 and plan.tau() == 138
+    lone = plan.delta_bound - plan.noise_delta
+    assert lone >= 5 * gaussian_tail_upper(plan.scale, plan.threshold - step)
+    assert plan.delta_bound <= DELTA
+    assert noise_delta(plan.scale, EPSILON, 5, step) == plan.noise_delta
+    assert plan.keep_probability(150)[0] == pytest.approx(0.683, abs=1e-3)
+    optimal = plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5, rule=Rule.OPTIMAL)
+    assert optimal.keep_probability(150)[0] < 0.1
+    assert plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5).rule is Rule.GAUSSIAN
+    swap = plan_selection(
+        PrivacyLoss.pure(EPSILON), DELTA, 5, ProtectedChange.SUBSTITUTE, rule=Rule.GAUSSIAN
+    )
+    assert swap.scale > plan.scale and swap.tau() > plan.tau()
+    assert swap.delta_bound is not None and swap.delta_bound <= DELTA
+
+
+def test_a_pure_gaussian_is_per_key() -> None:
+    with pytest.raises(ValueError, match="per_key"):
+        plan_selection(
+            PrivacyLoss.pure(EPSILON), DELTA, 3, rule=Rule.GAUSSIAN, policy=Policy.WEIGHTED
+        )
+
+
+# --------------------------------------------------------------------------- empirical privacy
+
+AUDIT_EPSILON = Fraction(1, 2)
+AUDIT_DELTA = Fraction(1, 100)  # large, so that a break of it is visible in 4·10⁴ draws
+G = 3
+RELEASES = 40_000
+ALPHA = 1e-6  # the audit's total false-alarm rate, split by Bonferroni over its bounds
+
+
+def kept_counts(plan: SelectionPlan, count: int, seed: int) -> np.ndarray:
+    """How many of a unit's G shared keys, each held by `count` units, each release keeps."""
+    table = np.zeros((RELEASES * G, G), dtype=np.int64)
+    table[:, G - 1] = count
+    kept = plan.select(table, NoiseSource.seeded_for_tests(seed)).reshape(RELEASES, G)
+    return kept.sum(axis=1)
+
+
+def joint_violation(plan: SelectionPlan, epsilon: float, delta: float, seed: int) -> float:
+    """The largest lower confidence bound, over counts n around τ and the events "at least k
+    of the G keys kept" and "at most k" (the likelihood ratio is monotone in how many are kept,
+    so these are the worst events), of P(E) − e^ε·P'(E) − δ between n + 1 and n units holding
+    each key, both directions. Positive: the (ε, δ) is broken, with confidence."""
+    tau = plan.tau(G)
+    counts = list(range(max(1, tau - 8), tau + 9))
+    kept = {n: kept_counts(plan, n, seed + n) for n in counts}
+    events = 2 * (G + 1)
+    bonferroni = ALPHA / (2 * events * len(counts))
+    worst = -1.0
+    for n in counts[:-1]:
+        for k, at_least in product(range(G + 1), (True, False)):
+            hits = [int(((kept[m] >= k) if at_least else (kept[m] <= k)).sum()) for m in (n, n + 1)]
+            for x, y in ((hits[1], hits[0]), (hits[0], hits[1])):
+                low = stats.beta.ppf(bonferroni, x, RELEASES - x + 1) if x else 0.0
+                high = stats.beta.ppf(1 - bonferroni, y + 1, RELEASES - y) if y < RELEASES else 1.0
+                worst = max(worst, float(low - math.exp(epsilon) * high - delta))
+    return worst
+
+
+def test_a_unit_with_g_shared_keys_moves_the_release_by_at_most_epsilon_delta() -> None:
+    """The unit's G keys that others hold too: the vector of their decisions moves by (ε, δ₁)
+    when it comes or goes (false-alarm rate 1e-6); its lone keys are audited with the other
+    rules' (`test_selection_draw.py`)."""
+    plan = plan_selection(PrivacyLoss.pure(AUDIT_EPSILON), AUDIT_DELTA, G, rule=Rule.GAUSSIAN)
+    assert plan.noise_delta is not None
+    assert joint_violation(plan, float(AUDIT_EPSILON), float(plan.noise_delta), seed=301) <= 0
+
+
+def test_the_joint_audit_catches_too_little_noise() -> None:
+    """The same plan drawn at a quarter of its σ² breaks (ε, δ₁) (power check)."""
+    plan = plan_selection(PrivacyLoss.pure(AUDIT_EPSILON), AUDIT_DELTA, G, rule=Rule.GAUSSIAN)
+    assert plan.scale is not None and plan.noise_delta is not None
+    from dprelease.mechanism.noise import exact_sigma2
+
+    broken = SelectionPlan(**{**plan.__dict__, "scale": exact_sigma2(plan.scale / 4)})
+    assert joint_violation(broken, float(AUDIT_EPSILON), float(plan.noise_delta), seed=302) > 0
+
+
+def test_a_pure_release_with_five_keys_per_unit_selects_by_the_gaussian_threshold() -> None:
+    """`dp.release` on pandas, a pure scope, units holding five keys: the plan picks the
+    Gaussian threshold (its τ is the smaller), keys held by 600 units are released, the 40 keys
+    each held by one unit are not, and the manifest states the rule, its weights and its δ."""
+    import pandas as pd
+
+    import dprelease as dp
+
+    common = [f"K{i}" for i in range(5)]
+    rows = [(person, key) for person in range(600) for key in common]
+    rows += [(600 + i, f"Z{i:02d}") for i in range(40)]
+    data = pd.DataFrame(rows, columns=["person", "dx"])
+    spec = {
+        "name": "dx_counts",
+        "source": "visits",
+        "privacy_unit": "person",
+        "max_rows_per_unit": 5,
+        "max_groups_per_unit": 5,
+        "group_by": [{"column": "dx", "domain": {"select": True, "max_keys_per_unit": 5}}],
+        "statistics": [{"kind": "count", "name": "visits"}],
+    }
+    result = dp.release(data, spec, epsilon=1, selection_delta=1e-6)
+    assert sorted(result.table["dx"].to_list()) == common
+    (entry,) = result.manifest.selections or []
+    assert (entry.mechanism, entry.policy, entry.measure) == (
+        "gaussian_threshold",
+        "per_key",
+        "pure",
+    )
+    assert entry.weights == [16] * 5 and entry.noise is not None and "σ²" in entry.noise
+    assert entry.delta_spent_exact == "1/1000000" and entry.tau < 600
