@@ -287,7 +287,7 @@ def manifest_for(
     if manifest.margins is not None:
         stated = manifest.margins.margin_of_error
         summed = stated.replace(
-            "every level's discrete Laplace draws",
+            "every level's discrete Gaussian draws",
             "every level's noise, each the sum of the contributing sites' exact discrete Gaussian "
             "shares (its exact law)",
         )

@@ -74,7 +74,7 @@ NULL_WEIGHTS = (
 )
 MARGIN_OF_ERROR = (
     "exact 95% quantile of each released value's error, a known linear combination of every "
-    "level's discrete Laplace draws (characteristic-function inversion, conservative by at most "
+    "level's {noise} draws (characteristic-function inversion, conservative by at most "
     "about 1.6% of its scale), plus the rounding's max_shift (counts: ⌈h + max_shift⌉ − 1, as "
     "the truth is an integer); a mean's is the first-order propagation of its sum's and count's"
 )
@@ -274,6 +274,13 @@ def with_outcome(
     return with_randomized_words(updated) if manifest.mechanism == ANSWERS_MECHANISM else updated
 
 
+def _noise_words(margins: MarginAccuracy) -> str:
+    """The noise families the levels drew from, in words: a zCDP release's margins of error
+    come from discrete Gaussian draws, a pure one's from discrete Laplace ones."""
+    names = sorted({law.family.name for laws in margins.accuracy.values() for law in laws.laws})
+    return " and ".join(names)
+
+
 def margins_entry(margins: MarginAccuracy, outcome: Outcome) -> MarginsEntry:
     """How the levels were made consistent, rounded and given margins of error."""
     levels = margins.levels
@@ -294,7 +301,7 @@ def margins_entry(margins: MarginAccuracy, outcome: Outcome) -> MarginsEntry:
         estimator=ESTIMATOR,
         nonnegative=None if not constrained else NONNEGATIVE.format(", ".join(constrained)),
         rounding=ROUNDING,
-        margin_of_error=MARGIN_OF_ERROR,
+        margin_of_error=MARGIN_OF_ERROR.format(noise=_noise_words(margins)),
         fallbacks=list(outcome.fallbacks),
     )
 
