@@ -63,7 +63,12 @@ def sum_factor(sigma2: Fraction, shifted: int) -> Fraction:
     exponent = as_fraction(down.multiply(down.multiply(2, down.multiply(pi_lo, pi_lo)), s2_lo))
     _, q_hi = exp_bounds(-exponent)
     theta_hi = up.add(1, up.divide(up.multiply(2, q_hi), down.subtract(1, q_hi)))
-    eta = as_fraction(up.subtract(up.power(theta_hi, shifted - 1), 1))
+    # θ^{s−1} by repeated products, each correctly rounded upward: `Context.power` is only
+    # "almost always correctly rounded", so it would be the one step without a direction.
+    power = theta_hi
+    for _ in range(shifted - 2):
+        power = up.multiply(power, theta_hi)
+    eta = as_fraction(up.subtract(power, 1))
     if eta >= Fraction(1, 2):
         raise ValueError("σ² is too small for the sum bound")
     return (1 + eta) / (1 - eta)
