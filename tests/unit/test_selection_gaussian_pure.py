@@ -306,3 +306,14 @@ def test_a_pure_release_with_five_keys_per_unit_selects_by_the_gaussian_threshol
     )
     assert entry.weights == [16] * 5 and entry.noise is not None and "σ²" in entry.noise
     assert entry.delta_spent_exact == "1/1000000" and entry.tau < 600
+
+
+def test_an_unprovable_gaussian_says_the_proof_did_not_close() -> None:
+    """ε = 0.01, δ = 1e-12, G = 20 under substitution: a threshold exists in floating point, but
+    the proved δ₁ (Birnbaum's lower tail at √s·σ ≈ 23 000) stays above δ (review G7). The
+    refusal says so and what to change, not that no threshold exists; the default plan falls
+    back to Δ-scaling."""
+    loss, delta = PrivacyLoss.pure(Fraction(1, 100)), Fraction(1, 10**12)
+    with pytest.raises(ValueError, match="could be proved .* leave the rule to the plan"):
+        plan_selection(loss, delta, 20, ProtectedChange.SUBSTITUTE, rule=Rule.GAUSSIAN)
+    assert plan_selection(loss, delta, 20, ProtectedChange.SUBSTITUTE).rule is Rule.OPTIMAL
