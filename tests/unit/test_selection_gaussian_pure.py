@@ -22,6 +22,7 @@ from dprelease.loss import PrivacyLoss
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.mechanism.selection import Policy, Rule, SelectionPlan, plan_selection
 from dprelease.mechanism.selection._gaussian_pure import noise_delta, sum_factor
+from dprelease.mechanism.selection._statement import selection_entry
 
 
 def pmf(sigma2: float, reach: int) -> tuple[np.ndarray, np.ndarray]:
@@ -306,6 +307,13 @@ def test_a_pure_release_with_five_keys_per_unit_selects_by_the_gaussian_threshol
     )
     assert entry.weights == [16] * 5 and entry.noise is not None and "σ²" in entry.noise
     assert entry.delta_spent_exact == "1/1000000" and entry.tau < 600
+    # δ's two parts (review G1): the shared keys' loss tail and the lone keys' release bound
+    shared, lone = entry.delta_shared_keys, entry.delta_lone_keys
+    assert shared is not None and lone is not None
+    assert 0 < lone < shared and shared + lone <= 1e-6
+    optimal = plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5, rule=Rule.OPTIMAL)
+    other = selection_entry(optimal, ["dx"])  # the whole δ is the lone keys' there
+    assert other.delta_shared_keys is None and other.delta_lone_keys is None
 
 
 def test_an_unprovable_gaussian_says_the_proof_did_not_close() -> None:
