@@ -9,6 +9,7 @@ here has a fixed seed and a stated false-alarm rate.
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 from fractions import Fraction
 from itertools import product
 
@@ -21,7 +22,7 @@ from dprelease.loss import PrivacyLoss
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.mechanism.selection import Policy, Rule, SelectionPlan, plan_selection
 from dprelease.mechanism.selection._gaussian_pure import noise_delta, sum_factor
-from dprelease.mechanism.selection._tails import gaussian_tail_upper
+from dprelease.mechanism.selection._statement import selection_entry
 
 
 def pmf(sigma2: float, reach: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,6 +89,97 @@ def test_the_sum_of_discrete_gaussians_is_bounded_by_a_wider_one() -> None:
         assert (total > wide).any()  # not trivially: the factor is needed somewhere
 
 
+#: π to 100 digits, for a reference κ computed far finer than `_real`'s 50 digits.
+_PI = Decimal(
+    "3.141592653589793238462643383279502884197169399375105820974944592307816406286208998628034825"
+    "342117068"
+)
+
+
+def reference_kappa(sigma2: Fraction, shifted: int) -> Decimal:
+    """(1 + η)/(1 − η), η = (1 + 2q/(1 − q))^{s−1} − 1, q = e^{−2π²σ²/s}, at 120 digits."""
+    with localcontext() as ctx:
+        ctx.prec = 120
+        variance = Decimal(sigma2.numerator) / Decimal(sigma2.denominator)
+        q = (-2 * _PI * _PI * variance / shifted).exp()
+        eta = (1 + 2 * q / (1 - q)) ** (shifted - 1) - 1
+        return (1 + eta) / (1 - eta)
+
+
+@pytest.mark.parametrize(
+    ("sigma2", "shifted"),
+    [(Fraction(1, 2), 2), (Fraction(1, 2), 3), (Fraction(1), 4), (Fraction(3), 10),
+     (Fraction(7577, 100), 6), (Fraction(50), 20), (Fraction(2, 5), 2)],
+)  # fmt: skip
+def test_the_sum_factor_is_at_least_its_value_at_high_precision(
+    sigma2: Fraction, shifted: int
+) -> None:
+    """κ, rounded upward at 50 digits (θ^{s−1} by products, each rounded up), is ≥ the same
+    formula at 120 digits, and above it by less than 10⁻⁴⁰ (κ − 1 itself is below 10⁻⁴⁰ at
+    calibrated σ²; only the 50-digit rounding shows there)."""
+    kappa = sum_factor(sigma2, shifted)
+    reference = Fraction(reference_kappa(sigma2, shifted))
+    assert reference <= kappa < reference + Fraction(1, 10**40)
+
+
+def test_the_proved_delta_bounds_brute_force_at_a_calibrated_plan() -> None:
+    """G = 2, ε = 1, δ = 1e-9 (add/remove): at the plan's own σ², w and τ, δ₁ summed over every
+    pair of noise values (both directions, no use of the proof's algebra) is ≤ the proved δ₁ and
+    within 0.1% of it."""
+    plan = plan_selection(PrivacyLoss.pure(Fraction(1)), Fraction(1, 10**9), 2, rule=Rule.GAUSSIAN)
+    assert plan.scale is not None and plan.noise_delta is not None
+    step, factor = plan.weights[0], math.e
+    _, p = pmf(float(plan.scale), int(13 * math.sqrt(plan.scale)) + 20)
+    here, there = p[step:], p[:-step]  # output y: noise z under P, z + w under Q
+    forward = backward = 0.0
+    for start in range(0, here.size, 512):  # row blocks of the 2-d sum, to bound memory
+        joint_p = np.multiply.outer(here[start : start + 512], here)
+        joint_q = np.multiply.outer(there[start : start + 512], there)
+        forward += math.fsum(np.clip(joint_p - factor * joint_q, 0, None).ravel())
+        backward += math.fsum(np.clip(joint_q - factor * joint_p, 0, None).ravel())
+    proved = float(plan.noise_delta)
+    assert forward == pytest.approx(backward, rel=1e-6)
+    assert max(forward, backward) <= proved * (1 + 1e-9) and proved <= forward * 1.001
+
+
+def whole_delta(plan: SelectionPlan, epsilon: float) -> float:
+    """The exact δ of the whole selection under substitution, by enumeration: S's law by direct
+    convolution, each side's lone keys (ℓ₀, ℓ₁ ≤ G) released with their exact probability, every
+    (s, ℓ₀, ℓ₁) with s + ℓ₀ + ℓ₁ ≤ 2G, both directions (PRIVACY.md step 5's quantity)."""
+    assert plan.scale is not None and plan.threshold is not None
+    g, step, sigma2 = plan.max_keys_per_unit, plan.weights[0], float(plan.scale)
+    _, p = pmf(sigma2, int(13 * math.sqrt(sigma2)) + 20)
+    reach = (p.size - 1) // 2
+    tail = math.fsum(p[reach + plan.threshold - step :])  # P(Z ≥ τ − w)
+    laws = [np.array([1.0])]
+    for _ in range(2 * g):
+        laws.append(np.convolve(laws[-1], p))
+    worst = 0.0
+    for lone0, lone1 in product(range(g + 1), repeat=2):
+        p0, p1 = 1 - (1 - tail) ** lone0, 1 - (1 - tail) ** lone1
+        for s in range(2 * g - lone0 - lone1 + 1):
+            x = np.arange(laws[s].size) - s * reach
+            ratio = np.exp(-(s * step * step + 2 * step * x) / (2 * sigma2))  # Q/P of shared
+            e = math.exp(epsilon)
+            forward = p0 + math.fsum(laws[s] * np.clip((1 - p0) - e * (1 - p1) * ratio, 0, None))
+            backward = p1 + math.fsum(laws[s] * np.clip((1 - p1) * ratio - e * (1 - p0), 0, None))
+            worst = max(worst, forward, backward)
+    return worst
+
+
+def test_the_whole_selection_under_substitution_meets_its_proved_delta() -> None:
+    """G = 1, ε = 1, δ = 1e-9, substitution: shared keys and lone keys on both sides together
+    never exceed δ₁ + δ₂, and the worst case is the shared keys' δ₁ (G6: δ₂ is slack here)."""
+    plan = plan_selection(
+        PrivacyLoss.pure(Fraction(1)), Fraction(1, 10**9), 1, ProtectedChange.SUBSTITUTE,
+        rule=Rule.GAUSSIAN,
+    )  # fmt: skip
+    assert plan.delta_bound is not None and plan.noise_delta is not None
+    exact = whole_delta(plan, 1.0)
+    assert exact <= float(plan.delta_bound)
+    assert exact == pytest.approx(float(plan.noise_delta), rel=1e-6)
+
+
 EPSILON = Fraction("0.347")
 DELTA = Fraction(1, 10**6)
 
@@ -99,10 +191,14 @@ def test_the_calibration_meets_delta_and_closes_the_gap_to_pipelinedp() -> None:
     Gaussian. Under substitution the noise covers 2G moved keys and τ grows."""
     plan = plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5, rule=Rule.GAUSSIAN)
     assert plan.noise_delta is not None and plan.delta_bound is not None and plan.scale
+    assert plan.threshold is not None
     step = plan.weights[0]
     assert plan.weights == (16,) * 5 and plan.tau() == 138
-    lone = plan.delta_bound - plan.noise_delta
-    assert lone >= 5 * gaussian_tail_upper(plan.scale, plan.threshold - step)
+    lone = float(plan.delta_bound - plan.noise_delta)
+    _, p = pmf(float(plan.scale), int(40 * math.sqrt(plan.scale)))
+    reach = (p.size - 1) // 2
+    exact_lone = 5 * math.fsum(p[reach + plan.threshold - step :])  # 5·P(Z ≥ τ − w), summed
+    assert exact_lone * (1 - 1e-12) <= lone <= exact_lone * 1.001  # float summation's error
     assert plan.delta_bound <= DELTA
     assert noise_delta(plan.scale, EPSILON, 5, step) == plan.noise_delta
     assert plan.keep_probability(150)[0] == pytest.approx(0.683, abs=1e-3)
@@ -211,3 +307,21 @@ def test_a_pure_release_with_five_keys_per_unit_selects_by_the_gaussian_threshol
     )
     assert entry.weights == [16] * 5 and entry.noise is not None and "σ²" in entry.noise
     assert entry.delta_spent_exact == "1/1000000" and entry.tau < 600
+    # δ's two parts (review G1): the shared keys' loss tail and the lone keys' release bound
+    shared, lone = entry.delta_shared_keys, entry.delta_lone_keys
+    assert shared is not None and lone is not None
+    assert 0 < lone < shared and shared + lone <= 1e-6
+    optimal = plan_selection(PrivacyLoss.pure(EPSILON), DELTA, 5, rule=Rule.OPTIMAL)
+    other = selection_entry(optimal, ["dx"])  # the whole δ is the lone keys' there
+    assert other.delta_shared_keys is None and other.delta_lone_keys is None
+
+
+def test_an_unprovable_gaussian_says_the_proof_did_not_close() -> None:
+    """ε = 0.01, δ = 1e-12, G = 20 under substitution: a threshold exists in floating point, but
+    the proved δ₁ (Birnbaum's lower tail at √s·σ ≈ 23 000) stays above δ (review G7). The
+    refusal says so and what to change, not that no threshold exists; the default plan falls
+    back to Δ-scaling."""
+    loss, delta = PrivacyLoss.pure(Fraction(1, 100)), Fraction(1, 10**12)
+    with pytest.raises(ValueError, match="could be proved .* leave the rule to the plan"):
+        plan_selection(loss, delta, 20, ProtectedChange.SUBSTITUTE, rule=Rule.GAUSSIAN)
+    assert plan_selection(loss, delta, 20, ProtectedChange.SUBSTITUTE).rule is Rule.OPTIMAL

@@ -5,32 +5,34 @@ Laplace noise of scale G/ε) has noise that grows with G, while a Gaussian's gro
 G = 5, ε = 0.347, δ = 10⁻⁶ a key held by 150 units (each holding five) is kept with probability
 0.09 by the former and about 0.7 by a Gaussian threshold. Selection is (ε, δ)-DP in any case, so
 a pure scope may use a Gaussian threshold as long as its (ε, δ) is *proved*; here it is, for the
-project's exact discrete Gaussian (PRIVACY.md, "Discrete Gaussian thresholding in pure scopes",
-states the proof in full).
+project's exact discrete Gaussian (PRIVACY.md, key selection, the bullet *Discrete Gaussian
+threshold in a pure scope*, steps 1–5, states the proof in full).
 
-The rule: per candidate key, count the units holding it (each unit bounded to G keys), add an
-independent exact discrete Gaussian Z of variance parameter σ², keep the key iff the sum ≥ τ.
-It is (ε, δ₁ + δ₂)-DP for one protected change that moves the counts of at most s keys shared
-by both neighbours (s = G under add/remove, 2G under substitution) and brings at most G keys
-that only the protected unit holds, where
+The rule: per candidate key, each unit holding it adds a weight w (each unit bounded to G keys),
+an independent exact discrete Gaussian Z of variance parameter σ² is added, and the key is kept
+iff the sum ≥ τ. It is (ε, δ₁ + δ₂)-DP for one protected change that moves the weights of at
+most s keys shared by both neighbours (s = G under add/remove, 2G under substitution) and brings
+at most G keys that only the protected unit holds, where
 
-- δ₂ = G·P(Z ≥ τ − 1) bounds the probability that any of those lone keys is released, and
-- δ₁ bounds the hockey-stick divergence of s independent discrete Gaussians shifted by 1 each:
-  the privacy loss is L = (s + 2S)/(2σ²), S a sum of s iid discrete Gaussians, and
-  δ₁ = E[(1 − e^{ε−L})₊].
+- δ₂ = G·P(Z ≥ τ − w) bounds the probability that any of those lone keys is released, and
+- δ₁ bounds the hockey-stick divergence of s independent discrete Gaussians shifted by w each:
+  the privacy loss is L = (sw² + 2wS)/(2σ²), S a sum of s iid discrete Gaussians, and
+  δ₁ = E[(1 − e^{ε−L})₊]. δ₁ is not about lone keys: it is the shared keys' privacy-loss tail,
+  so outside the lone-key event this release is (ε, δ₁)-DP, not ε-DP.
 
 S's law: for Σz = x, ‖z‖² = x²/s + ‖z − (x/s)·1‖², so P(S = x) = e^{−x²/(2sσ²)}·C_{x mod s}/Θ^s
 with C periodic in x of period s (z ↦ z + 1 maps the slice Σz = x onto Σz = x + s, keeping
 z − (x/s)·1). Poisson summation over the lattice {Σz = 0} gives C_r = M·(1 + ξ_r), |ξ_r| ≤ η
 with η ≤ θ(q)^{s−1} − 1, θ(q) = 1 + 2q/(1 − q), q = e^{−2π²σ²/s}; so P(S = x) ≤ κ·P(Z' = x),
 κ = (1 + η)/(1 − η), Z' the discrete Gaussian of variance parameter sσ². Then, exactly for Z'
-(e^{−L(x)}·P(Z' = x) = P(Z' = x + s)),
+(e^{−L(x)}·P(Z' = x) = P(Z' = x + sw)),
 
-    δ₁ ≤ κ·(P(Z' ≥ m) − e^ε·P(Z' ≥ m + s)),   m = ⌊εσ² − s/2⌋ + 1,
+    δ₁ ≤ κ·(P(Z' ≥ m) − e^ε·P(Z' ≥ m + sw)),   m = ⌊(εσ² − sw²/2)/w⌋ + 1,
 
-the first tail bounded above and the second below with outward-rounded decimals (`_tails`). η is
-below 1e-100 at every σ² a selection uses (σ² ≥ 50 for s ≤ 20 gives q < e^{−49}); κ only
-matters for tiny σ².
+the first tail bounded above and the second below with outward-rounded decimals (`_tails`). κ is
+not assumed small: `sum_factor` computes it with outward rounding and δ₁ is multiplied by it. At
+calibrated plans κ − 1 < 10⁻⁴⁰ (2·10⁻⁴⁷ at G = 20 under substitution: the 50-digit rounding
+dominates the true η); κ matters only at σ² ≲ s, which calibration does not produce.
 """
 
 from __future__ import annotations
@@ -63,7 +65,12 @@ def sum_factor(sigma2: Fraction, shifted: int) -> Fraction:
     exponent = as_fraction(down.multiply(down.multiply(2, down.multiply(pi_lo, pi_lo)), s2_lo))
     _, q_hi = exp_bounds(-exponent)
     theta_hi = up.add(1, up.divide(up.multiply(2, q_hi), down.subtract(1, q_hi)))
-    eta = as_fraction(up.subtract(up.power(theta_hi, shifted - 1), 1))
+    # θ^{s−1} by repeated products, each correctly rounded upward: `Context.power` is only
+    # "almost always correctly rounded", so it would be the one step without a direction.
+    power = theta_hi
+    for _ in range(shifted - 2):
+        power = up.multiply(power, theta_hi)
+    eta = as_fraction(up.subtract(power, 1))
     if eta >= Fraction(1, 2):
         raise ValueError("σ² is too small for the sum bound")
     return (1 + eta) / (1 - eta)
@@ -147,13 +154,14 @@ _SIGMA_TARGET = 2048.0
 def calibrate(
     epsilon: Fraction, delta: Fraction, keys: int, shifted: int
 ) -> tuple[int, int, Fraction, Fraction, Fraction]:
-    """(w, τ, σ², δ₁, δ₂): each unit adds weight w to a key it holds; τ is the smallest
-    threshold (in weight units) for which some σ² meets δ₁ + δ₂ ≤ δ, with δ₂ =
-    `keys`·P(Z ≥ τ − w) for the lone keys, and σ² the smallest such (the sampler's exact one),
-    both bounds proved. Why w > 1: a threshold on counts is an integer, half a count coarser on
-    average than a real one; with weight w it falls on a grid of 1/w counts. Found in floating
-    point, then proved; a candidate whose proof fails moves σ² up a little, then τ up.
-    ValueError when nothing is found."""
+    """(w, τ, σ², δ₁, δ₂): each unit adds weight w to a key it holds; τ (in weight units) is
+    the smallest threshold found in floating point for which the proof of δ₁ + δ₂ ≤ δ closes,
+    with δ₂ = `keys`·P(Z ≥ τ − w) for the lone keys, and σ² the first sampler value (from the
+    float optimum up, in 0.1% steps) at which it does: both bounds proved, the minima not (a
+    smaller τ or σ² might be provable; that costs utility, never privacy). A candidate whose
+    proof fails moves σ² up, then τ up. Why w > 1: a threshold on counts is an integer, half a
+    count coarser on average than a real one; with weight w it falls on a grid of 1/w counts.
+    ValueError, saying what to change, when no candidate's proof closes."""
     base = (float(epsilon), float(delta), keys, shifted, 1)
     sigma = _smallest_sigma(_smallest_threshold(base), base) or 1.0
     step = 1
@@ -169,11 +177,18 @@ def calibrate(
             break
         sigma2 = exact_sigma2(Fraction(found * found))
         for _ in range(30):
-            noise = noise_delta(sigma2, epsilon, shifted, step)
+            try:
+                noise = noise_delta(sigma2, epsilon, shifted, step)
+            except ValueError:  # σ² too small for κ's bound: more noise may close it
+                noise = Fraction(1)
             lone = keys * gaussian_tail_upper(sigma2, tau - step)
             if noise + lone <= delta:
                 return step, tau, sigma2, noise, lone
             if lone > delta:
                 break
             sigma2 = exact_sigma2(sigma2 * Fraction(1001, 1000))
-    raise ValueError("no discrete Gaussian threshold meets δ at this ε: raise ε or δ")
+    raise ValueError(
+        "no discrete Gaussian threshold could be proved to meet δ at this ε (the proof's tail "
+        "bounds do not close at these parameters, though a threshold may exist): raise ε or δ, "
+        "or leave the rule to the plan, which then uses the optimal rule (Δ-scaling)"
+    )

@@ -12,9 +12,13 @@ derivations and PRIVACY.md for the guarantee.
 
 Why δ: a key that only one unit holds exists in one dataset and not in its neighbour, so no noise
 can make its release ε-indistinguishable; what can be bounded is the probability that it is
-released at all. That probability, for the worst unit, is δ: the optimal rule spends exactly δ
-(p(1) = δ per key, composed over the keys a unit moves), a threshold rule spends a proved upper
-bound ≤ δ (`_tails`) and τ is the smallest threshold for which that bound is ≤ δ.
+released at all. For the optimal rule and the Laplace and zCDP Gaussian threshold rules that
+probability, for the worst unit, is δ: the optimal rule spends exactly δ (p(1) = δ per key,
+composed over the keys a unit moves), a threshold rule spends a proved upper bound ≤ δ (`_tails`)
+and τ is the smallest threshold for which that bound is ≤ δ. The pure-scope Gaussian threshold
+splits δ ≥ δ₁ + δ₂: δ₂ bounds the lone keys' release, δ₁ (`noise_delta`) the tail of the shared
+keys' privacy loss, so there the release is not ε-DP outside the lone-key event
+(`_gaussian_pure`).
 """
 
 from __future__ import annotations

@@ -40,10 +40,22 @@ class SelectionEntry(_Model):
     rho: float | None = Field(default=None, description="the selection's share of ρ (zCDP)")
     share_exact: str = Field(description="its share of ε (or ρ) as an exact rational")
     delta_spent: float = Field(
-        description="δ spent: bounds the probability that any key held by one unit alone is "
-        "released (per release)"
+        description="δ spent (per release): the selection is (ε, δ)-DP. For the optimal rule and "
+        "the Laplace and zCDP Gaussian threshold rules, δ bounds the probability that any key "
+        "held by one unit alone is released; for the pure-scope Gaussian threshold, δ ≥ δ₁ + δ₂ "
+        "(delta_shared_keys + delta_lone_keys)"
     )
     delta_spent_exact: str = Field(description="δ spent as the exact rational the ledger charges")
+    delta_shared_keys: float | None = Field(
+        default=None,
+        description="pure-scope Gaussian threshold: δ₁, the proved tail of the privacy loss on "
+        "keys both neighbours hold (not about lone keys; None for the other rules)",
+    )
+    delta_lone_keys: float | None = Field(
+        default=None,
+        description="pure-scope Gaussian threshold: δ₂, the proved bound on the probability that "
+        "any key held by one unit alone is released (None for the other rules)",
+    )
     tau: int = Field(description="units (each holding one key) from which a key is kept with "
                      "probability ≥ 1/2")  # fmt: skip
     tau_at_max_keys: int = Field(description="the same for units holding max_keys_per_unit keys")
@@ -63,6 +75,9 @@ def selection_entry(plan: SelectionPlan, columns: list[str], always: int = 0) ->
         law = "discrete Laplace, scale" if plan.rule is Rule.LAPLACE else "discrete Gaussian, σ²"
         noise = f"{law} {plan.scale}"
     pure = plan.loss.measure is Measure.PURE
+    shared = lone = None  # δ₁ and δ₂: the pure-scope Gaussian's (its plan sets noise_delta)
+    if plan.noise_delta is not None and plan.delta_bound is not None:
+        shared, lone = float(plan.noise_delta), float(plan.delta_bound - plan.noise_delta)
     return SelectionEntry(
         columns=columns,
         mechanism=plan.rule.value,
@@ -73,6 +88,8 @@ def selection_entry(plan: SelectionPlan, columns: list[str], always: int = 0) ->
         share_exact=str(plan.loss.amount),
         delta_spent=float(plan.delta),
         delta_spent_exact=str(plan.delta),
+        delta_shared_keys=shared,
+        delta_lone_keys=lone,
         tau=plan.tau(1),
         tau_at_max_keys=plan.tau(plan.max_keys_per_unit),
         threshold=plan.threshold,
