@@ -34,9 +34,10 @@ TEST_EXTRAS = ("consortium", "dagster", "dev", "spark", "postgres", "publication
 #: The fast tier leaves these markers out (see tests/conftest.py).
 FAST_TIER = "not e2e and not spark and not races"
 #: The slow tiers on two workers: their tests mostly wait (on `dg dev`'s daemon, a JVM, processes
-#: starting), so two at a time take about half the time on two cores. Tests sharing state run on
-#: one worker: those of one `xdist_group` (the `dg dev` module's), in file order.
-SLOW_TIERS = ("-n", "2", "--dist", "loadgroup")
+#: starting), so two at a time take less time on two cores. A module's tests run on one worker in
+#: file order (`--dist loadscope`): the `dg dev` module's share one server. (`xdist_group` marks
+#: do not group under pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
+SLOW_TIERS = ("-n", "2", "--dist", "loadscope")
 DAGSTER_HOME = ROOT / ".dprelease" / "dagster"
 #: Runs and materializations stay on this machine: no usage statistics are sent.
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"

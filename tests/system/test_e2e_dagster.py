@@ -46,9 +46,7 @@ from dprelease.spec import load_pipeline_specs
 from pipelines.automation import problem_key
 from pipelines.demo_data import generate_case_control
 
-#: One `dg dev` for the module, so its tests run in file order on one worker (dev.py's slow tiers
-#: spread tests over two workers by `--dist loadgroup`).
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("dg-dev")]
+pytestmark = pytest.mark.e2e
 MONTHLY = "visits_by_clinic"
 VISITS_MONTH = Fraction(4, 12)  # hospital_patients' profile ε 4.0, 1/12 per month
 #: A spec file that is not YAML (a key indented after its mapping ended), beside the demo's.
