@@ -20,6 +20,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -32,6 +33,11 @@ DEMO_EXTRAS = ("dagster",)
 TEST_EXTRAS = ("consortium", "dagster", "dev", "spark", "postgres", "publication")
 #: The fast tier leaves these markers out (see tests/conftest.py).
 FAST_TIER = "not e2e and not spark and not races"
+#: The slow tiers on two workers: their tests mostly wait (on `dg dev`'s daemon, a JVM, processes
+#: starting), so two at a time take less time on two cores. A module's tests run on one worker in
+#: file order (`--dist loadscope`): the `dg dev` module's share one server. (`xdist_group` marks
+#: do not group under pytest 9: xdist 3.8 renames `item._nodeid`, which pytest 9 no longer reads.)
+SLOW_TIERS = ("-n", "2", "--dist", "loadscope")
 DAGSTER_HOME = ROOT / ".dprelease" / "dagster"
 #: Runs and materializations stay on this machine: no usage statistics are sent.
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
@@ -52,10 +58,12 @@ def _ensure_venv(extras: tuple[str, ...]) -> None:
         venv.EnvBuilder(with_pip=True).create(VENV)
     wanted = sorted(installed | set(extras))
     print(f"installing dprelease with {', '.join(wanted)} into .venv ...", flush=True)
+    start = time.monotonic()
     pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "-U", "pip"], check=True)
     subprocess.run([*pip, "-e", f"{ROOT}[{','.join(wanted)}]"], check=True)
     STAMP.write_text(" ".join([digest, *wanted]))
+    print(f"dev.py: installed in {time.monotonic() - start:.0f} s", flush=True)
 
 
 def ensure_dagster_home() -> None:
@@ -76,6 +84,15 @@ def _run(*argv: str) -> int:
     return subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=ROOT, env=environment).returncode
 
 
+def _step(name: str, *argv: str) -> int:
+    """`_run`, then one line saying how long the step took, so a CI log shows where time goes."""
+    start = time.monotonic()
+    rc = _run(*argv)
+    outcome = "passed" if rc == 0 else f"failed (exit {rc})"
+    print(f"dev.py: {name} {outcome} in {time.monotonic() - start:.0f} s", flush=True)
+    return rc
+
+
 def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else "help"
     extra = sys.argv[2:]
@@ -92,14 +109,16 @@ def main() -> int:
         chosen = any(
             not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in pytest_args
         )
-        rc = _run("ruff", "check", ".") or _run("mypy")
+        rc = _step("ruff", "ruff", "check", ".") or _step("mypy", "mypy")
         if chosen:
             return rc or _run("python", "-m", "pytest", *pytest_args)
         # the fast tier spreads over every core (its tests share no state); the slow tiers start
-        # servers, browsers and 16-process races of their own, so they run one test at a time
-        rc = rc or _run("python", "-m", "pytest", "-m", FAST_TIER, "-n", "auto", *pytest_args)
+        # servers, browsers and 16-process races of their own, so they run two at a time
+        fast = ("python", "-m", "pytest", "-m", FAST_TIER, "-n", "auto", *pytest_args)
+        rc = rc or _step("fast tier", *fast)
         if rc == 0 and every_tier:
-            rc = _run("python", "-m", "pytest", "-m", f"not ({FAST_TIER})", *pytest_args)
+            slow = ("python", "-m", "pytest", "-m", f"not ({FAST_TIER})", *SLOW_TIERS)
+            rc = _step("slow tiers (spark, e2e, races)", *slow, *pytest_args)
         elif rc == 0:
             print(
                 "fast tier passed; every tier (Spark, dg dev and a browser, ledger races): "

@@ -7,12 +7,36 @@ processes racing on a ledger); `python3 dev.py test --all` (and CI) runs every t
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import WORKSPACE_SPEC, write_tables, write_visits
 from pgtest import BACKENDS, backend_url
+
+#: The slow tiers' markers; a test with none of them is in the fast tier.
+SLOW_TIERS = ("e2e", "spark", "races")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's report names its tier, for the time per tier at the end of the run."""
+    for item in items:
+        tier = next((m for m in SLOW_TIERS if item.get_closest_marker(m)), "fast")
+        item.user_properties.append(("tier", tier))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The time of each tier's tests (setup, call and teardown summed, so more than the wall time
+    when workers run side by side): a CI log shows which tier grew."""
+    seconds: Counter[str] = Counter()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                seconds[dict(report.user_properties).get("tier", "fast")] += report.duration
+    if seconds:
+        shown = ", ".join(f"{tier} {total:.0f} s" for tier, total in seconds.most_common())
+        terminalreporter.write_line(f"test time per tier: {shown}")
 
 
 @pytest.fixture

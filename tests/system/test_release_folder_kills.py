@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, WORKSPACE_SPEC, write_visits
+from helpers import ROOT, WORKSPACE_SPEC, invoke_cli, write_visits
 
 from dprelease.ledger import Ledger, make_release_id
 from dprelease.publish import RELEASE_FILES
@@ -36,16 +36,20 @@ def ws(tmp_path: Path) -> Path:
 
 
 def run(ws: Path, month: str, *extra: str, kill_at: int | None = None) -> int:
-    """`dprelease release` of `month` into pub/<month>, killed before step `kill_at` after the
-    commit (or run to the end); returns the exit status (-9: killed)."""
+    """`dprelease release` of `month` into pub/<month>: in a process of its own killed before
+    step `kill_at` after the commit (or run to the end); without `kill_at`, the re-run after a
+    kill, in this process (nothing kills it; a process of its own costs seconds of imports).
+    Returns the exit status (-9: killed)."""
     args = [
         "release", "--spec", str(ws / "spec.yaml"), "--data", str(ws / "visits.parquet"),
         "--out", str(ws / "pub" / month), "--period", month, "--ledger", str(ws / "l.sqlite"),
         "--epsilon", "1/100", "--cap", "1", *extra,
     ]  # fmt: skip
-    script = ["-c", "from dprelease.cli import main; main()", *args]
-    if kill_at is not None:
-        script = [str(ROOT / "tests" / "publish_kill.py"), str(kill_at), *args]
+    if kill_at is None:
+        result = invoke_cli(*args)
+        assert result.exit_code == 0, result.output
+        return 0
+    script = [str(ROOT / "tests" / "publish_kill.py"), str(kill_at), *args]
     done = subprocess.run([sys.executable, *script], capture_output=True, text=True, cwd=ws)
     assert done.returncode in (0, -signal.SIGKILL), done.stderr
     return done.returncode
