@@ -154,13 +154,13 @@ def lone_key_frequency(plan: SelectionPlan, seed: int) -> int:
 def test_a_key_only_the_protected_unit_holds_is_released_at_most_delta(name: str) -> None:
     """The release frequency's lower confidence bound (false-alarm rate 1e-6) is ≤ the δ that
     covers lone keys: the whole δ, except for the pure-scope Gaussian, whose lone keys get only
-    δ₂ = delta_bound − δ₁ (about a third of δ here; δ₁ is the shared keys' tail)."""
+    δ₂ = G·P(Z ≥ τ − w), its proved bound on any of the unit's G lone keys being released
+    (its δ is the maximum over splits of a unit's keys into lone and shared ones)."""
     plan = PLANS[name]()
     lone = DELTA
-    if plan.noise_delta is not None:
-        assert plan.delta_bound is not None
-        lone = plan.delta_bound - plan.noise_delta
-        assert lone < DELTA / 2
+    if plan.lone_delta is not None:
+        lone = plan.lone_delta
+        assert lone <= DELTA
     released = lone_key_frequency(plan, seed=81)
     assert lower(released, N, ALPHA) <= float(lone)
 

@@ -10,12 +10,15 @@ threshold in a pure scope*, steps 1–5, states the proof in full).
 
 The rule: per candidate key, each unit holding it adds a weight w (each unit bounded to G keys),
 an independent exact discrete Gaussian Z of variance parameter σ² is added, and the key is kept
-iff the sum ≥ τ. It is (ε, δ₁ + δ₂)-DP for one protected change that moves the weights of at
-most s keys shared by both neighbours (s = G under add/remove, 2G under substitution) and brings
-at most G keys that only the protected unit holds, where
+iff the sum ≥ τ. A protected change brings ℓ ≤ G keys that only the protected unit holds
+(lone keys) and moves the weights of at most m − ℓ keys both neighbours hold (m = G under
+add/remove, 2G under substitution, with ℓ = max(ℓ₀, ℓ₁) there): the unit's ≤ G keys are split
+between the two. It is (ε, δ)-DP with δ = max over ℓ = 0..G of δ₁(m − ℓ) + ℓ·P(Z ≥ τ − w)
+(`split_delta`), where
 
-- δ₂ = G·P(Z ≥ τ − w) bounds the probability that any of those lone keys is released, and
-- δ₁ bounds the hockey-stick divergence of s independent discrete Gaussians shifted by w each:
+- ℓ·P(Z ≥ τ − w) bounds the probability that any of ℓ lone keys is released (δ₂ = G·P(Z ≥ τ − w)
+  at ℓ = G), and
+- δ₁(s) bounds the hockey-stick divergence of s independent discrete Gaussians shifted by w each:
   the privacy loss is L = (sw² + 2wS)/(2σ²), S a sum of s iid discrete Gaussians, and
   δ₁ = E[(1 − e^{ε−L})₊]. δ₁ is not about lone keys: it is the shared keys' privacy-loss tail,
   so outside the lone-key event this release is (ε, δ₁)-DP, not ε-DP.
@@ -80,7 +83,9 @@ def sum_factor(sigma2: Fraction, shifted: int) -> Fraction:
 def noise_delta(sigma2: Fraction, epsilon: Fraction, shifted: int, step: int = 1) -> Fraction:
     """A proved δ₁ ≥ sup_A P(A) − e^ε·Q(A) for the discrete Gaussian of variance parameter σ²
     added to weights that move by `step` in `shifted` coordinates (either direction: the loss
-    has the same law both ways); 1 when the bound cannot say more."""
+    has the same law both ways); 1 when the bound cannot say more, 0 when nothing is shifted."""
+    if shifted == 0:
+        return Fraction(0)
     m = math.floor((epsilon * sigma2 - Fraction(shifted * step * step, 2)) / step) + 1
     if m < 1:
         return Fraction(1)
@@ -95,6 +100,8 @@ def noise_delta(sigma2: Fraction, epsilon: Fraction, shifted: int, step: int = 1
 def noise_delta_float(sigma: float, epsilon: float, shifted: int, step: int = 1) -> float:
     """δ₁ in floating point: the bound of `noise_delta` with Z′'s tails by the midpoint rule
     (P(Z′ ≥ j) ≈ P(N(0, sσ²) ≥ j − 1/2); for the search only, never for a δ)."""
+    if shifted == 0:
+        return 0.0
     spread = sigma * math.sqrt(shifted) * math.sqrt(2)
     m = math.floor((epsilon * sigma * sigma - shifted * step * step / 2) / step) + 1
     if m < 1:
@@ -104,15 +111,32 @@ def noise_delta_float(sigma: float, epsilon: float, shifted: int, step: int = 1)
     return max(0.0, first - math.exp(epsilon) * second)
 
 
+def split_delta(
+    sigma2: Fraction, epsilon: Fraction, keys: int, shifted: int, step: int, tail: Fraction
+) -> Fraction:
+    """The proved δ of the whole selection: max over ℓ = 0..`keys` of δ₁(`shifted` − ℓ) + ℓ·tail,
+    `tail` ≥ P(Z ≥ τ − w). A unit's ≤ G keys split into ℓ lone keys and at most m − ℓ shared
+    ones it moves (under substitution ℓ = max(ℓ₀, ℓ₁) and s ≤ 2G − ℓ₀ − ℓ₁ ≤ m − ℓ); PRIVACY.md,
+    step 5. Each term is an upper bound, so their maximum is."""
+    return max(
+        noise_delta(sigma2, epsilon, shifted - lone, step) + lone * tail for lone in range(keys + 1)
+    )
+
+
 #: Search arguments: ε, δ, the most lone keys, the shifted coordinates, the weight of one unit.
 _Args = tuple[float, float, int, int, int]
 
 
 def _slack(sigma: float, threshold: int, args: _Args) -> float:
-    """δ₁ + δ₂ − δ in floating point, δ₂ = keys·P(Z ≥ τ − w) by the midpoint rule."""
+    """max over ℓ of δ₁(m − ℓ) + ℓ·P(Z ≥ τ − w), minus δ, in floating point (the tail by the
+    midpoint rule): `split_delta`'s bound, for the search."""
     epsilon, delta, keys, shifted, step = args
-    lone = keys * 0.5 * math.erfc((threshold - step - 0.5) / (sigma * math.sqrt(2)))
-    return noise_delta_float(sigma, epsilon, shifted, step) + lone - delta
+    tail = 0.5 * math.erfc((threshold - step - 0.5) / (sigma * math.sqrt(2)))
+    worst = max(
+        noise_delta_float(sigma, epsilon, shifted - lone, step) + lone * tail
+        for lone in range(keys + 1)
+    )
+    return worst - delta
 
 
 def _smallest_sigma(threshold: int, args: _Args) -> float | None:
@@ -153,10 +177,12 @@ _SIGMA_TARGET = 2048.0
 @lru_cache(maxsize=256)
 def calibrate(
     epsilon: Fraction, delta: Fraction, keys: int, shifted: int
-) -> tuple[int, int, Fraction, Fraction, Fraction]:
-    """(w, τ, σ², δ₁, δ₂): each unit adds weight w to a key it holds; τ (in weight units) is
-    the smallest threshold found in floating point for which the proof of δ₁ + δ₂ ≤ δ closes,
-    with δ₂ = `keys`·P(Z ≥ τ − w) for the lone keys, and σ² the first sampler value (from the
+) -> tuple[int, int, Fraction, Fraction, Fraction, Fraction]:
+    """(w, τ, σ², δ₁(m), δ₂, bound): each unit adds weight w to a key it holds; τ (in weight
+    units) is the smallest threshold found in floating point for which the proof of bound ≤ δ
+    closes, bound = `split_delta` = max over ℓ of δ₁(m − ℓ) + ℓ·P(Z ≥ τ − w) (m = `shifted`;
+    δ₁(m) alone, all the unit's keys shared, and δ₂ = `keys`·P(Z ≥ τ − w), any lone key
+    released, are returned for the manifest), and σ² the first sampler value (from the
     float optimum up, in 0.1% steps) at which it does: both bounds proved, the minima not (a
     smaller τ or σ² might be provable; that costs utility, never privacy). A candidate whose
     proof fails moves σ² up, then τ up. Why w > 1: a threshold on counts is an integer, half a
@@ -181,10 +207,11 @@ def calibrate(
                 noise = noise_delta(sigma2, epsilon, shifted, step)
             except ValueError:  # σ² too small for κ's bound: more noise may close it
                 noise = Fraction(1)
-            lone = keys * gaussian_tail_upper(sigma2, tau - step)
-            if noise + lone <= delta:
-                return step, tau, sigma2, noise, lone
-            if lone > delta:
+            tail = gaussian_tail_upper(sigma2, tau - step)
+            bound = split_delta(sigma2, epsilon, keys, shifted, step, tail) if noise < 1 else noise
+            if bound <= delta:
+                return step, tau, sigma2, noise, keys * tail, bound
+            if keys * tail > delta:  # the ℓ = G term alone exceeds δ, and grows with σ²
                 break
             sigma2 = exact_sigma2(sigma2 * Fraction(1001, 1000))
     raise ValueError(

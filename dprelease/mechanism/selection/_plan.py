@@ -16,9 +16,9 @@ released at all. For the optimal rule and the Laplace and zCDP Gaussian threshol
 probability, for the worst unit, is δ: the optimal rule spends exactly δ (p(1) = δ per key,
 composed over the keys a unit moves), a threshold rule spends a proved upper bound ≤ δ (`_tails`)
 and τ is the smallest threshold for which that bound is ≤ δ. The pure-scope Gaussian threshold
-splits δ ≥ δ₁ + δ₂: δ₂ bounds the lone keys' release, δ₁ (`noise_delta`) the tail of the shared
-keys' privacy loss, so there the release is not ε-DP outside the lone-key event
-(`_gaussian_pure`).
+spends δ ≥ max over ℓ of δ₁(m − ℓ) + ℓ·P(Z ≥ τ − w), ℓ of a unit's keys lone and the rest
+shared: the lone keys' release and δ₁ (`noise_delta`), the tail of the shared keys' privacy
+loss, so there the release is not ε-DP outside the lone-key event (`_gaussian_pure`).
 """
 
 from __future__ import annotations
@@ -84,9 +84,11 @@ class SelectionPlan:
     scale: Fraction | None = None  # the Laplace scale b or the Gaussian σ² (threshold rules)
     delta_bound: Fraction | None = None  # the proved δ of τ, ≤ delta (threshold rules)
     key_loss: tuple[Fraction, Fraction] | None = None  # (ε, δ) per key (optimal rule)
-    #: pure-scope Gaussian threshold: the proved δ₁ of its noise (delta_bound − δ₁ is the
-    #: threshold's δ₂, `_gaussian_pure`)
+    #: pure-scope Gaussian threshold: the proved δ₁(m) of its noise (the shared keys' loss tail
+    #: when all of a unit's keys are shared) and δ₂ = G·P(Z ≥ τ − w) (any lone key released);
+    #: delta_bound = max over ℓ of δ₁(m − ℓ) + ℓ·P(Z ≥ τ − w) ≤ δ₁ + δ₂ (`_gaussian_pure`)
     noise_delta: Fraction | None = None
+    lone_delta: Fraction | None = None
 
     # ----------------------------------------------------------------- what it promises
 
@@ -233,14 +235,15 @@ def plan_selection(
     base = SelectionPlan(loss, delta, g, change, rule, policy, weights=(1,) * g)
     moved = moved_keys(change, g)
     if rule is Rule.GAUSSIAN and not zcdp:
-        step, threshold, sigma2, noise_delta, lone = calibrate(loss.amount, delta, g, moved)
+        step, threshold, sigma2, noise_delta, lone, bound = calibrate(loss.amount, delta, g, moved)
         return replace(
             base,
             weights=(step,) * g,
             threshold=threshold,
             scale=sigma2,
-            delta_bound=noise_delta + lone,
+            delta_bound=bound,
             noise_delta=noise_delta,
+            lone_delta=lone,
         )
     if rule is Rule.OPTIMAL:
         key_loss = (loss.amount / moved, per_key_delta(delta, moved))

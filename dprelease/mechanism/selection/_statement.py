@@ -42,19 +42,23 @@ class SelectionEntry(_Model):
     delta_spent: float = Field(
         description="δ spent (per release): the selection is (ε, δ)-DP. For the optimal rule and "
         "the Laplace and zCDP Gaussian threshold rules, δ bounds the probability that any key "
-        "held by one unit alone is released; for the pure-scope Gaussian threshold, δ ≥ δ₁ + δ₂ "
-        "(delta_shared_keys + delta_lone_keys)"
+        "held by one unit alone is released; for the pure-scope Gaussian threshold, δ ≥ the "
+        "maximum over ℓ (how many of a unit's keys are lone) of δ₁(m − ℓ) + ℓ·P(Z ≥ τ − w), which "
+        "is ≤ delta_shared_keys + delta_lone_keys"
     )
     delta_spent_exact: str = Field(description="δ spent as the exact rational the ledger charges")
     delta_shared_keys: float | None = Field(
         default=None,
-        description="pure-scope Gaussian threshold: δ₁, the proved tail of the privacy loss on "
-        "keys both neighbours hold (not about lone keys; None for the other rules)",
+        description="pure-scope Gaussian threshold: δ₁(m), the proved tail of the privacy loss "
+        "on keys both neighbours hold when all of a unit's keys are shared (m = G, or 2G under "
+        "substitution; not about lone keys; None for the other rules)",
     )
     delta_lone_keys: float | None = Field(
         default=None,
-        description="pure-scope Gaussian threshold: δ₂, the proved bound on the probability that "
-        "any key held by one unit alone is released (None for the other rules)",
+        description="pure-scope Gaussian threshold: δ₂ = G·P(Z ≥ τ − w), the proved bound on "
+        "the probability that any key held by one unit alone is released (None for the other "
+        "rules). Both parts are worst cases of their own: δ spent bounds the maximum over "
+        "splits of a unit's keys, so it may be below their sum",
     )
     tau: int = Field(description="units (each holding one key) from which a key is kept with "
                      "probability ≥ 1/2")  # fmt: skip
@@ -75,9 +79,9 @@ def selection_entry(plan: SelectionPlan, columns: list[str], always: int = 0) ->
         law = "discrete Laplace, scale" if plan.rule is Rule.LAPLACE else "discrete Gaussian, σ²"
         noise = f"{law} {plan.scale}"
     pure = plan.loss.measure is Measure.PURE
-    shared = lone = None  # δ₁ and δ₂: the pure-scope Gaussian's (its plan sets noise_delta)
-    if plan.noise_delta is not None and plan.delta_bound is not None:
-        shared, lone = float(plan.noise_delta), float(plan.delta_bound - plan.noise_delta)
+    shared = lone = None  # δ₁(m) and δ₂: the pure-scope Gaussian's (its plan sets both)
+    if plan.noise_delta is not None and plan.lone_delta is not None:
+        shared, lone = float(plan.noise_delta), float(plan.lone_delta)
     return SelectionEntry(
         columns=columns,
         mechanism=plan.rule.value,
