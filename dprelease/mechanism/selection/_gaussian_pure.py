@@ -3,10 +3,10 @@
 Why: with units that touch up to G keys, per-key Δ-scaling (the optimal rule at ε/G each, or
 Laplace noise of scale G/ε) has noise that grows with G, while a Gaussian's grows with √G: at
 G = 5, ε = 0.347, δ = 10⁻⁶ a key held by 150 units (each holding five) is kept with probability
-0.09 by the former and about 0.7 by a Gaussian threshold. Selection is (ε, δ)-DP in any case, so
+0.09 by the former and about 0.8 by a Gaussian threshold. Selection is (ε, δ)-DP in any case, so
 a pure scope may use a Gaussian threshold as long as its (ε, δ) is *proved*; here it is, for the
 project's exact discrete Gaussian (PRIVACY.md, key selection, the bullet *Discrete Gaussian
-threshold in a pure scope*, steps 1–5, states the proof in full).
+threshold in a pure scope*, steps 1–6, states the proof in full).
 
 The rule: per candidate key, each unit holding it adds a weight w (each unit bounded to G keys),
 an independent exact discrete Gaussian Z of variance parameter σ² is added, and the key is kept
