@@ -117,7 +117,7 @@ def split_delta(
     """The proved δ of the whole selection: max over ℓ = 0..`keys` of δ₁(`shifted` − ℓ) + ℓ·tail,
     `tail` ≥ P(Z ≥ τ − w). A unit's ≤ G keys split into ℓ lone keys and at most m − ℓ shared
     ones it moves (under substitution ℓ = max(ℓ₀, ℓ₁) and s ≤ 2G − ℓ₀ − ℓ₁ ≤ m − ℓ); PRIVACY.md,
-    step 5. Each term is an upper bound, so their maximum is."""
+    step 6. Each term is an upper bound, so their maximum is."""
     return max(
         noise_delta(sigma2, epsilon, shifted - lone, step) + lone * tail for lone in range(keys + 1)
     )
