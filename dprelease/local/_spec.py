@@ -29,17 +29,21 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from dprelease.errors import ConfigError, SpecError
 from dprelease.files import ReadableErrors, error_at_path, join_path, read_sections
-from dprelease.loss import exact_positive
 from dprelease.mechanism.kinds import wave_slot
 from dprelease.mechanism.randomized import (
-    MAX_DOMAIN,
     PRIME,
     RANDOMIZER_VERSION,
     Mechanism,
     Randomizer,
     make_randomizer,
 )
-from dprelease.spec import NAME_PATTERN, WAVE_ID_PATTERN
+from dprelease.spec import (
+    NAME_PATTERN,
+    WAVE_ID_PATTERN,
+    answer_epsilon,
+    check_buckets,
+    checked_answers,
+)
 
 
 class _Strict(ReadableErrors):
@@ -72,24 +76,16 @@ class WaveSpec(_Strict):
     @field_validator("epsilon", mode="before")
     @classmethod
     def _exact(cls, value: Any) -> Fraction:
-        try:
-            return exact_positive(value)
-        except ValueError as exc:
-            raise ValueError(f"ε {exc}") from None
+        return answer_epsilon(value)
 
     @field_validator("domain")
     @classmethod
     def _answers(cls, values: list[Any]) -> list[Any]:
-        if not 2 <= len(values) <= MAX_DOMAIN:
-            raise ValueError(f"a question needs 2 to {MAX_DOMAIN} answers")
-        if len(set(values)) != len(values):
-            raise ValueError("an answer is listed twice")
-        return values
+        return checked_answers(values)
 
     @model_validator(mode="after")
     def _buckets(self) -> WaveSpec:
-        if self.g is not None and self.mechanism != "olh":
-            raise SpecError("g", "g is the number of OLH's buckets: set mechanism: olh or drop g")
+        check_buckets(self.g, self.mechanism)
         return self
 
 

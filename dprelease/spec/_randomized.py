@@ -32,7 +32,15 @@ from dprelease.spec._values import MOE95_SUFFIX
 if TYPE_CHECKING:
     from dprelease.spec._model import ReleaseSpec
 
-__all__ = ["RESPONDENTS_SUFFIX", "SHARE_SUFFIX", "WAVE_ID_PATTERN", "RandomizedStatistic"]
+__all__ = [
+    "RESPONDENTS_SUFFIX",
+    "SHARE_SUFFIX",
+    "WAVE_ID_PATTERN",
+    "RandomizedStatistic",
+    "answer_epsilon",
+    "checked_answers",
+    "check_buckets",
+]
 
 #: A wave's id: its one spelling (lower case), so a wave is never recorded twice under two names.
 WAVE_ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,99}$"
@@ -99,24 +107,16 @@ class RandomizedStatistic(StatisticModel):
     @field_validator("epsilon", mode="before")
     @classmethod
     def _exact(cls, value: Any) -> Fraction:
-        try:
-            return exact_positive(value)
-        except ValueError as exc:
-            raise ValueError(f"ε {exc}") from None
+        return answer_epsilon(value)
 
     @field_validator("domain")
     @classmethod
     def _answers(cls, values: list[Any]) -> list[Any]:
-        if not 2 <= len(values) <= MOST_ANSWERS:
-            raise ValueError(f"a question needs 2 to {MOST_ANSWERS:,} answers")
-        if len(set(values)) != len(values):
-            raise ValueError("an answer is listed twice")
-        return values
+        return checked_answers(values)
 
     @model_validator(mode="after")
     def _buckets(self) -> RandomizedStatistic:
-        if self.g is not None and self.mechanism != "olh":
-            raise SpecError("g", "g is the number of OLH's buckets: set mechanism: olh or drop g")
+        check_buckets(self.g, self.mechanism)
         if self.hash_column == self.column:
             raise SpecError("hash_column", "the reports' wave_hash arrives in a column of its own")
         return self
@@ -181,3 +181,27 @@ class RandomizedStatistic(StatisticModel):
                 "a release of randomized answers protects one answer (its wave's terms); "
                 "remove neighbours",
             )
+
+
+def answer_epsilon(value: Any) -> Fraction:
+    """A question's ε, exact: the wave's spec and the release's statistic read it alike, so the
+    release can refuse parameters that are not the recorded wave's."""
+    try:
+        return exact_positive(value)
+    except ValueError as exc:
+        raise ValueError(f"ε {exc}") from None
+
+
+def checked_answers(values: list[Any]) -> list[Any]:
+    """A question's public answers: 2 to 65,536 (what the randomizers take), none twice."""
+    if not 2 <= len(values) <= MOST_ANSWERS:
+        raise ValueError(f"a question needs 2 to {MOST_ANSWERS:,} answers")
+    if len(set(values)) != len(values):
+        raise ValueError("an answer is listed twice")
+    return values
+
+
+def check_buckets(g: int | None, mechanism: str | None) -> None:
+    """`g` only with OLH, whose buckets it counts (SpecError naming `g`)."""
+    if g is not None and mechanism != "olh":
+        raise SpecError("g", "g is the number of OLH's buckets: set mechanism: olh or drop g")
