@@ -446,8 +446,13 @@ def _header(plan: ReleasePlan) -> str:
         spends = loss_text(Measure.PURE, Fraction(plan.epsilon_total_exact))
     else:
         spends = "no ε or ρ given"
+    if plan.statistics and all(row.kind == "randomized" for row in plan.statistics):
+        # answers randomized on the devices: the release adds nothing and spends nothing
+        noise = "no noise at release (answers randomized on the devices)"
+    else:
+        noise = f"{plan.mechanism.value} noise"
     return (
-        f"release {plan.release!r} at {spends}: {plan.mechanism.value} noise, split by "
+        f"release {plan.release!r} at {spends}: {noise}, split by "
         f"{plan.budget_split}, {plan.neighbours.value} neighbours"
     )
 

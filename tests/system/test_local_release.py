@@ -556,3 +556,11 @@ def test_the_command_line_refuses_a_release_of_an_unrecorded_wave(tmp_path: Path
     )  # fmt: skip
     one_line_error(refused, "wave 'drug-use-2025-05' is not recorded")
     assert not (tmp_path / "pub").exists()
+
+
+def test_the_plan_of_a_randomized_release_says_it_adds_no_noise() -> None:
+    """The plan's header named the default mechanism ('laplace noise') for a release that adds
+    none: its statistics are post-processing of answers randomized on the devices."""
+    header = str(dp.plan(spec())).splitlines()[0]
+    assert "no noise at release (answers randomized on the devices)" in header
+    assert "laplace" not in header
