@@ -7,6 +7,7 @@ planner (which states the same entries before any data is read) can say it anywh
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from dprelease._version import version
@@ -19,6 +20,7 @@ from dprelease.mechanism import (
     Allocation,
     MarginAccuracy,
     Outcome,
+    margin_accuracy,
     noise_family,
 )
 from dprelease.mechanism.selection import selection_entry
@@ -315,3 +317,18 @@ def statistic_entry(
     """What the manifest says about one statistic (its kind's entry; the planner states the
     same)."""
     return p.entry(post, margins, outcome)
+
+
+def planned_entries(
+    planned: Allocation,
+    post: PostProcessing,
+    resolved: ResolvedSpec,
+    names: Collection[str] | None = None,
+) -> list[StatisticEntry]:
+    """The manifest's statistic entries of the planned release (only the statistics `names`,
+    if given); with margins every level's margins of error."""
+    chosen = [p for p in planned.statistics if names is None or p.statistic.name in names]
+    measured = {m.name for p in chosen for m in p.vectors}
+    margins = margin_accuracy(resolved, planned, measured)
+    outcome = None if margins is None else Outcome.planned(margins)
+    return [statistic_entry(p, post, margins, outcome) for p in chosen]

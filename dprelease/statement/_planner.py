@@ -1,25 +1,16 @@
 """Plan before spending: what ε buys (per statistic: share, Δ, noise scale, 95% margin of error),
-and the inverse, the smallest ε that meets target margins. Reads no data.
+and the inverse, the smallest ε that meets target margins (`_search`). Reads no data.
 
 Both directions use the functions a release uses (`allocate`, the manifest's statistic entries),
 so a plan states exactly what the release at that ε will state in its manifest. Which ε a release
 of a spec spends is decided elsewhere, once for every interface (`dprelease.publish.decide_budget`).
-
-The inverse is exact against what a release draws: each margin is the exact 95% quantile of
-the discrete Laplace noise at the sampled (rounded-up) scale, in units of the granularity, not
-the continuous Δ·ln(20)/ε. Within a range of ε where no automatic granularity changes, every
-margin shrinks as ε grows, so bisection finds the smallest ε there; where a granularity halves
-a margin can step up by about 2^-21 of itself, so the search visits those ranges in order and
-returns the first that meets every target. The answer is a decimal: the smallest multiple of
-10^(k-5) that meets every target, where 10^k ≤ ε < 10^(k+1) (six significant digits).
 """
 
 from __future__ import annotations
 
-import functools
 import html
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Annotated, Final, Literal
 
@@ -28,20 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from dprelease.change import ProtectedChange
 from dprelease.errors import ConfigError, SpecError
 from dprelease.loss import Measure, Mechanism, PrivacyLoss, amount_text, loss_text
-from dprelease.mechanism import (
-    LN_20,
-    Allocation,
-    Outcome,
-    allocate,
-    kind_of,
-    margin_accuracy,
-    rows_reach,
-    sensitivity_bound,
-)
+from dprelease.mechanism import Allocation, allocate, kind_of
 from dprelease.mechanism.selection import SelectionReport, plan_report
-from dprelease.spec import PostProcessing, ReleaseSpec, ResolvedSpec
+from dprelease.spec import ReleaseSpec, ResolvedSpec
 from dprelease.statement._compare import MeasureComparison
-from dprelease.statement._entries import statistic_entry
+from dprelease.statement._entries import planned_entries
 from dprelease.statement._manifest import (
     ExactRational,
     MoeRange,
@@ -49,17 +31,10 @@ from dprelease.statement._manifest import (
     spent,
 )
 from dprelease.statement._publication import PublicationPlan
-from dprelease.statement._search import (
-    _granularity_cuts,
-    _shares,
-    _smallest,
-    _targeted,
-    _unit,
-)
+from dprelease.statement._search import epsilon_for_targets
 
 #: 2: the measure and mechanism, ρ beside ε (None where a zCDP release spends no ε).
 PLAN_FORMAT: Final = "dprelease-plan/2"
-_MAX_DOUBLINGS = 200
 
 
 class LevelAccuracy(BaseModel):
@@ -251,7 +226,7 @@ def plan(
     planned = allocate(
         resolved, PrivacyLoss(measure, total), neighbours, mechanism, selection_delta
     )
-    entries = _entries(planned, spec.postprocess, resolved)
+    entries = planned_entries(planned, spec.postprocess, resolved)
     rows = accuracy_of(entries, wanted)
     scope_delta = selection_delta_budget or planned.selection_delta
     stated = spent(planned.total)
@@ -296,21 +271,6 @@ def _selection_reports(
     return reports
 
 
-def _entries(
-    planned: Allocation,
-    post: PostProcessing,
-    resolved: ResolvedSpec,
-    names: Collection[str] | None = None,
-) -> list[StatisticEntry]:
-    """The manifest's statistic entries of the planned release (only the statistics `names`,
-    if given); with margins every level's margins of error."""
-    chosen = [p for p in planned.statistics if names is None or p.statistic.name in names]
-    measured = {m.name for p in chosen for m in p.vectors}
-    margins = margin_accuracy(resolved, planned, measured)
-    outcome = None if margins is None else Outcome.planned(margins)
-    return [statistic_entry(p, post, margins, outcome) for p in chosen]
-
-
 def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
     """The spec's targets with `given` on top; only counts and sums have a margin to target."""
     statistics = {s.name: s for s in spec.statistics}
@@ -328,83 +288,6 @@ def _targets(spec: ReleaseSpec, given: Mapping[str, float]) -> dict[str, float]:
         if s.targetable() and (target := s.target()) is not None
     }
     return {**found, **{name: float(value) for name, value in given.items()}}
-
-
-def epsilon_for_targets(
-    resolved: ResolvedSpec,
-    targets: Mapping[str, float],
-    neighbours: ProtectedChange,
-    measure: Measure = Measure.PURE,
-    mechanism: Mechanism = Mechanism.LAPLACE,
-) -> Fraction:
-    """The smallest ε (ρ under zCDP; six significant digits) at which every target margin is
-    met, exactly as the release at that loss states it (see the module docstring for the
-    search)."""
-    spec = resolved.spec
-
-    @functools.cache  # the search asks some ε twice (a range's ends, refinement passes)
-    def meets(epsilon: Fraction) -> bool:
-        try:
-            planned = allocate(resolved, PrivacyLoss(measure, epsilon), neighbours, mechanism)
-        except SpecError:  # e.g. a noise scale the sampler cannot draw: not a usable ε
-            return False
-        entries = _entries(planned, spec.postprocess, resolved, targets)
-        margin = {e.name: getattr(e, "moe95", None) for e in entries}  # a targeted kind's
-        return all(
-            (moe := margin[name]) is not None and moe <= target for name, target in targets.items()
-        )
-
-    low = (
-        _lower_bound(resolved, targets, neighbours)
-        if measure is Measure.PURE
-        else Fraction(1, 10**12)  # the doubling below finds the range in ~40 steps
-    )
-    while meets(low):  # a guard: against float rounding, and the margins' heuristic bound
-        low /= 2
-    high = low
-    for _ in range(_MAX_DOUBLINGS):
-        if meets(high):
-            break
-        high *= 2
-    else:
-        raise SpecError("target", "no ε meets these targets; loosen them or the bounds")
-    unit = _unit(high)
-    high = math.ceil(high / unit) * unit
-    while not meets(high):  # rounding up to the grid crossed a granularity change
-        high += unit
-    cuts = _granularity_cuts(resolved, targets, neighbours, low, high, measure, mechanism)
-    found = _smallest(meets, low, high, unit, cuts)
-    while _unit(found) < unit:  # a lower decade: one more digit there
-        unit = _unit(found)
-        found = _smallest(meets, max(low, found - 10 * unit), found, unit, cuts)
-    return found
-
-
-def _lower_bound(
-    resolved: ResolvedSpec, targets: Mapping[str, float], neighbours: ProtectedChange
-) -> Fraction:
-    """An ε below which no target can be met. The exact margin is h·g with h ≥ b·ln 20 − 1 and
-    b ≥ Δ/ε_j (Δ in units of g, at least (Δ_bound − reach·g/2)/g once the bounds are rounded to
-    units), so meeting T needs ε_j ≥ (Δ_bound − reach·g/2)·ln 20 / (T + g). An automatic g is
-    far below T, so T stands in for it. With margins ε_j is the statistic's ε over all its
-    levels, as if the cells had it all: a heuristic (the consistent cells draw on every level,
-    each measured with less), which the search checks by halving."""
-    spec = resolved.spec
-    share = _shares(resolved, neighbours)
-    bounds = [Fraction(1, 10**12)]
-    for stat in _targeted(spec, targets):
-        target = Fraction(targets[stat.name])
-        value = stat.row_value(spec)
-        if value is None:  # a count of rows: integers, without a granularity
-            slack, rounding = Fraction(1), Fraction(0)
-        else:
-            granularity = value.granularity
-            slack = target if granularity is None else Fraction(granularity)
-            rounding = rows_reach(spec, neighbours) * slack / 2
-        delta = max(sensitivity_bound(stat, spec, neighbours) - rounding, Fraction(0))
-        need = delta * Fraction(LN_20) * Fraction(1023, 1024) / (target + slack)
-        bounds.append(need / share[stat.name])
-    return max(bounds)
 
 
 # A plan as a person reads it in a notebook or a REPL: `print(dp.plan(...))` and Jupyter's rich
