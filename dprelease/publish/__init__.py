@@ -4,6 +4,7 @@ the Dagster assets:
     budget = decide_budget(resolved, privacy=..., ledger=..., epsilon=...)   # how much, where
     prepared = prepare(data, resolved, budget, period=...)    # every check; reads no row
     recorded = record_release(prepared, ledger=ledger)        # reserve → draw → commit
+                                   # (randomized answers: draw → reserve → commit, see _record)
     write_release_files(recorded.stored, out_dir)             # only from the ledger's copy
     # or `publish(prepared, ledger=ledger, out_dir=...)` for the last two together
 

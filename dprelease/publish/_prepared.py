@@ -4,7 +4,9 @@
 schema without reading a row (the allocation of the loss, sensitivity, granularity, noise scales,
 with margins every level's margins of error, the manifest), so every refusal happens before a
 ledger is charged; `PreparedRelease.draw` then reads the data, draws the noise and
-post-processes, and nothing in it can fail because of a data value. Nothing here knows about
+post-processes, and nothing in it can fail because of a data value, but for a release of
+randomized answers: its reports refuse it when malformed or of another wave configuration, so
+`record_release` draws it before it reserves (drawing it spends nothing). Nothing here knows about
 ledgers or files. PRIVACY.md states the rule this follows.
 """
 

@@ -7,6 +7,15 @@ written before the ledger has stored the release, so a crash can leave an open r
 (resumed by the next run of the same slot, without a second charge) but never a published file
 that the ledger does not know. A slot that is already released is returned as stored: re-runs
 and backfills give byte-identical files and charge nothing.
+
+A release of randomized answers is drawn before it is reserved (draw → reserve → commit): it is
+post-processing of reports that are ε-LDP already, so drawing it spends nothing (a draw that
+another run's commit makes redundant is dropped unseen), and it is the one release whose input
+can refuse it once read (malformed reports, reports of another wave configuration). Drawn
+first, such a refusal has written nothing to the ledger: no charge, no open reservation for the
+next run to take over, and nothing to end, so it can never end another run's reservation. A
+slot already released is not drawn (a committed charge stays committed): its re-run returns the
+stored copy and, as every re-run, never fails on its input.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from dprelease.loss import amount_text
 from dprelease.mechanism.kinds import Prerequisite
 from dprelease.mechanism.noise import NoiseSource, default_noise_source, require_private
 from dprelease.publish._files import release_folder_problem, write_release_files
-from dprelease.publish._prepared import PreparedRelease
+from dprelease.publish._prepared import PreparedRelease, Release
 from dprelease.spec import TableFormat, missing_writer
 from dprelease.statement import LedgerRecord, LegacyManifest, Manifest, parse_manifest
 
@@ -142,8 +151,11 @@ def record_release(
     (nothing charged or drawn); its input is read once to tell the operator whether it changed
     since (`Recorded.input_warning`, logged to the operator channel). Refusals leave the ledger
     unchanged: BudgetExhausted, SpecChanged, ReservationMismatch, CompositionMismatch,
-    CapAboveProfile (the ledger's cap exceeds the ε the privacy profile allows). The input's
-    private fingerprint, from the engine's pass over the data, is kept in the ledger only.
+    CapAboveProfile (the ledger's cap exceeds the ε the privacy profile allows), and a release
+    of randomized answers' refusals of its reports (MalformedReports,
+    ReportsOfAnotherConfiguration: it is drawn before it is reserved, unless its slot is
+    released). The input's private fingerprint, from the engine's pass over the data, is kept
+    in the ledger only.
     """
     source = noise or default_noise_source()
     require_private(source, allow_unsafe=allow_unsafe_noise)  # refuse before charging anything
@@ -152,6 +164,12 @@ def record_release(
         check_prerequisite(ledger, prerequisite, budget.scope)
     period = None if prepared.period is None else str(prepared.period)
     release_id = make_release_id(asset or prepared.resolved.spec.name, period)
+    drawn = None  # randomized answers: drawn first (the module says why), unless released
+    if prepared.resolved.spec.of_randomized_answers and (
+        force_new or ledger.stored_release(release_id) is None
+    ):
+        on_stage("reading the reports")
+        drawn = prepared.draw(source, allow_unsafe_noise=allow_unsafe_noise)
     on_stage("reserving budget")
     loss = budget.required_loss()
     reservation = ledger.reserve(  # a new scope is made with its first charge, if it gets one
@@ -172,10 +190,12 @@ def record_release(
     if reservation.status == "committed":
         stored = ledger.stored_copy(reservation)
         on_stage("comparing the input with the released one")
-        input_changed = _input_changed(prepared, ledger, reservation)
+        input_changed = _input_changed(prepared, ledger, reservation, drawn)
     else:
-        on_stage("aggregating and drawing noise")
-        result = prepared.draw(source, allow_unsafe_noise=allow_unsafe_noise)
+        result = drawn
+        if result is None:
+            on_stage("aggregating and drawing noise")
+            result = prepared.draw(source, allow_unsafe_noise=allow_unsafe_noise)
         record = LedgerRecord(
             scope=budget.scope,
             charge_id=reservation.charge_id,
@@ -231,18 +251,24 @@ def check_prerequisite(ledger: Ledger, prerequisite: Prerequisite, scope: str) -
 
 
 def _input_changed(
-    prepared: PreparedRelease, ledger: Ledger, reservation: Reservation
+    prepared: PreparedRelease, ledger: Ledger, reservation: Reservation, drawn: Release | None
 ) -> bool | None:
-    """Whether this run's input differs from the stored release's (None: unknown). A re-run of
-    a released slot never fails, so an input that cannot be read now only gets a warning."""
-    try:
-        fingerprint = prepared.input_summary().fingerprint
-    except (DataError, OSError) as exc:
-        operator.warn(
-            f"{reservation.release_id}: could not compare the input with the released one ({exc})"
-        )
-        return None
-    return ledger.input_changed(reservation, fingerprint)
+    """Whether this run's input differs from the stored release's (None: unknown), from the
+    fingerprint of its draw if it drew (another run committed the slot meanwhile), else of one
+    more pass. A re-run of a released slot never fails, so an input that cannot be read now
+    only gets a warning."""
+    if drawn is not None:
+        fingerprint = drawn.input_fingerprint
+    else:
+        try:
+            fingerprint = prepared.input_summary().fingerprint
+        except (DataError, OSError) as exc:
+            operator.warn(
+                f"{reservation.release_id}: could not compare the input with the released one "
+                f"({exc})"
+            )
+            return None
+    return None if fingerprint is None else ledger.input_changed(reservation, fingerprint)
 
 
 def publish(

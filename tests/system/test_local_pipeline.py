@@ -14,7 +14,13 @@ import pytest
 
 from dprelease.ledger import Ledger
 from pipelines.definitions import build_definitions
-from pipelines.local_dp import LOCAL_SPECS_DIR, load_local_specs, local_assets, wave_key
+from pipelines.local_dp import (
+    LOCAL_SPECS_DIR,
+    load_local_specs,
+    local_assets,
+    wave_key,
+    write_local_demo_data,
+)
 from pipelines.resources import ConfidentialStore, LedgerResource, PrivacyPolicy, PublicStore
 
 PRIVACY = LOCAL_SPECS_DIR.parent / "privacy.yaml"
@@ -107,6 +113,33 @@ def test_a_release_whose_wave_is_not_recorded_is_refused(tmp_path: Path) -> None
     error = result.get_step_failure_events()[0].event_specific_data.error.message
     assert "no wave of this release is recorded" in error
     assert not (tmp_path / "public" / RELEASE).exists()
+
+
+def test_a_release_refused_by_its_reports_leaves_no_reservation(tmp_path: Path) -> None:
+    """Malformed reports refuse the release asset before the ledger is touched: no open
+    reservation (the next run a plain release, not one that took over), no file."""
+    assert materialize(tmp_path, [WAVE]).success
+    [(spec, release)] = load_local_specs()
+    table = tmp_path / "confidential" / "drug_use_answers.parquet"
+    write_local_demo_data(spec, release, table)
+    good = pl.read_parquet(table)
+    good.with_columns(
+        pl.when(pl.int_range(pl.len()) == 7).then(pl.lit("sometimes")).otherwise("drug_use")
+        .alias("drug_use")
+    ).write_parquet(table)  # fmt: skip
+    refused = materialize(tmp_path, [RELEASE])
+    assert not refused.success
+    error = refused.get_step_failure_events()[0].event_specific_data.error.message
+    assert "column 'drug_use' holds reports that are not krr reports" in error
+    assert not (tmp_path / "public" / RELEASE).exists()
+    with Ledger(str(tmp_path / "ledger.sqlite")) as book:
+        assert book.status("survey_respondents")[0].open_reservations == 0
+    good.write_parquet(table)
+    released = materialize(tmp_path, [RELEASE])
+    assert released.success
+    metadata = released.asset_materializations_for_node(RELEASE)[0].metadata
+    assert "charged nothing" in metadata["ledger"].value
+    assert "took over" not in metadata["ledger"].value
 
 
 def test_a_bad_local_spec_names_its_file(tmp_path: Path) -> None:
