@@ -19,18 +19,15 @@ statistic spends nothing: a release of randomized answers is post-processing.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from dprelease.errors import SpecError
 from dprelease.loss import exact_positive
 from dprelease.spec._base import NAME_PATTERN
-from dprelease.spec._statistics import PublishedAs, StatisticKind, StatisticModel
+from dprelease.spec._statistic import PublishedAs, SpecParts, StatisticKind, StatisticModel
 from dprelease.spec._values import MOE95_SUFFIX
-
-if TYPE_CHECKING:
-    from dprelease.spec._model import ReleaseSpec
 
 __all__ = [
     "RESPONDENTS_SUFFIX",
@@ -163,7 +160,7 @@ class RandomizedStatistic(StatisticModel):
         """The columns of reports it reads (compared as they are, never as numbers)."""
         return {self.column: "column", self.hash_column: "hash_column"}
 
-    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+    def check_split(self, spec: SpecParts, index: int, targeted: bool) -> None:
         """A release of randomized answers holds nothing else and protects each report (one
         row): what its scope keeps (`answer` neighbours, no privacy unit)."""
         central = next((s for s in spec.statistics if not s.randomized), None)
