@@ -1,5 +1,6 @@
-"""What every command shares: library errors become exit code 2 with one line on stderr, and
-every ε typed on the command line is read by the one exact-rational parser."""
+"""What every command shares: library errors become exit code 2 with one line on stderr, every ε
+typed on the command line is read by the one exact-rational parser, and every command that
+charges opens its ledger the one way (`ledger_after_checks`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar, cast
 
 import typer
 
-from dprelease.errors import BudgetExhausted, ConfigError, DPReleaseError
+from dprelease.errors import BudgetExhausted, ConfigError, DPReleaseError, LedgerNotFound
 from dprelease.loss import amount_text, decimal_text, exact_positive, typed_text
 
 if TYPE_CHECKING:
@@ -43,6 +44,19 @@ ReleaseScopeOption = Annotated[
     typer.Option("--scope", help="Budget scope (default: publish.scope, else the spec's name)."),
 ]
 
+#: Options of the commands that charge a ledger (`release`, `consortium`, `local wave`).
+LedgerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Ledger URL or SQLite path (default: $DPRELEASE_LEDGER_URL or "
+        ".dprelease/ledger.sqlite).",
+    ),
+]
+PeriodOption = Annotated[
+    str | None, typer.Option("--period", help="Reporting period (YYYY-MM for monthly specs).")
+]
+
 SelectionDeltaOption = Annotated[
     str | None,
     typer.Option(
@@ -66,6 +80,7 @@ def parse_delta(text: str | None) -> Fraction | None:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 EXIT_BAD_INPUT = 2
 #: The width of a report written to a file or a pipe: wide enough that nothing wraps or is cut.
@@ -179,3 +194,26 @@ def open_existing_ledger(url: str | None) -> Iterator[Ledger | None]:
 
     with Ledger(url, mode="read") as ledger:
         yield ledger
+
+
+def ledger_after_checks(url: str | None, checks: Callable[[Ledger | None], T]) -> tuple[Ledger, T]:
+    """The ledger a command charges, and what `checks` made of it (a budget, a plan): the ledger
+    at `url` if one exists (closed if a check fails), else one created only once every check
+    passed (`checks` gets None), said on stderr: a mistyped path must not pass unnoticed, it is
+    a fresh budget."""
+    from dprelease.ledger import Ledger
+
+    try:
+        existing: Ledger | None = Ledger(url, mode="existing")
+    except LedgerNotFound:
+        existing = None
+    try:
+        checked = checks(existing)
+    except BaseException:
+        if existing is not None:
+            existing.close()
+        raise
+    book = existing or Ledger(url, mode="create")
+    if book.created:
+        typer.echo(f"created a new, empty ledger at {book.display_url}", err=True)
+    return book, checked

@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from dprelease.cli._app import app
-from dprelease.cli._common import CLI_WORDS_FOR_BUDGET, SpecOption, cli_errors, parse_epsilon
-from dprelease.errors import LedgerNotFound
+from dprelease.cli._common import (
+    CLI_WORDS_FOR_BUDGET,
+    LedgerOption,
+    PeriodOption,
+    SpecOption,
+    cli_errors,
+    ledger_after_checks,
+    parse_epsilon,
+)
 
 if TYPE_CHECKING:
     from dprelease.consortium import Plan, PublicKey
@@ -35,19 +42,8 @@ app.add_typer(consortium_app)
 ConsortiumOption = Annotated[
     Path, typer.Option("--consortium", help="Consortium YAML (`consortium:` sites, rho, ...).")
 ]
-PeriodOption = Annotated[
-    str | None, typer.Option("--period", help="Reporting period (YYYY-MM for monthly specs).")
-]
 PublicKeyOption = Annotated[
     Path, typer.Option("--public-key", help="The consortium's public.key (from keygen).")
-]
-LedgerOption = Annotated[
-    str | None,
-    typer.Option(
-        "--ledger",
-        help="Ledger URL or SQLite path (default: $DPRELEASE_LEDGER_URL or "
-        ".dprelease/ledger.sqlite).",
-    ),
 ]
 ConfigOption = Annotated[
     Path | None,
@@ -77,15 +73,11 @@ def _ledger_and_budget(
     """The aggregator's ledger (created only once every check passed) and its budget."""
     from dprelease.budget import load_privacy_profiles
     from dprelease.consortium import check_budget
-    from dprelease.ledger import Ledger
     from dprelease.publish import Options, decide_budget
 
     privacy = None if config is None else load_privacy_profiles(config)
-    try:
-        existing: Ledger | None = Ledger(ledger_url, mode="existing")
-    except LedgerNotFound:
-        existing = None
-    try:
+
+    def checks(existing: Ledger | None) -> Budget:
         budget = decide_budget(
             plan.resolved,
             scope=plan.consortium.ledger_scope,
@@ -97,13 +89,9 @@ def _ledger_and_budget(
             options=Options(**CLI_WORDS_FOR_BUDGET),
         )
         check_budget(plan, budget)
-    except BaseException:
-        if existing is not None:
-            existing.close()
-        raise
-    book = existing or Ledger(ledger_url, mode="create")
-    if book.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
-        typer.echo(f"created a new, empty ledger at {book.display_url}", err=True)
+        return budget
+
+    book, budget = ledger_after_checks(ledger_url, checks)
     if budget.new_scope:
         typer.echo(
             f"new budget scope {budget.scope!r}: lifetime cap ρ = {budget.cap} "

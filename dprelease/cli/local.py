@@ -13,10 +13,11 @@ import typer
 from rich.console import Console
 
 from dprelease.cli._app import app
-from dprelease.cli._common import cli_errors, parse_epsilon
+from dprelease.cli._common import LedgerOption, cli_errors, ledger_after_checks, parse_epsilon
 from dprelease.errors import ConfigError
 
 if TYPE_CHECKING:
+    from dprelease.ledger import Ledger
     from dprelease.local import Mechanism
 
 local_app = typer.Typer(
@@ -28,14 +29,6 @@ app.add_typer(local_app, name="local")
 
 LocalSpecOption = Annotated[
     Path, typer.Option("--spec", help="Local spec YAML (`wave:`, and its `release:`).")
-]
-LedgerOption = Annotated[
-    str | None,
-    typer.Option(
-        "--ledger",
-        help="Ledger URL or SQLite path (default: $DPRELEASE_LEDGER_URL or "
-        ".dprelease/ledger.sqlite).",
-    ),
 ]
 
 
@@ -58,21 +51,17 @@ def wave(
     """Record a wave before collecting: charge its ε to the respondents' scope, then print the
     questionnaire's configuration for the JavaScript randomizer."""
     from dprelease.budget import load_privacy_profiles
-    from dprelease.errors import LedgerNotFound
-    from dprelease.ledger import Ledger
     from dprelease.local import js_module_path, load_local_spec, new_scope_cap, record_wave
 
     loaded = load_local_spec(spec)
     stated = None if cap is None else parse_epsilon(cap, "--cap")
     privacy = None if config is None else load_privacy_profiles(config)
-    try:
-        book = Ledger(ledger_url, mode="existing")
-    except LedgerNotFound:  # created only once the wave can be charged in it
-        new_scope_cap(loaded.wave, stated, privacy)
-        book = Ledger(ledger_url, mode="create")
-        Console(stderr=True, soft_wrap=True).print(
-            f"created a new, empty ledger at {book.display_url}"
-        )
+
+    def checks(existing: Ledger | None) -> None:
+        if existing is None:  # a new ledger is created only once the wave can be charged in it
+            new_scope_cap(loaded.wave, stated, privacy)
+
+    book, _ = ledger_after_checks(ledger_url, checks)
     with book:
         recorded = record_wave(loaded, ledger=book, cap=stated, privacy=privacy)
     console = Console(highlight=False, soft_wrap=True)

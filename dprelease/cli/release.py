@@ -14,22 +14,25 @@ from rich.table import Table
 from dprelease.cli._app import app
 from dprelease.cli._common import (
     CLI_WORDS_FOR_BUDGET,
+    LedgerOption,
+    PeriodOption,
     ReleaseScopeOption,
     SelectionDeltaOption,
     SpecOption,
     cli_errors,
+    ledger_after_checks,
     parse_delta,
     parse_epsilon,
     parse_formats,
 )
-from dprelease.errors import ConfigError, LedgerNotFound
+from dprelease.errors import ConfigError
 from dprelease.loss import amount_text, loss_text, typed_text
 
 if TYPE_CHECKING:
     import polars as pl
 
     from dprelease.ledger import Ledger, ScopeStatus
-    from dprelease.publish import Recorded
+    from dprelease.publish import Budget, PreparedRelease, Recorded
 
 PREVIEW_ROWS = 12
 #: Margin columns (`_ci95`: releases stored before they were renamed, `_moe95` and with the
@@ -132,14 +135,7 @@ def release(
             "else `privacy:`) is the most its cap may be, and a new scope's cap.",
         ),
     ] = None,
-    ledger_url: Annotated[
-        str | None,
-        typer.Option(
-            "--ledger",
-            help="Ledger URL or SQLite path (default: $DPRELEASE_LEDGER_URL "
-            "or .dprelease/ledger.sqlite).",
-        ),
-    ] = None,
+    ledger_url: LedgerOption = None,
     scope: ReleaseScopeOption = None,
     selection_delta: SelectionDeltaOption = None,
     cap: Annotated[
@@ -154,9 +150,7 @@ def release(
             "--rho", help="ρ of this release, in a zCDP scope (e.g. 1/100).", show_default=False
         ),
     ] = None,
-    period: Annotated[
-        str | None, typer.Option("--period", help="Reporting period (YYYY-MM for monthly specs).")
-    ] = None,
+    period: PeriodOption = None,
     force_new: Annotated[
         bool, typer.Option("--force-new", help="Release again with fresh noise; charged again.")
     ] = False,
@@ -184,7 +178,6 @@ def release(
     de-biased tables of answers randomized on the respondents' devices (kind: randomized, a
     local spec file; charged nothing); refuse if the scope's budget would be exceeded."""
     from dprelease.budget import load_privacy_profiles
-    from dprelease.ledger import Ledger
     from dprelease.publish import (
         Options,
         decide_budget,
@@ -202,11 +195,8 @@ def release(
     chosen_rho = None if rho is None else parse_epsilon(rho, "--rho", "ρ")
     stated_cap = None if cap is None else parse_epsilon(cap, "--cap", "the cap")
     privacy = None if config is None else load_privacy_profiles(config)
-    try:
-        existing: Ledger | None = Ledger(ledger_url, mode="existing")
-    except LedgerNotFound:
-        existing = None  # created below, once every check has passed
-    try:
+
+    def checks(existing: Ledger | None) -> tuple[Budget, PreparedRelease]:
         budget = decide_budget(
             resolved,
             scope=scope,
@@ -219,15 +209,10 @@ def release(
             options=Options(**CLI_WORDS_FOR_BUDGET),
             selection_delta=parse_delta(selection_delta),
         )
-        prepared = prepare(data, resolved, budget, period=period, engine=engine)
-    except BaseException:
-        if existing is not None:
-            existing.close()
-        raise
+        return budget, prepare(data, resolved, budget, period=period, engine=engine)
+
+    book, (budget, prepared) = ledger_after_checks(ledger_url, checks)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
-    book = existing or Ledger(ledger_url, mode="create")
-    if book.created:  # a mistyped path must not pass unnoticed: it is a fresh budget
-        err.print(f"created a new, empty ledger at {book.display_url}")
     if budget.stated_cap_ignored is not None and budget.cap is not None:
         measure = budget.required_loss().measure
         err.print(

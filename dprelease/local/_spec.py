@@ -20,12 +20,11 @@ Everything here is public: the wave's parameters are in every respondent's quest
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from dprelease.errors import ConfigError, SpecError
 from dprelease.files import ReadableErrors, error_at_path, join_path, read_sections
@@ -40,9 +39,9 @@ from dprelease.mechanism.randomized import (
 from dprelease.spec import (
     NAME_PATTERN,
     WAVE_ID_PATTERN,
-    answer_epsilon,
+    AnswerEpsilon,
+    Answers,
     check_buckets,
-    checked_answers,
 )
 
 
@@ -55,10 +54,8 @@ class WaveSpec(_Strict):
 
     id: Annotated[str, Field(pattern=WAVE_ID_PATTERN)]
     question: Annotated[str, Field(pattern=NAME_PATTERN)]
-    domain: list[str] | list[int] | list[bool] = Field(
-        description="every answer the question allows, in order (public)"
-    )
-    epsilon: Fraction = Field(description="ε of each respondent's answer, exact")
+    domain: Answers = Field(description="every answer the question allows, in order (public)")
+    epsilon: AnswerEpsilon = Field(description="ε of each respondent's answer, exact")
     mechanism: Mechanism | None = Field(
         default=None,
         description="krr, oue or olh; default: k-RR when k < 3e^ε + 2, else OUE (OLH if compact)",
@@ -72,16 +69,6 @@ class WaveSpec(_Strict):
     scope: Annotated[str, Field(min_length=1)] = Field(
         description="the budget scope of the people asked; each wave is charged its ε there"
     )
-
-    @field_validator("epsilon", mode="before")
-    @classmethod
-    def _exact(cls, value: Any) -> Fraction:
-        return answer_epsilon(value)
-
-    @field_validator("domain")
-    @classmethod
-    def _answers(cls, values: list[Any]) -> list[Any]:
-        return checked_answers(values)
 
     @model_validator(mode="after")
     def _buckets(self) -> WaveSpec:

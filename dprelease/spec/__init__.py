@@ -3,8 +3,9 @@ spec that carries every public fact derived from them (key grid, levels, level s
 
 Nothing here reads confidential data: a spec and the public files it names decide the shape of a
 release, its sensitivity and its manifest before any row is read. The face exports every kind's
-spec model (`_statistics.__all__`, `_ratio.__all__`), so a new kind's model is an addition
-there and in the `Statistic` union (`_kinds`).
+spec model (`_statistics.__all__`, `_ratio.__all__`, `_randomized.__all__`; their contract is
+`_statistic`), so a new kind's model is an addition there and in the `Statistic` union
+(`_kinds`).
 
     resolved = load_spec("visits.yaml")        # or resolve(ReleaseSpec(...)) for a spec in Python
     catalog = load_pipeline_specs([specs_dir])  # a pipeline's files: releases, and a problem each
@@ -30,11 +31,12 @@ from dprelease.spec._domains import (
 from dprelease.spec._kinds import STATISTIC_KINDS, Statistic, output_columns
 from dprelease.spec._levels import Levels, level_grid
 from dprelease.spec._loading import load_spec, parse_local, parse_spec, resolve
-from dprelease.spec._model import PeriodSpec, PostProcessing, ReleaseSpec, period_of
+from dprelease.spec._model import PeriodSpec, ReleaseSpec, period_of
 from dprelease.spec._publication import (
     COMBINED_SUFFIX,
     FLAG_SUFFIX,
     LOW_RELIABILITY,
+    PostProcessing,
     Rule,
     SamplingInput,
     StandardErrorsFile,
@@ -55,6 +57,7 @@ from dprelease.spec._randomized import __all__ as _RANDOMIZED
 from dprelease.spec._ratio import *  # noqa: F403 - the ratios' models
 from dprelease.spec._ratio import __all__ as _RATIOS
 from dprelease.spec._resolved import ResolvedSpec
+from dprelease.spec._statistic import PublishedAs, SpecParts, StatisticKind, StatisticModel
 from dprelease.spec._statistics import *  # noqa: F403 - every other kind's model
 from dprelease.spec._statistics import __all__ as _STATISTICS
 from dprelease.spec._values import (
@@ -80,7 +83,11 @@ __all__ = [
     *_RANDOMIZED,
     *_RATIOS,
     "STATISTIC_KINDS",
+    "PublishedAs",
+    "SpecParts",
     "Statistic",
+    "StatisticKind",
+    "StatisticModel",
     "output_columns",
     "COMBINED_SUFFIX",
     "DEFAULT_FORMATS",

@@ -19,10 +19,10 @@ from dprelease.change import ProtectedChange, UnitBounds, central_change
 from dprelease.errors import SpecError
 from dprelease.loss import Mechanism
 from dprelease.period import Period
-from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Renamed, Strict
+from dprelease.spec._base import NAME_PATTERN, RENAMED, Positive, Strict
 from dprelease.spec._domains import GroupBy, check_selected_margins
 from dprelease.spec._kinds import Statistic, output_columns
-from dprelease.spec._publication import MAX_BASE, Rule, SamplingInput, check_publication
+from dprelease.spec._publication import PostProcessing, SamplingInput, check_publication
 from dprelease.spec._statistics import MeanReuse, MeanStatistic, StatisticModel
 from dprelease.spec._values import (
     LEVEL_COLUMN,
@@ -63,30 +63,6 @@ def period_of(period_spec: PeriodSpec | None, period: str | None) -> Period | No
     if period is None:
         raise SpecError("period", "this spec is released per period: give a period (YYYY-MM)")
     return Period.parse(period)
-
-
-class PostProcessing(Renamed):
-    """Free by DP's post-processing property: applied to noisy values only."""
-
-    nonnegative: bool = True
-    decimals: Annotated[int, Field(ge=-3, le=12)] | None = Field(
-        default=None,
-        description="decimals of sums and means (negative: tens, hundreds, thousands); default: "
-        "the place of the second significant digit of their 95% margin of error (the precision "
-        "the noise leaves)",
-    )
-    moe95_columns: bool = True
-    round_to: Annotated[int, Field(ge=2, le=MAX_BASE)] | None = Field(
-        default=None,
-        description="round counts and sums to multiples of this base (5, 10, 100): a controlled "
-        "rounding that keeps every released margin the sum of its cells, unbiased, its margins "
-        "of error widened by what it may move",
-    )
-    rules: Annotated[list[Rule], Field(min_length=1)] | None = Field(
-        default=None,
-        description="reliability rules on the released values: flag (u) or suppress values "
-        "whose margin is large for their size or whose count is small",
-    )
 
 
 class ReleaseSpec(Strict):

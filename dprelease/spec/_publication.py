@@ -18,19 +18,17 @@ number, never about privacy (the noise already protects every cell, suppressed o
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Annotated, Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Literal, Protocol
 
 import polars as pl
 from pydantic import Field, model_validator
 
 from dprelease.errors import SpecError
-from dprelease.spec._base import NAME_PATTERN, Positive, Strict
+from dprelease.spec._base import NAME_PATTERN, Positive, Renamed, Strict
 from dprelease.spec._domains import FileDomain, _read_keys_file
 from dprelease.spec._kinds import Statistic, output_columns
-from dprelease.spec._statistics import PublishedAs
-
-if TYPE_CHECKING:
-    from dprelease.spec._model import ReleaseSpec
+from dprelease.spec._statistic import PublishedAs, SpecParts
 
 #: Suffix of a released value's flag column (`<value column>_flag`), present with rules.
 FLAG_SUFFIX = "_flag"
@@ -147,7 +145,42 @@ class SamplingInput(Strict):
         return self
 
 
-def check_publication(spec: ReleaseSpec) -> None:
+class PostProcessing(Renamed):
+    """Free by DP's post-processing property: applied to noisy values only."""
+
+    nonnegative: bool = True
+    decimals: Annotated[int, Field(ge=-3, le=12)] | None = Field(
+        default=None,
+        description="decimals of sums and means (negative: tens, hundreds, thousands); default: "
+        "the place of the second significant digit of their 95% margin of error (the precision "
+        "the noise leaves)",
+    )
+    moe95_columns: bool = True
+    round_to: Annotated[int, Field(ge=2, le=MAX_BASE)] | None = Field(
+        default=None,
+        description="round counts and sums to multiples of this base (5, 10, 100): a controlled "
+        "rounding that keeps every released margin the sum of its cells, unbiased, its margins "
+        "of error widened by what it may move",
+    )
+    rules: Annotated[list[Rule], Field(min_length=1)] | None = Field(
+        default=None,
+        description="reliability rules on the released values: flag (u) or suppress values "
+        "whose margin is large for their size or whose count is small",
+    )
+
+
+class ReleaseParts(SpecParts, Protocol):
+    """What publication's checks read of the release spec (`ReleaseSpec`), by its shape."""
+
+    @property
+    def statistics(self) -> Sequence[Statistic]: ...
+    @property
+    def postprocess(self) -> PostProcessing: ...
+    @property
+    def sampling(self) -> Mapping[str, SamplingInput] | None: ...
+
+
+def check_publication(spec: ReleaseParts) -> None:
     """The publication options against the rest of the spec; SpecError at their YAML path."""
     post = spec.postprocess
     stats = {s.name: s for s in spec.statistics}
@@ -280,7 +313,7 @@ def statistic_value_columns(stat: Statistic) -> list[str]:
     return stat.value_columns()
 
 
-def rule_statistics(spec: ReleaseSpec, rule: Rule) -> list[str]:
+def rule_statistics(spec: ReleaseParts, rule: Rule) -> list[str]:
     """The statistics a rule tests: those it names, else its default set."""
     if rule.statistics is not None:
         return list(rule.statistics)
@@ -289,7 +322,7 @@ def rule_statistics(spec: ReleaseSpec, rule: Rule) -> list[str]:
     return [s.name for s in spec.statistics]
 
 
-def weighted_count_of(spec: ReleaseSpec, stat: Statistic) -> str | None:
+def weighted_count_of(spec: ReleaseParts, stat: Statistic) -> str | None:
     """The release's first count weighted as `stat` is (its rows' estimated population)."""
     weight = spec.survey_weight_of(stat)
     return next(
@@ -303,7 +336,7 @@ def weighted_count_of(spec: ReleaseSpec, stat: Statistic) -> str | None:
 
 
 def read_standard_errors(
-    spec: ReleaseSpec, released_keys: pl.DataFrame, prefix: str
+    spec: ReleaseParts, released_keys: pl.DataFrame, prefix: str
 ) -> dict[str, pl.DataFrame]:
     """Per statistic with `standard_errors`, the published SE of every released row: the
     released keys (and `level` with margins) and `_se`; SpecError at the file's YAML path for a

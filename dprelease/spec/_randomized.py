@@ -19,26 +19,23 @@ statistic spends nothing: a release of randomized answers is post-processing.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from dprelease.errors import SpecError
 from dprelease.loss import exact_positive
 from dprelease.spec._base import NAME_PATTERN
-from dprelease.spec._statistics import PublishedAs, StatisticKind, StatisticModel
+from dprelease.spec._statistic import PublishedAs, SpecParts, StatisticKind, StatisticModel
 from dprelease.spec._values import MOE95_SUFFIX
-
-if TYPE_CHECKING:
-    from dprelease.spec._model import ReleaseSpec
 
 __all__ = [
     "RESPONDENTS_SUFFIX",
     "SHARE_SUFFIX",
     "WAVE_ID_PATTERN",
     "RandomizedStatistic",
-    "answer_epsilon",
-    "checked_answers",
+    "AnswerEpsilon",
+    "Answers",
     "check_buckets",
 ]
 
@@ -49,6 +46,36 @@ RESPONDENTS_SUFFIX = "_respondents"
 SHARE_SUFFIX = "_share"
 #: The most answers a question may have (OUE's reports hold one bit per answer).
 MOST_ANSWERS = 1 << 16
+
+
+def answer_epsilon(value: Any) -> Fraction:
+    """A question's ε, exact: the wave's spec and the release's statistic read it alike, so the
+    release can refuse parameters that are not the recorded wave's."""
+    try:
+        return exact_positive(value)
+    except ValueError as exc:
+        raise ValueError(f"ε {exc}") from None
+
+
+def checked_answers(values: list[Any]) -> list[Any]:
+    """A question's public answers: 2 to 65,536 (what the randomizers take), none twice."""
+    if not 2 <= len(values) <= MOST_ANSWERS:
+        raise ValueError(f"a question needs 2 to {MOST_ANSWERS:,} answers")
+    if len(set(values)) != len(values):
+        raise ValueError("an answer is listed twice")
+    return values
+
+
+def check_buckets(g: int | None, mechanism: str | None) -> None:
+    """`g` only with OLH, whose buckets it counts (SpecError naming `g`)."""
+    if g is not None and mechanism != "olh":
+        raise SpecError("g", "g is the number of OLH's buckets: set mechanism: olh or drop g")
+
+
+#: A question's ε and its answers as a question declares them (a wave's spec, the randomized
+#: statistic), each checked by the one function above, so the two read them alike.
+AnswerEpsilon = Annotated[Fraction, BeforeValidator(answer_epsilon)]
+Answers = Annotated[list[str] | list[int] | list[bool], AfterValidator(checked_answers)]
 
 
 def answer_label(answer: str | int | bool) -> str:
@@ -69,10 +96,10 @@ class RandomizedStatistic(StatisticModel):
     wave: Annotated[str, Field(pattern=WAVE_ID_PATTERN)] = Field(
         description="the wave's id, as recorded in the ledger (`dprelease local wave`)"
     )
-    domain: list[str] | list[int] | list[bool] = Field(
+    domain: Answers = Field(
         description="every answer the question allows, in order (public; the wave's)"
     )
-    epsilon: Fraction = Field(description="ε of each respondent's answer, exact (the wave's)")
+    epsilon: AnswerEpsilon = Field(description="ε of each respondent's answer, exact (the wave's)")
     mechanism: Literal["krr", "oue", "olh"] | None = Field(
         default=None,
         description="the wave's krr, oue or olh; default: k-RR when k < 3e^ε + 2, else OUE "
@@ -104,16 +131,6 @@ class RandomizedStatistic(StatisticModel):
     randomized: ClassVar[bool] = True
     published_as: ClassVar[PublishedAs] = PublishedAs.TOTAL
 
-    @field_validator("epsilon", mode="before")
-    @classmethod
-    def _exact(cls, value: Any) -> Fraction:
-        return answer_epsilon(value)
-
-    @field_validator("domain")
-    @classmethod
-    def _answers(cls, values: list[Any]) -> list[Any]:
-        return checked_answers(values)
-
     @model_validator(mode="after")
     def _buckets(self) -> RandomizedStatistic:
         check_buckets(self.g, self.mechanism)
@@ -143,7 +160,7 @@ class RandomizedStatistic(StatisticModel):
         """The columns of reports it reads (compared as they are, never as numbers)."""
         return {self.column: "column", self.hash_column: "hash_column"}
 
-    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+    def check_split(self, spec: SpecParts, index: int, targeted: bool) -> None:
         """A release of randomized answers holds nothing else and protects each report (one
         row): what its scope keeps (`answer` neighbours, no privacy unit)."""
         central = next((s for s in spec.statistics if not s.randomized), None)
@@ -181,27 +198,3 @@ class RandomizedStatistic(StatisticModel):
                 "a release of randomized answers protects one answer (its wave's terms); "
                 "remove neighbours",
             )
-
-
-def answer_epsilon(value: Any) -> Fraction:
-    """A question's ε, exact: the wave's spec and the release's statistic read it alike, so the
-    release can refuse parameters that are not the recorded wave's."""
-    try:
-        return exact_positive(value)
-    except ValueError as exc:
-        raise ValueError(f"ε {exc}") from None
-
-
-def checked_answers(values: list[Any]) -> list[Any]:
-    """A question's public answers: 2 to 65,536 (what the randomizers take), none twice."""
-    if not 2 <= len(values) <= MOST_ANSWERS:
-        raise ValueError(f"a question needs 2 to {MOST_ANSWERS:,} answers")
-    if len(set(values)) != len(values):
-        raise ValueError("an answer is listed twice")
-    return values
-
-
-def check_buckets(g: int | None, mechanism: str | None) -> None:
-    """`g` only with OLH, whose buckets it counts (SpecError naming `g`)."""
-    if g is not None and mechanism != "olh":
-        raise SpecError("g", "g is the number of OLH's buckets: set mechanism: olh or drop g")

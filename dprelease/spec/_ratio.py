@@ -7,27 +7,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from dprelease.errors import SpecError
 from dprelease.spec._base import Positive, Strict
-from dprelease.spec._statistics import (
-    PublishedAs,
-    StatisticKind,
-    StatisticModel,
-    first_count,
-)
+from dprelease.spec._statistic import PublishedAs, SpecParts, StatisticKind, StatisticModel
+from dprelease.spec._statistics import first_count
 from dprelease.spec._values import (
     UNDEFINED_SUFFIX,
     UNINFORMATIVE_SUFFIX,
     RowValue,
     check_bounds,
 )
-
-if TYPE_CHECKING:
-    from dprelease.spec._model import ReleaseSpec
 
 __all__ = ["RatioPart", "RatioReuse", "RatioStatistic", "ShareStatistic"]
 
@@ -77,11 +70,11 @@ class ShareStatistic(StatisticModel):
         ≤ 0) and where its margin covers all of [0, 1]."""
         return _flagged_ratio_columns(self)
 
-    def reuse(self, spec: ReleaseSpec) -> str | None:
+    def reuse(self, spec: SpecParts) -> str | None:
         """The count it divides by at no cost (None: it measures its own)."""
         return first_count(spec, self)
 
-    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+    def check_split(self, spec: SpecParts, index: int, targeted: bool) -> None:
         if targeted:
             raise SpecError(
                 f"statistics[{index}]",
@@ -174,7 +167,7 @@ class RatioStatistic(StatisticModel):
         denominator ≤ 0) and where its margin covers all of [lower, upper]."""
         return _flagged_ratio_columns(self)
 
-    def part_values(self, spec: ReleaseSpec) -> tuple[RowValue, RowValue]:
+    def part_values(self, spec: SpecParts) -> tuple[RowValue, RowValue]:
         """What each kept row adds to the numerator's sum and to the denominator's."""
         weight = spec.survey_weight_of(self)
         return tuple(  # type: ignore[return-value]
@@ -182,7 +175,7 @@ class RatioStatistic(StatisticModel):
             for part in (self.numerator, self.denominator)
         )
 
-    def reuse(self, spec: ReleaseSpec) -> RatioReuse:
+    def reuse(self, spec: SpecParts) -> RatioReuse:
         """The release's first sum serving each side (same column, bounds and weight; and
         granularity, if the side declares one): dividing those costs nothing and keeps the
         published sums and the ratio consistent."""
@@ -200,7 +193,7 @@ class RatioStatistic(StatisticModel):
             )
         return RatioReuse(*found)
 
-    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+    def check_split(self, spec: SpecParts, index: int, targeted: bool) -> None:
         reuse = self.reuse(spec)
         if targeted and reuse.spends:
             raise SpecError(

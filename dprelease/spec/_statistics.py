@@ -2,30 +2,28 @@
 sensitivity rests on, and the rules a spec checks about it. Each model says what a spec needs to
 know of its kind without asking which kind it is: the columns it releases, whether a survey
 weight applies, whether it may target a margin, what its own measurement measures (`provides`,
-`row_value`: for a mean to reuse) and its own refusals; the rest of a kind is its module in
-`mechanism.kinds`.
+`row_value`: for a mean to reuse) and its own refusals (the questions are `_statistic`'s); the
+rest of a kind is its module in `mechanism.kinds`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from dprelease.errors import SpecError
-from dprelease.spec._base import NAME_PATTERN, Positive, Renamed
+from dprelease.spec._base import Positive
+from dprelease.spec._statistic import PublishedAs, SpecParts, StatisticKind, StatisticModel
 from dprelease.spec._values import (
     HIGH_SUFFIX,
     LOW_SUFFIX,
     MAX_WEIGHT_STEPS,
-    MOE95_SUFFIX,
     UNDEFINED_SUFFIX,
     UNINFORMATIVE_SUFFIX,
     RowValue,
-    SurveyWeight,
     check_bounds,
     check_quantile_levels,
     exact_decimal,
@@ -34,130 +32,19 @@ from dprelease.spec._values import (
     weight_steps,
 )
 
-if TYPE_CHECKING:
-    from dprelease.spec._model import ReleaseSpec
-
-#: Every kind's spec model and what is shared about them: what the spec's face exports, a new
-#: kind's model with it.
+#: Every kind's spec model here and what is shared about them: what the spec's face exports, a
+#: new kind's model with it.
 __all__ = [
     "CountStatistic",
     "MeanReuse",
     "MeanStatistic",
-    "PublishedAs",
     "QuantileStatistic",
-    "StatisticKind",
-    "StatisticModel",
     "SumStatistic",
     "first_count",
 ]
 
 
-class StatisticKind(StrEnum):
-    COUNT = "count"
-    SUM = "sum"
-    MEAN = "mean"
-    QUANTILE = "quantile"
-    SHARE = "share"
-    MEDIAN = "median"  # a quantile at p = 1/2
-    RATIO = "ratio"
-    RANDOMIZED = "randomized"  # answers randomized on the respondent's device (local DP)
-
-
-class PublishedAs(StrEnum):
-    """What publication (`dprelease.publication`: rounding bases, reliability rules, the
-    sampling error) may do with a kind's values, all of it post-processing."""
-
-    TOTAL = "total"  # values that add up over cells: a rounding base applies
-    MEAN = "mean"  # a ratio to the cell's count within known bounds: a mean's sampling error
-    RATIO = "ratio"  # a ratio of two totals: a sampling error only as published per cell
-    RANK = "rank"  # a value with a 95% interval in ranks: no margin, no sampling error
-
-
-class _StatisticBase(Renamed):
-    name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    kind: StatisticKind  # each kind narrows it to its own (the union's tag)
-    weight: Positive | None = Field(
-        default=None, description="share of ε in proportion to the weights (default 1)"
-    )
-    survey_weight: SurveyWeight | None = Field(
-        default=None,
-        description="weight every row by this survey weight column (default: the release's "
-        "survey_weight, if any)",
-    )
-
-    #: Whether a survey weight applies to it (its own, else the release's).
-    weighted: ClassVar[bool] = True
-    #: What its own measurement is, for a mean to reuse: "count", "sum", or None (none).
-    provides: ClassVar[str | None] = None
-    #: What publication may do with its values (`PublishedAs`).
-    published_as: ClassVar[PublishedAs] = PublishedAs.TOTAL
-    randomized: ClassVar[bool] = False  # answers randomized on the device: spends nothing
-
-    def value_columns(self) -> list[str]:
-        """Its released value columns (a quantile's one per p), each with its own flag."""
-        return [self.name]
-
-    def element_bounds(self) -> tuple[float, float] | None:
-        """The bounds of each row's value, where it has some (a sampling variance rests on
-        them: at most (ȳ − lower)(upper − ȳ))."""
-        return None
-
-    def value_range(self) -> tuple[float, float] | None:
-        """The bounds its released value is clamped to, where it has some (a ratio's: a mean,
-        a share, a ratio); decimals coarser than their width would show only a bound."""
-        return None
-
-    def target(self) -> float | None:
-        """The 95% margin it targets (an accuracy-first split), if its kind can have one."""
-        return None
-
-    def targetable(self) -> bool:
-        """Whether its kind can target a margin (`target_moe95`)."""
-        return False
-
-    def row_value(self, spec: ReleaseSpec) -> RowValue | None:
-        """What each kept row adds to its own measurement (None: a count of rows); only a kind
-        that `provides` a measurement has one."""
-        raise TypeError(f"a {self.kind.value} is not one measurement")
-
-    def reads(self) -> list[str]:
-        """The input columns it reads as values (each named by its `column` field)."""
-        return []
-
-    def missing_rules(self) -> dict[str, str]:
-        """Per column it reads as values, what it makes of a row without a number there
-        (`Missing`: "fill" unless it declares `missing`)."""
-        return dict.fromkeys(self.reads(), getattr(self, "missing", "fill"))
-
-    def read_fields(self) -> dict[str, str]:
-        """Each column it reads as values, and the field that names it (for errors)."""
-        return {column: "column" for column in self.reads()}
-
-    def category_reads(self) -> dict[str, tuple[str | float, ...]]:
-        """The input columns it compares with public categories (named by its `column`)."""
-        return {}
-
-    def output_columns(self) -> list[str]:
-        """The released columns it makes: its values and its margin of error."""
-        return [self.name, f"{self.name}{MOE95_SUFFIX}"]
-
-    def refuse_margins(self) -> str | None:
-        """Why a release with margins cannot hold it (None: it can)."""
-        return None
-
-    def check_weights(self, spec: ReleaseSpec, index: int) -> None:
-        """Refuse a survey weight that would apply to it but cannot (SpecError)."""
-
-    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
-        """Refuse it in the release's split of ε (`targeted`: accuracy-first) where it cannot
-        take part, or a weight it cannot use (SpecError)."""
-
-
-#: What every kind's spec model is (for code that treats statistics alike).
-StatisticModel = _StatisticBase
-
-
-class CountStatistic(_StatisticBase):
+class CountStatistic(StatisticModel):
     """Rows per cell (after contribution bounding)."""
 
     kind: Literal[StatisticKind.COUNT] = StatisticKind.COUNT
@@ -173,7 +60,7 @@ class CountStatistic(_StatisticBase):
     def targetable(self) -> bool:
         return True
 
-    def row_value(self, spec: ReleaseSpec) -> RowValue | None:
+    def row_value(self, spec: SpecParts) -> RowValue | None:
         return RowValue.count(spec.survey_weight_of(self))
 
 
@@ -189,7 +76,7 @@ _MISSING_DESCRIPTION = (
 )
 
 
-class _Bounded(_StatisticBase):
+class _Bounded(StatisticModel):
     """A statistic of a column's values, which need declared bounds (they set Δ)."""
 
     column: str
@@ -223,13 +110,13 @@ class _Bounded(_StatisticBase):
     def element_bounds(self) -> tuple[float, float] | None:
         return (self.lower, self.upper)
 
-    def value(self, spec: ReleaseSpec) -> RowValue:
+    def value(self, spec: SpecParts) -> RowValue:
         """What each kept row adds to a sum of its column (weighted as it is)."""
         weight = spec.survey_weight_of(self)
         drop = self.missing == "drop"
         return RowValue(self.column, self.lower, self.upper, weight, self.granularity, drop)
 
-    def count_value(self, spec: ReleaseSpec) -> RowValue | None:
+    def count_value(self, spec: SpecParts) -> RowValue | None:
         """What each kept row adds to the count it is divided by (a mean's): 1 (its weight),
         or with `missing: drop` 1 (its weight) only where its column has a value."""
         weight = spec.survey_weight_of(self)
@@ -260,7 +147,7 @@ class SumStatistic(_Bounded):
     def targetable(self) -> bool:
         return True
 
-    def row_value(self, spec: ReleaseSpec) -> RowValue | None:
+    def row_value(self, spec: SpecParts) -> RowValue | None:
         return self.value(spec)
 
 
@@ -295,7 +182,7 @@ class MeanStatistic(_Bounded):
             f"{self.name}{UNINFORMATIVE_SUFFIX}",
         ]
 
-    def reuse(self, spec: ReleaseSpec) -> MeanReuse:
+    def reuse(self, spec: SpecParts) -> MeanReuse:
         """The release's first count, and its first sum of the mean's column and bounds (and
         granularity, if the mean declares one), each weighted as the mean is: dividing those
         costs no ε and keeps the published sum, count and mean consistent."""
@@ -313,7 +200,7 @@ class MeanStatistic(_Bounded):
             ),
         )
 
-    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+    def check_split(self, spec: SpecParts, index: int, targeted: bool) -> None:
         reuse = self.reuse(spec)
         if reuse.spends and targeted:
             raise SpecError(
@@ -329,7 +216,7 @@ class MeanStatistic(_Bounded):
             )
 
 
-def first_count(spec: ReleaseSpec, stat: StatisticModel) -> str | None:
+def first_count(spec: SpecParts, stat: StatisticModel) -> str | None:
     """The release's first count weighted as `stat` is: what a ratio divides by at no cost."""
     count = RowValue.count(spec.survey_weight_of(stat))
     return next(
@@ -342,7 +229,7 @@ def _serves(provided: RowValue | None, wanted: RowValue) -> bool:
     return provided is not None and provided.serves(wanted)
 
 
-class QuantileStatistic(_StatisticBase):
+class QuantileStatistic(StatisticModel):
     """Quantiles per cell of a column clamped to [lower, upper] and rounded to a public grid of
     step `resolution`, each with a 95% interval; `median` is the quantile at p = 0.5. Exact
     permute-and-flip over the grid (`mechanism.quantiles`); its error is stated in ranks (under
@@ -431,7 +318,7 @@ class QuantileStatistic(_StatisticBase):
             "quantiles from a spec grouped by the margin's columns"
         )
 
-    def check_weights(self, spec: ReleaseSpec, index: int) -> None:
+    def check_weights(self, spec: SpecParts, index: int) -> None:
         """A weight resolution says something only of a weighted quantile, and must leave W
         1 to 2^20 steps (`weight_steps`: weight mass stays an exact, small integer)."""
         weight, path = spec.survey_weight_of(self), f"statistics[{index}].weight_resolution"
@@ -445,7 +332,7 @@ class QuantileStatistic(_StatisticBase):
                 path, f"W = {weight.upper:g} is {steps} steps of it: leave 1 to 2^20 steps in W"
             )
 
-    def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
+    def check_split(self, spec: SpecParts, index: int, targeted: bool) -> None:
         if targeted:
             raise SpecError(
                 f"statistics[{index}]",

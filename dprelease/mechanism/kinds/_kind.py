@@ -23,6 +23,7 @@ states depends on them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -67,7 +68,7 @@ class Prerequisite:
 
 
 @dataclass(frozen=True)
-class Allocated:
+class Allocated(ABC):
     """One statistic allocated: its share of the loss and how it is made (see the module)."""
 
     statistic: Statistic
@@ -115,20 +116,20 @@ class Allocated:
         noise (None: it has none)."""
         return None
 
+    @abstractmethod
     def columns(
         self, released: Mapping[str, Measured], selected: Any, post: PostProcessing
     ) -> list[pl.Series]:
         """Its released columns, from its measurements' released values and its selection."""
-        raise NotImplementedError
 
+    @abstractmethod
     def entry(
         self, post: PostProcessing, margins: MarginAccuracy | None, outcome: Outcome | None
     ) -> ReleasedEntry:
         """What the manifest (and the planner) says about it."""
-        raise NotImplementedError
 
 
-class Kind:
+class Kind(ABC):
     """One statistic kind (see the module): what the allocation asks of it."""
 
     #: The spec's `kind:` values it serves, and its spec model (`spec._statistics`).
@@ -154,6 +155,7 @@ class Kind:
         """The measurement it makes for itself that other statistics may reuse (None)."""
         return None
 
+    @abstractmethod
     def allocate(
         self,
         stat: Any,
@@ -164,4 +166,3 @@ class Kind:
     ) -> Allocated:
         """Its statistic allocated from its share (`owned`: every statistic's own
         measurement, by statistic name)."""
-        raise NotImplementedError

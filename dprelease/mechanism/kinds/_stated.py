@@ -9,6 +9,7 @@ registered kinds' models.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -150,7 +151,7 @@ def missing_text(column: str, missing: str) -> str | None:
     )
 
 
-class ReleasedEntry(EntryModel):
+class ReleasedEntry(EntryModel, ABC):
     name: str
     epsilon: float | None = Field(description="ε this statistic spends itself (None: ρ)")
     epsilon_exact: ExactRational | None
@@ -160,13 +161,13 @@ class ReleasedEntry(EntryModel):
     if TYPE_CHECKING:  # every kind's entry narrows it to its own names (the union's tag)
         kind: str
 
+    @abstractmethod
     def accuracy(
         self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
     ) -> dict[str, Any]:
         """What the planner states of this statistic (the fields of `StatisticAccuracy`), read
         from its entry: `by_name` holds the release's other entries (a mean's reused sum),
         `targets` the target margins to check."""
-        raise NotImplementedError
 
 
 def spent(loss: PrivacyLoss) -> dict[str, Any]:

@@ -19,6 +19,7 @@ A new family (a noise share, say) is one more `NoiseFamily` here and one entry i
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any, Protocol
@@ -132,7 +133,7 @@ def _exact_positive(name: str, value: object) -> Fraction:
     return exact
 
 
-class NoiseFamily:
+class NoiseFamily(ABC):
     """One exact integer noise law, parametrised by one exact rational (see the module)."""
 
     mechanism: Mechanism
@@ -148,21 +149,21 @@ class NoiseFamily:
     #: (`NoiseLaw.parties`): the law of the sum is then exactly known (`summed_moe95`).
     sums_shares: bool = False
 
+    @abstractmethod
     def exact(self, parameter: Fraction) -> Fraction:
         """The sampler's exact parameter for `parameter` (never less noise)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def draw(self, parameter: Fraction, size: int, source: NoiseSource) -> np.ndarray:
         """`size` exact draws (int64)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def variance(self, parameter: Fraction) -> float:
         """Var Z in integer units²."""
-        raise NotImplementedError
 
+    @abstractmethod
     def moe95(self, parameter: Fraction) -> int:
         """The smallest integer h with P(|Z| ≤ h) ≥ 0.95."""
-        raise NotImplementedError
 
     def summed_moe95(self, parameter: Fraction, parties: int) -> int:
         """The smallest integer h with P(|Z_1 + … + Z_parties| ≤ h) ≥ 0.95, Z_i iid."""
@@ -170,70 +171,70 @@ class NoiseFamily:
             raise ValueError(f"{self.name} noise is not split into shares")
         return self.moe95(parameter)
 
+    @abstractmethod
     def scale(self, parameter: Fraction, granularity: Fraction) -> float:
         """The noise's scale in the column's units: b for Laplace, σ for Gaussian."""
-        raise NotImplementedError
 
+    @abstractmethod
     def sensitivity(self, level: Calibrated) -> float:
         """The sensitivity it is calibrated to, in the column's units: Δ1, or Δ2."""
-        raise NotImplementedError
 
+    @abstractmethod
     def calibrate(
         self, loss: PrivacyLoss, l1: tuple[int, str], l2: Sensitivity, path: str
     ) -> dict[str, Any]:
         """The fields of a `LevelNoise` spending `loss` at these sensitivities (Δ1 in units,
         and Δ2² in units², computed only if this family needs it); SpecError naming `path` for
         a law the sampler cannot draw."""
-        raise NotImplementedError
 
+    @abstractmethod
     def need(
         self, target: Fraction, l1: Callable[[], Fraction], l2: Callable[[], Fraction],
         measure: Measure,
     ) -> Fraction:  # fmt: skip
         """The loss (in `measure`) a target 95% margin `target` needs, continuously approximated:
         `l1`, `l2` give Δ1 and Δ2² in the statistic's own units, before discretization."""
-        raise NotImplementedError
 
+    @abstractmethod
     def text(self, measure: Measure) -> str:
         """How the noise is drawn, in words (a manifest's `mechanism`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def stated(self, level: Calibrated) -> dict[str, Any]:
         """A level's sensitivity and exact noise parameter, as the manifest states them."""
-        raise NotImplementedError
 
+    @abstractmethod
     def stated_measurement(self, level: Calibrated) -> dict[str, Any]:
         """What a whole measurement states besides `stated` (its norm, a calibrated ε)."""
-        raise NotImplementedError
 
     # -- floating-point numerics of margins of error, vectorised over this family's laws
 
+    @abstractmethod
     def cumulants(self, parameters: Sequence[Fraction]) -> tuple[np.ndarray, np.ndarray]:
         """Var Z and the fourth cumulant of Z for each law."""
-        raise NotImplementedError
 
+    @abstractmethod
     def log_cf(self, parameter: Fraction, s: np.ndarray) -> np.ndarray:
         """log E e^{isZ} (real: the law is symmetric)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def log_mgf_parts(
         self, parameters: Sequence[Fraction], law: np.ndarray, kappa: np.ndarray,
         counts: np.ndarray,
     ) -> list[Callable[[float], float]]:  # fmt: skip
         """λ ↦ Σ counts·log E e^{λκZ} over the terms of an error drawn from this family (term t
         from the law `parameters[law[t]]`), as parts to add up in order."""
-        raise NotImplementedError
 
+    @abstractmethod
     def lambda_max(self, parameters: np.ndarray, kappa: np.ndarray) -> float:
         """Where Σ log E e^{λκZ} over these terms ends (inf: finite for every λ)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def variance_proxy(
         self, parameters: np.ndarray, kappa: np.ndarray, counts: np.ndarray
     ) -> float:
         """A subgaussian variance proxy of Σ κZ over these terms (a family whose moment
         generating function is finite everywhere)."""
-        raise NotImplementedError
 
 
 class _Laplace(NoiseFamily):
