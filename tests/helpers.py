@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import multiprocessing
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -137,6 +138,16 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 
 # -- the `dprelease` command --------------------------------------------------------------------
+
+
+#: Real processes for the race and kill tests, forked from one server process that imported the
+#: release path once (a spawned process imported SQLAlchemy, polars and the CLI afresh, seconds
+#: each: most of the races tier's time). Each child still opens its own ledger, connections and
+#: files after the fork; the server imports no test module, so one preload list serves them all.
+RACERS = multiprocessing.get_context("forkserver")
+RACERS.set_forkserver_preload(
+    ["dprelease.cli", "dprelease.publish", "dprelease.statement", "dprelease.ledger", "polars"]
+)
 
 
 def invoke_cli(*args: str, columns: int = 80) -> Result:

@@ -1,5 +1,7 @@
 """Run the real `dprelease` command and SIGKILL it at the n-th file-system step after the ledger
-commit (the window in which a release is stored but its files are being published).
+commit (the window in which a release is stored but its files are being published): in a process
+of its own, `release_killed_at` (tests/system/test_release_folder_kills.py forks one per kill),
+or from a shell:
 
     python tests/publish_kill.py N release --spec ... --out ...
 
@@ -46,9 +48,20 @@ def _install(step: int) -> None:
     shutil.rmtree = counted(shutil.rmtree)  # type: ignore[assignment]
 
 
-if __name__ == "__main__":
-    _install(int(sys.argv[1]))
+def release_killed_at(step: int, argv: list[str], directory: str, log: str | None = None) -> None:
+    """Process entry point: `dprelease *argv` in `directory`, killed just before `step`; its
+    output goes to the file `log` if given."""
+    os.chdir(directory)
+    if log is not None:
+        output = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+    _install(step)
     from dprelease.cli import main
 
-    sys.argv = ["dprelease", *sys.argv[2:]]
+    sys.argv = ["dprelease", *argv]
     main()
+
+
+if __name__ == "__main__":
+    release_killed_at(int(sys.argv[1]), sys.argv[2:], os.getcwd())

@@ -22,17 +22,17 @@ DOC = ROOT / "docs" / "consortium.md"
 BIN = Path(sys.executable).parent
 
 
-def walkthrough() -> str:
-    """The doc's shell blocks, in order, as one script that stops at the first failure (each is
-    marked for the docs tests as run here)."""
+def walkthrough(upto: int | None = None) -> str:
+    """The doc's shell blocks, in order (the first `upto` of them), as one script that stops at
+    the first failure (each is marked for the docs tests as run here)."""
     blocks = re.findall(r"```sh\n(.*?)```", DOC.read_text(), re.S)
-    return "set -euo pipefail\n" + "\n".join(blocks)
+    return "set -euo pipefail\n" + "\n".join(blocks[:upto])
 
 
-def run_walkthrough(directory: Path) -> subprocess.CompletedProcess[str]:
+def run_walkthrough(directory: Path, upto: int | None = None) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(
-        ["bash", "-c", walkthrough()],
+        ["bash", "-c", walkthrough(upto)],
         cwd=directory,
         env=environment,
         capture_output=True,
@@ -136,8 +136,9 @@ def test_a_site_killed_while_contributing_sends_one_whole_share(tmp_path: Path) 
     """SIGKILL at several points of `contribute`: the outbox holds no share or a whole one, which
     is the stored one; the run after every kill ends with the same bytes as the first that
     finished (a re-run never draws fresh noise once a share was stored)."""
-    walk = run_walkthrough(tmp_path)  # keys, data and a first release to copy the setup from
+    walk = run_walkthrough(tmp_path, upto=2)  # the files and the key pair (keygen)
     assert walk.returncode == 0, walk.stderr
+    assert (tmp_path / "keyholder" / "public.key").exists()
     command = [
         BIN / "dprelease",
         "consortium",

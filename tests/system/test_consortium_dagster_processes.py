@@ -39,6 +39,12 @@ CONSORTIUM = "consortium:\n  name: hospitals\n  sites: [north, south, east]\n  r
 PRIVACY = "privacy:\n  profile: {kind: constant, bound: 3000}\n  measure: zcdp\n  delta: 1e-6\n"
 
 
+#: The step runs in the party's `dagster asset materialize` process, not in a step process of
+#: its own under it: the same asset code, half the Dagster start-ups (the multiprocess executor's
+#: step processes are run by test_e2e_dagster.py's `dg dev`).
+IN_PROCESS = '{"execution": {"config": {"in_process": {}}}}'
+
+
 def materialize(module: str, asset: str, home: Path, settings: dict[str, str]) -> str:
     """`dagster asset materialize` of one asset of March 2025, in a process of its own with its
     own instance (`home`); its output, after checking it succeeded."""
@@ -56,6 +62,8 @@ def materialize(module: str, asset: str, home: Path, settings: dict[str, str]) -
             asset,
             "--partition",
             "2025-03-01",
+            "--config-json",
+            IN_PROCESS,
         ],
         cwd=ROOT,
         env=environment,

@@ -3,13 +3,13 @@ charge, and a run killed between reserve and commit is resumed without a second 
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
 from collections import Counter
 from fractions import Fraction
 
 import ledger_workers as workers
 import pytest
+from helpers import RACERS
 from sqlalchemy import create_engine, func, select
 
 from dprelease.ledger import MIGRATIONS, Ledger, make_release_id
@@ -17,12 +17,11 @@ from dprelease.ledger.schema import charges, schema_version
 from dprelease.loss import Measure
 
 pytestmark = pytest.mark.races
-CTX = multiprocessing.get_context("spawn")
 TIMEOUT_S = 120
 
 
 def _run_all(target: object, arg_lists: list[tuple[object, ...]]) -> list[int]:
-    procs = [CTX.Process(target=target, args=args) for args in arg_lists]
+    procs = [RACERS.Process(target=target, args=args) for args in arg_lists]
     for p in procs:
         p.start()
     for p in procs:
@@ -39,7 +38,7 @@ def _charge_count(url: str) -> int:
 def test_sixteen_racers_for_five_budgets_exactly_five_release(ledger_url: str) -> None:
     eps = Fraction(1, 10)
     Ledger(ledger_url).ensure_scope("visits", 5 * eps)  # admits exactly 5 releases
-    barrier = CTX.Barrier(16)
+    barrier = RACERS.Barrier(16)
     periods = [f"2024-{m:02d}" for m in range(1, 17)]
     codes = _run_all(
         workers.release_once,
@@ -63,7 +62,7 @@ def test_sixteen_racers_in_rho_never_overspend_a_zcdp_scope(ledger_url: str) -> 
     """The same race in a zCDP scope: charges add exactly in ρ (ρ = 1/30 each, cap 1/10)."""
     rho = Fraction(1, 30)
     Ledger(ledger_url).ensure_scope("survey", 3 * rho, measure=Measure.ZCDP, delta=1e-9)
-    barrier = CTX.Barrier(16)
+    barrier = RACERS.Barrier(16)
     periods = [f"2024-{m:02d}" for m in range(1, 17)]
     codes = _run_all(
         workers.release_once,
@@ -79,7 +78,7 @@ def test_sixteen_racers_in_rho_never_overspend_a_zcdp_scope(ledger_url: str) -> 
 
 def test_racers_on_one_slot_charge_once_and_publish_one_table(ledger_url: str) -> None:
     Ledger(ledger_url).ensure_scope("s", 1)
-    barrier = CTX.Barrier(4)
+    barrier = RACERS.Barrier(4)
     codes = _run_all(workers.release_once, [(ledger_url, "s", "r/p", "p", 0.5, barrier)] * 4)
 
     # the first reserves; the others resume its reservation (or find it committed) and the
@@ -96,7 +95,7 @@ def test_racers_on_one_slot_with_different_eps_charge_once(ledger_url: str) -> N
     """Two ε for one slot (say, before and after a cap change): one charge; the other run gets
     the stored copy or is told to void, never a second charge."""
     Ledger(ledger_url).ensure_scope("s", 1)
-    barrier = CTX.Barrier(6)
+    barrier = RACERS.Barrier(6)
     args = [(ledger_url, "s", "r/p", "p", eps, barrier) for eps in ("1/4", "1/2") * 3]
     codes = _run_all(workers.release_once, args)
 
@@ -114,7 +113,7 @@ def test_racers_opening_one_new_scope_make_it_once_with_the_winners_terms(
     with its own cap: the scope is made once, by the first to charge, with that one's cap and
     neighbours; the others under the same neighbours are charged in it, the rest refused."""
     Ledger(ledger_url).close()  # the schema exists: the race is for the scope
-    barrier = CTX.Barrier(8)
+    barrier = RACERS.Barrier(8)
     racers = [("add_remove", "substitute")[i % 2] for i in range(8)]
     args = [
         (ledger_url, "s", f"r{i}/-", neighbours, f"{i + 1}/10", barrier)
@@ -136,7 +135,7 @@ def test_racers_opening_one_new_scope_make_it_once_with_the_winners_terms(
 
 
 def test_concurrent_first_open_migrates_once(ledger_url: str) -> None:
-    barrier = CTX.Barrier(4)
+    barrier = RACERS.Barrier(4)
     codes = _run_all(workers.open_and_ensure, [(ledger_url, "s", barrier)] * 4)
     assert codes == [0] * 4
     with create_engine(ledger_url).connect() as conn:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, WORKSPACE_SPEC, invoke_cli, write_visits
+from helpers import RACERS, WORKSPACE_SPEC, invoke_cli, write_visits
+from publish_kill import release_killed_at
 
 from dprelease.ledger import Ledger, make_release_id
 from dprelease.publish import RELEASE_FILES
@@ -36,9 +35,9 @@ def ws(tmp_path: Path) -> Path:
 
 
 def run(ws: Path, month: str, *extra: str, kill_at: int | None = None) -> int:
-    """`dprelease release` of `month` into pub/<month>: in a process of its own killed before
-    step `kill_at` after the commit (or run to the end); without `kill_at`, the re-run after a
-    kill, in this process (nothing kills it; a process of its own costs seconds of imports).
+    """`dprelease release` of `month` into pub/<month>: in a process of its own (forked, see
+    helpers.RACERS) killed before step `kill_at` after the commit (or run to the end); without
+    `kill_at`, the re-run after a kill, in this process (nothing kills it).
     Returns the exit status (-9: killed)."""
     args = [
         "release", "--spec", str(ws / "spec.yaml"), "--data", str(ws / "visits.parquet"),
@@ -49,10 +48,12 @@ def run(ws: Path, month: str, *extra: str, kill_at: int | None = None) -> int:
         result = invoke_cli(*args)
         assert result.exit_code == 0, result.output
         return 0
-    script = [str(ROOT / "tests" / "publish_kill.py"), str(kill_at), *args]
-    done = subprocess.run([sys.executable, *script], capture_output=True, text=True, cwd=ws)
-    assert done.returncode in (0, -signal.SIGKILL), done.stderr
-    return done.returncode
+    log = ws / "killed.log"
+    process = RACERS.Process(target=release_killed_at, args=(kill_at, args, str(ws), str(log)))
+    process.start()
+    process.join(120)
+    assert process.exitcode in (0, -signal.SIGKILL), (process.exitcode, log.read_text())
+    return process.exitcode
 
 
 def stored_files(ws: Path, month: str) -> dict[str, bytes]:

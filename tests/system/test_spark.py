@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -160,10 +162,28 @@ def test_cli_release_with_engine_spark(parquet: Path, tmp_path: Path, spark) -> 
     assert refused.exit_code == 2 and "unknown engine 'nope'" in refused.stderr
 
 
-def test_spark_connect_from_the_environment(parquet: Path) -> None:
-    """$DPRELEASE_SPARK_REMOTE selects Spark Connect ("local" starts a server in-process), and
-    the engine runs unchanged on it. A fresh process: one Python process holds one kind of
-    session."""
+@pytest.fixture
+def connect_server(spark) -> Iterator[str]:
+    """A Spark Connect server on a free loopback port, as a user's `sc://host:port` names one:
+    started on the JVM the Spark tests share (a second JVM of `remote("local")` took a fifth of
+    the Spark tier's test time), stopped after the test."""
+    context = spark.sparkContext._jsc.sc()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    context.conf().set("spark.connect.grpc.binding.address", "127.0.0.1")
+    context.conf().set("spark.connect.grpc.binding.port", str(port))
+    service = spark._jvm.org.apache.spark.sql.connect.service.SparkConnectService
+    service.start(context)
+    try:
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())
+
+
+def test_spark_connect_from_the_environment(parquet: Path, connect_server: str) -> None:
+    """$DPRELEASE_SPARK_REMOTE names a Spark Connect server, and the engine runs unchanged on
+    it. A fresh process: one Python process holds one kind of session."""
     script = (
         "import sys; from fractions import Fraction; "
         "from dprelease.mechanism.noise import NoiseSource; "
@@ -176,7 +196,7 @@ def test_spark_connect_from_the_environment(parquet: Path) -> None:
         ".draw(NoiseSource.zero_for_tests(), allow_unsafe_noise=True).table; "
         "print(type(spark_session()).__module__, t.select('region', 'n').rows())"
     )
-    env = {**os.environ, spark_engine.REMOTE_ENV: "local[2]"}
+    env = {**os.environ, spark_engine.REMOTE_ENV: connect_server}
     done = subprocess.run(
         [sys.executable, "-c", script, str(parquet)], env=env, capture_output=True, text=True
     )
