@@ -49,6 +49,8 @@ RESPONDENTS_SUFFIX = "_respondents"
 SHARE_SUFFIX = "_share"
 #: The most answers a question may have (OUE's reports hold one bit per answer).
 MOST_ANSWERS = 1 << 16
+#: A central release's privacy unit and contribution bounds, which a report (one row) has not.
+UNIT_FIELDS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group")
 
 
 def answer_label(answer: str | int | bool) -> str:
@@ -143,6 +145,15 @@ class RandomizedStatistic(StatisticModel):
         """The columns of reports it reads (compared as they are, never as numbers)."""
         return {self.column: "column", self.hash_column: "hash_column"}
 
+    def check_weights(self, spec: ReleaseSpec, index: int) -> None:
+        """Refused with a survey weight: the estimator counts reports, each once."""
+        if self.survey_weight is not None or spec.survey_weight is not None:
+            raise SpecError(
+                f"statistics[{index}].survey_weight" if self.survey_weight else "survey_weight",
+                "randomized answers are counted once per report (the estimator is of "
+                "respondents, not of a weighted population): remove survey_weight",
+            )
+
     def check_split(self, spec: ReleaseSpec, index: int, targeted: bool) -> None:
         """A release of randomized answers holds nothing else and protects each report (one
         row): what its scope keeps (`answer` neighbours, no privacy unit)."""
@@ -169,11 +180,16 @@ class RandomizedStatistic(StatisticModel):
             raise SpecError(
                 f"statistics[{index}].public_columns", f"{extra[0]!r} is not a group-by column"
             )
-        if spec.privacy_unit is not None:
+        for field in UNIT_FIELDS:  # the spec leaves them to this check (`_model`)
+            if getattr(spec, field) is not None:
+                raise SpecError(
+                    field,
+                    "each report is one respondent's (a row): a release of randomized answers "
+                    "has no privacy unit or contribution bounds; remove it",
+                )
+        if spec.level_weights is not None:
             raise SpecError(
-                "privacy_unit",
-                "each report is one respondent's (a row): a release of randomized answers has "
-                "no privacy unit; remove it",
+                "level_weights", "a release of randomized answers spends no ε to split: remove it"
             )
         if spec.neighbours is not None:
             raise SpecError(

@@ -450,7 +450,7 @@ def test_a_randomized_statistic_is_released_alone() -> None:
 
 def test_the_answers_column_must_hold_reports(tmp_path: Path) -> None:
     sealed = pl.lit(dp.local.load(spec()).wave.hash).alias("wave_hash")
-    with pytest.raises(SchemaError, match=r"statistics\[0\].column: column 'drug_use'"):
+    with pytest.raises(SchemaError, match=r"wave.question: column 'drug_use'"):
         dp.release(pl.DataFrame({"region": ["n"], "drug_use": [1.5]}).with_columns(sealed), spec())
     with pytest.raises(SchemaError, match="'drug_use': not found"):
         dp.release(pl.DataFrame({"region": ["n"]}).with_columns(sealed), spec())

@@ -26,7 +26,7 @@ import polars as pl
 from pydantic import Field
 
 from dprelease import operator
-from dprelease.errors import DataError, SpecError
+from dprelease.errors import ConfigError, DataError, SpecError
 from dprelease.loss import PrivacyLoss
 from dprelease.mechanism.engines import ExactAggregates, Reported, Units
 from dprelease.mechanism.kinds._kind import Allocated, Context, Kind, Prerequisite
@@ -340,13 +340,14 @@ class RandomizedAllocation(Allocated):
 
 
 def _randomizer(stat: RandomizedStatistic, path: str) -> Randomizer:
-    """The wave's randomizer; SpecError at the statistic's path for what it refuses."""
+    """The wave's randomizer; SpecError at the statistic's field it refuses (`g`: OLH's buckets,
+    round(e^ε) + 1 unless given, must stay below 2^31 − 1)."""
     try:
         return make_randomizer(
             list(stat.domain), stat.epsilon, stat.mechanism, g=stat.g, compact=stat.compact
         )
-    except ValueError as exc:
-        raise SpecError(path, str(exc)) from None
+    except ConfigError as exc:
+        raise SpecError(f"{path}.{exc.path}", exc.message) from None
 
 
 class RandomizedKind(Kind):
