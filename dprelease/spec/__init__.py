@@ -40,6 +40,7 @@ from dprelease.spec._publication import (
     StandardErrorsFile,
     rule_statistics,
     statistic_value_columns,
+    tested_columns,
     weighted_count_of,
 )
 from dprelease.spec._publish import (
@@ -93,6 +94,7 @@ __all__ = [
     "TableFormat",
     "rule_statistics",
     "statistic_value_columns",
+    "tested_columns",
     "weighted_count_of",
     "missing_writer",
     "FORMAT_MODULES",

@@ -134,6 +134,12 @@ class RandomizedStatistic(StatisticModel):
         """Each answer's share of the row's respondents (with `shares`)."""
         return [f"{column}{SHARE_SUFFIX}" for column in self.value_columns()] if self.shares else []
 
+    def published_columns(self) -> list[tuple[str, PublishedAs]]:
+        """Its counts (totals: a rounding base applies) and its shares (as a central share's:
+        a ratio to the row's respondents in [0, 1]), each flagged by the rules."""
+        counts = [(column, PublishedAs.TOTAL) for column in self.value_columns()]
+        return counts + [(column, PublishedAs.MEAN) for column in self.share_columns()]
+
     def output_columns(self) -> list[str]:
         """The row's respondents, then per answer its count and margin, then (with `shares`)
         its share and margin."""
@@ -187,6 +193,13 @@ class RandomizedStatistic(StatisticModel):
                     "each report is one respondent's (a row): a release of randomized answers "
                     "has no privacy unit or contribution bounds; remove it",
                 )
+        decimals = spec.postprocess.decimals
+        if self.shares and decimals is not None and decimals < 0:
+            raise SpecError(
+                "postprocess.decimals",
+                f"{decimals} would round the shares of {self.name!r} (in [0, 1]) to 0 or 1; its "
+                "counts are integers whatever 'decimals' says: use decimals ≥ 0, or shares: false",
+            )
         if spec.level_weights is not None:
             raise SpecError(
                 "level_weights", "a release of randomized answers spends no ε to split: remove it"

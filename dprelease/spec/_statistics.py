@@ -64,8 +64,7 @@ class StatisticKind(StrEnum):
 
 
 class PublishedAs(StrEnum):
-    """What publication (`dprelease.publication`: rounding bases, reliability rules, the
-    sampling error) may do with a kind's values, all of it post-processing."""
+    """What publication (rounding bases, reliability rules, sampling error) may do with values."""
 
     TOTAL = "total"  # values that add up over cells: a rounding base applies
     MEAN = "mean"  # a ratio to the cell's count within known bounds: a mean's sampling error
@@ -85,17 +84,18 @@ class _StatisticBase(Renamed):
         "survey_weight, if any)",
     )
 
-    #: Whether a survey weight applies to it (its own, else the release's).
-    weighted: ClassVar[bool] = True
-    #: What its own measurement is, for a mean to reuse: "count", "sum", or None (none).
-    provides: ClassVar[str | None] = None
-    #: What publication may do with its values (`PublishedAs`).
-    published_as: ClassVar[PublishedAs] = PublishedAs.TOTAL
+    weighted: ClassVar[bool] = True  # whether a survey weight applies (its own, else release's)
+    provides: ClassVar[str | None] = None  # its measurement, for a mean to reuse: count, sum
+    published_as: ClassVar[PublishedAs] = PublishedAs.TOTAL  # what publication may do with it
     randomized: ClassVar[bool] = False  # answers randomized on the device: spends nothing
 
     def value_columns(self) -> list[str]:
         """Its released value columns (a quantile's one per p), each with its own flag."""
         return [self.name]
+
+    def published_columns(self) -> list[tuple[str, PublishedAs]]:
+        """Every value column publication treats (its flag, rules, rounding), and how."""
+        return [(column, self.published_as) for column in self.value_columns()]
 
     def element_bounds(self) -> tuple[float, float] | None:
         """The bounds of each row's value, where it has some (a sampling variance rests on
