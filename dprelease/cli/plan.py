@@ -102,8 +102,10 @@ def _statistic_rows(row: StatisticAccuracy) -> list[Row]:
     target = "" if row.target_moe95 is None else _num(row.target_moe95)
     if row.target_met is not None:
         target += " ok" if row.target_met else " MISSED"
-    if row.quantiles:  # errors in ranks, per p: in the quantiles' own table
-        return [(row.name, row.kind, "", _spent(row), _num(row.sensitivity), "–", "ranks ↓", "")]
+    if row.quantiles:  # errors in ranks (weighted: in weight), per p: in the quantiles' table
+        unit = row.rank_unit
+        return [(row.name, row.kind, "", _spent(row), f"{_num(row.sensitivity)} {unit}", "–",
+                 f"{unit} ↓", "")]  # fmt: skip
     if not (row.reuses or row.measurements):  # one noisy vector of its own
         rows = _noise_rows(row.name, row.kind, row, target)
         if row.levels is not None:
@@ -136,19 +138,35 @@ def _table(planned: ReleasePlan) -> Table:
     return table
 
 
+#: The quantiles table's title by the units its rows are in: ranks of rows, or weight mass.
+_QUANTILE_TITLES = {
+    frozenset({"ranks"}): "quantiles: 95% errors in ranks",
+    frozenset({"weight"}): "quantiles: 95% errors in weight (Σ w of the survey weight)",
+    frozenset({"ranks", "weight"}): "quantiles: 95% errors in ranks, or in weight (Σ w) where "
+    "survey-weighted",
+}
+
+
 def _quantiles_table(planned: ReleasePlan) -> Table | None:
-    """Quantile statistics: each p's 95% rank error and interval half-width (data-free)."""
-    rows = [(row.name, q) for row in planned.statistics for q in row.quantiles or []]
+    """Quantile statistics: each p's 95% rank error and interval half-width (data-free), in
+    ranks, or in weight for a survey-weighted quantile (each number says which)."""
+    rows = [(row, q) for row in planned.statistics for q in row.quantiles or []]
     if not rows:
         return None
-    table = Table(box=box.SIMPLE_HEAD, title="quantiles: 95% errors in ranks", title_justify="left")
+    units = frozenset(row.rank_unit for row, _ in rows)
+    table = Table(box=box.SIMPLE_HEAD, title=_QUANTILE_TITLES[units], title_justify="left")
     for column in ("statistic", "column", "p"):
         table.add_column(column, overflow="fold")
-    for column in ("rank error", "interval ±ranks"):
+    for column in ("error", "interval ±"):
         table.add_column(column, justify="right", no_wrap=True)
-    for name, q in rows:
+    for row, q in rows:
+        unit = row.rank_unit
         table.add_row(
-            name, q.column, f"{q.p:g}", _num(q.rank_error95), _num(q.interval_rank_halfwidth95)
+            row.name,
+            q.column,
+            f"{q.p:g}",
+            f"{_num(q.rank_error95)} {unit}",
+            f"{_num(q.interval_rank_halfwidth95)} {unit}",
         )
     return table
 

@@ -417,6 +417,7 @@ def _commit(
         "+".join(summed["engines"]) + " (at each site)",
         "+".join(summed["noise_bits"]) + " (at each site)",
         bool(summed["noise_seeded"]),
+        plan.consortium.honest,
     )
     contributed = ", ".join(facts["contributed"])
     missing = ", ".join(facts["missing"]) or "none"

@@ -32,7 +32,7 @@ import polars as pl
 
 from dprelease import operator
 from dprelease.change import ProtectedChange
-from dprelease.loss import Mechanism, PrivacyLoss
+from dprelease.loss import Measure, Mechanism, PrivacyLoss
 from dprelease.mechanism import (
     Allocated,
     Allocation,
@@ -45,6 +45,7 @@ from dprelease.mechanism import (
     allocate,
     check_input,
     margin_accuracy,
+    noise_family,
     released_table,
 )
 from dprelease.mechanism.margins import level_sums
@@ -257,6 +258,20 @@ def noisy_table(
     return released_table(resolved, allocation, margins, noisy, {})
 
 
+#: A statistic's noise in a consortium release (each statistic's `mechanism` in the manifest),
+#: where a central release states one discrete Gaussian draw of σ² = Δ2²/(2ρ).
+DISTRIBUTED_TEXT = (
+    "distributed discrete Gaussian: the sum of {parties} sites' exact discrete Gaussian shares "
+    "N_Z(0, σ_s²), each drawn at its site (Canonne, Kamath & Steinke 2020, Algorithm 3; integer "
+    "arithmetic, the site's OS CSPRNG bits) and added to its exact aggregates under BFV "
+    "encryption; the released noise is that sum, of variance {parties}·σ_s² "
+    "(noise_variance_units_exact), with the sum's exact law. σ_s² (share_sigma2_units_exact in "
+    "<release folder>.consortium.json) is the smallest for which any {honest} of the shares "
+    "(m − t: those a coalition of the key holder with t sites cannot subtract) are ρ-zCDP "
+    "together (Kairouz, Liu & Steinke 2021)"
+)
+
+
 def manifest_for(
     resolved: ResolvedSpec,
     allocation: Allocation,
@@ -268,10 +283,12 @@ def manifest_for(
     engine: str,
     bits: str,
     seeded: bool,
+    honest: int,
 ) -> Manifest:
     """The central release's manifest of the pooled allocation (with margins, every level's law
-    and margins of error, updated by what the rounding did); `bits` names the sites' noise
-    sources (private only if none was seeded)."""
+    and margins of error, updated by what the rounding did), each statistic's `mechanism` the
+    sum of the sites' shares (`DISTRIBUTED_TEXT`: `honest` = m − t of them meet ρ); `bits`
+    names the sites' noise sources (private only if none was seeded)."""
     manifest = build_manifest(
         resolved,
         allocation,
@@ -284,6 +301,14 @@ def manifest_for(
     )
     if margins is not None and outcome is not None:
         manifest = with_outcome(manifest, allocation, resolved.spec.postprocess, margins, outcome)
+    central = noise_family(Mechanism.GAUSSIAN).text(Measure.ZCDP)
+    parties = max((m.parties for m in allocation.measurements), default=1)
+    summed = DISTRIBUTED_TEXT.format(parties=parties, honest=honest)
+    statistics = [
+        entry.model_copy(update={"mechanism": summed}) if entry.mechanism == central else entry
+        for entry in manifest.statistics
+    ]
+    manifest = manifest.model_copy(update={"statistics": statistics})
     if manifest.margins is not None:
         stated = manifest.margins.margin_of_error
         summed = stated.replace(

@@ -155,14 +155,17 @@ def allocate(
     share_of = dict(zip([s.name for s in spending], shares, strict=False))
     nothing = PrivacyLoss(loss.measure, Fraction(0))
     owned: dict[str, Measurement] = {}
-    for index, stat in enumerate(spec.statistics):
-        made = kind_of(stat).owned(stat, share_of.get(stat.name, nothing), ctx, _path(index))
-        if made is not None:
-            owned[stat.name] = made
-    allocated = [
-        kind_of(stat).allocate(stat, share_of.get(stat.name, nothing), ctx, owned, _path(index))
-        for index, stat in enumerate(spec.statistics)
-    ]
+    try:
+        for index, stat in enumerate(spec.statistics):
+            made = kind_of(stat).owned(stat, share_of.get(stat.name, nothing), ctx, _path(index))
+            if made is not None:
+                owned[stat.name] = made
+        allocated = [
+            kind_of(stat).allocate(stat, share_of.get(stat.name, nothing), ctx, owned, _path(index))
+            for index, stat in enumerate(spec.statistics)
+        ]
+    except SpecError as exc:  # at the path the user wrote (a local spec file's `wave.…`)
+        raise SpecError(resolved.yaml_path(exc.path), exc.message) from None
     measurements = {m.name: m for a in allocated for m in a.vectors}
     selections = tuple(
         _key_selection(resolved, index, domain, share, selection_delta, len(selecting), neighbours)

@@ -55,26 +55,28 @@ class ValueColumn:
 
 def value_columns(spec: ReleaseSpec) -> list[ValueColumn]:
     """Every released value column of `spec`, in table order, described by its kind's hooks
-    (`published_as`, `provides`, `element_bounds`, `value_columns`)."""
+    (`published_columns`, `provides`, `element_bounds`, `randomized`)."""
     post = spec.postprocess
     sampled = set(spec.sampling or {})
     found = []
     for stat in spec.statistics:
         weighted = spec.survey_weight_of(stat) is not None
-        ranked = stat.published_as is PublishedAs.RANK
         lower, upper = stat.element_bounds() or (None, None)
-        for column in stat.value_columns():
+        # integer values with an integer truth: counts of rows, and of randomized answers
+        counts = (stat.provides == "count" and not weighted) or stat.randomized
+        for column, published_as in stat.published_columns():
+            ranked = published_as is PublishedAs.RANK
             found.append(
                 ValueColumn(
                     statistic=stat.name,
-                    published_as=stat.published_as,
+                    published_as=published_as,
                     provides=stat.provides,
                     column=column,
                     moe=None if ranked or not post.moe95_columns else f"{column}{MOE95_SUFFIX}",
                     low=f"{column}{LOW_SUFFIX}" if ranked else None,
                     high=f"{column}{HIGH_SUFFIX}" if ranked else None,
                     combined=f"{stat.name}{COMBINED_SUFFIX}" if stat.name in sampled else None,
-                    counts_rows=stat.provides == "count" and not weighted,
+                    counts_rows=counts and published_as is PublishedAs.TOTAL,
                     weighted=weighted,
                     lower=lower,
                     upper=upper,

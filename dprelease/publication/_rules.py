@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from dprelease.publication._columns import ValueColumn
-from dprelease.spec import LOW_RELIABILITY, ReleaseSpec, Rule, rule_statistics
+from dprelease.spec import LOW_RELIABILITY, ReleaseSpec, Rule, rule_statistics, tested_columns
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def judged_rules(spec: ReleaseSpec) -> list[JudgedRule]:
             tuple(
                 column
                 for name in rule_statistics(spec, rule)
-                for column in stats[name].value_columns()
+                for column in tested_columns(stats[name], rule)
             ),
         )
         for index, rule in enumerate(spec.postprocess.rules or [])

@@ -42,6 +42,7 @@ from dprelease.spec._publication import (
     StandardErrorsFile,
     rule_statistics,
     statistic_value_columns,
+    tested_columns,
     weighted_count_of,
 )
 from dprelease.spec._publish import (
@@ -100,6 +101,7 @@ __all__ = [
     "TableFormat",
     "rule_statistics",
     "statistic_value_columns",
+    "tested_columns",
     "weighted_count_of",
     "missing_writer",
     "FORMAT_MODULES",

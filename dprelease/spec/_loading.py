@@ -94,7 +94,13 @@ def parse_local(
         raise SpecError(local_path(exc.path, prefix), exc.message) from None
     stated = _publish_section(publish, f"{prefix}publish")
     return ResolvedSpec(
-        resolved.spec, resolved.domains, resolved.levels, stated, path, resolved.standard_errors
+        resolved.spec,
+        resolved.domains,
+        resolved.levels,
+        stated,
+        path,
+        resolved.standard_errors,
+        local=True,
     )
 
 

@@ -57,6 +57,12 @@ def local_release(
     central["statistics"] = [statistic]
     stated = dict(publish) if isinstance(publish, dict) else {}
     scope = wave.get("scope")
+    if not (isinstance(scope, str) and scope):
+        raise SpecError(
+            prefix + "wave.scope",
+            "give the budget scope of the people asked (the wave's ε is charged there, and its "
+            "answers are released in it)",
+        )
     if stated.get("scope", scope) != scope:
         raise SpecError(
             prefix + "publish.scope",

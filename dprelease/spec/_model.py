@@ -244,6 +244,8 @@ class ReleaseSpec(Strict):
         """Bounds say what they do: only those the engine enforces may be set, R is explicit
         unless it is the product G × R_g, and never larger than that product."""
         groups, per_group = self.max_groups_per_unit, self.max_rows_per_group
+        if self.of_randomized_answers:  # one row each: its statistic refuses any unit or bound
+            return
         if self.privacy_unit is None:
             if self.max_rows_per_unit or groups or per_group:
                 raise SpecError(

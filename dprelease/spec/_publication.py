@@ -225,7 +225,7 @@ def check_publication(spec: ReleaseParts) -> None:
                 )
         tested = rule_statistics(spec, rule)
         if not tested:
-            wanted = "a count" if rule.value_below is not None else "a statistic with a margin"
+            wanted = "count" if rule.value_below is not None else "statistic with a margin"
             raise SpecError(
                 f"{where}.statistics", f"this release has no {wanted}: name the statistics tested"
             )
@@ -309,17 +309,30 @@ def check_publication(spec: ReleaseParts) -> None:
 
 
 def statistic_value_columns(stat: Statistic) -> list[str]:
-    """The released value columns of a statistic (a quantile's one per p)."""
-    return stat.value_columns()
+    """The released value columns of a statistic that publication treats, each with its flag (a
+    quantile's one per p; a randomized statistic's counts and shares)."""
+    return [column for column, _ in stat.published_columns()]
 
 
 def rule_statistics(spec: ReleaseParts, rule: Rule) -> list[str]:
-    """The statistics a rule tests: those it names, else its default set."""
+    """The statistics a rule tests: those it names, else its default set (with `value_below`
+    every count: of rows, weighted, or of randomized answers)."""
     if rule.statistics is not None:
         return list(rule.statistics)
     if rule.value_below is not None:
-        return [s.name for s in spec.statistics if s.provides == "count"]
+        return [s.name for s in spec.statistics if s.provides == "count" or s.randomized]
     return [s.name for s in spec.statistics]
+
+
+def tested_columns(stat: Statistic, rule: Rule) -> list[str]:
+    """The value columns of `stat` a rule tests: every one, but a `value_below` threshold only
+    its totals where it has several kinds of value (a randomized statistic's counts, not its
+    shares, which are fractions of the row: suppress those with `apply_to: row`)."""
+    published = stat.published_columns()
+    totals = [column for column, kind in published if kind is PublishedAs.TOTAL]
+    if rule.value_below is not None and totals and len(totals) < len(published):
+        return totals
+    return [column for column, _ in published]
 
 
 def weighted_count_of(spec: ReleaseParts, stat: Statistic) -> str | None:

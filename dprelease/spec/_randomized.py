@@ -46,6 +46,8 @@ RESPONDENTS_SUFFIX = "_respondents"
 SHARE_SUFFIX = "_share"
 #: The most answers a question may have (OUE's reports hold one bit per answer).
 MOST_ANSWERS = 1 << 16
+#: A central release's privacy unit and contribution bounds, which a report (one row) has not.
+UNIT_FIELDS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "max_rows_per_group")
 
 
 def answer_epsilon(value: Any) -> Fraction:
@@ -149,6 +151,12 @@ class RandomizedStatistic(StatisticModel):
         """Each answer's share of the row's respondents (with `shares`)."""
         return [f"{column}{SHARE_SUFFIX}" for column in self.value_columns()] if self.shares else []
 
+    def published_columns(self) -> list[tuple[str, PublishedAs]]:
+        """Its counts (totals: a rounding base applies) and its shares (as a central share's:
+        a ratio to the row's respondents in [0, 1]), each flagged by the rules."""
+        counts = [(column, PublishedAs.TOTAL) for column in self.value_columns()]
+        return counts + [(column, PublishedAs.MEAN) for column in self.share_columns()]
+
     def output_columns(self) -> list[str]:
         """The row's respondents, then per answer its count and margin, then (with `shares`)
         its share and margin."""
@@ -159,6 +167,15 @@ class RandomizedStatistic(StatisticModel):
     def read_fields(self) -> dict[str, str]:
         """The columns of reports it reads (compared as they are, never as numbers)."""
         return {self.column: "column", self.hash_column: "hash_column"}
+
+    def check_weights(self, spec: SpecParts, index: int) -> None:
+        """Refused with a survey weight: the estimator counts reports, each once."""
+        if spec.survey_weight_of(self) is not None:  # its own, else the release's
+            raise SpecError(
+                f"statistics[{index}].survey_weight" if self.survey_weight else "survey_weight",
+                "randomized answers are counted once per report (the estimator is of "
+                "respondents, not of a weighted population): remove survey_weight",
+            )
 
     def check_split(self, spec: SpecParts, index: int, targeted: bool) -> None:
         """A release of randomized answers holds nothing else and protects each report (one
@@ -186,11 +203,23 @@ class RandomizedStatistic(StatisticModel):
             raise SpecError(
                 f"statistics[{index}].public_columns", f"{extra[0]!r} is not a group-by column"
             )
-        if spec.privacy_unit is not None:
+        for field in UNIT_FIELDS:  # the spec leaves them to this check (`_model`)
+            if getattr(spec, field) is not None:
+                raise SpecError(
+                    field,
+                    "each report is one respondent's (a row): a release of randomized answers "
+                    "has no privacy unit or contribution bounds; remove it",
+                )
+        decimals = spec.postprocess.decimals
+        if self.shares and decimals is not None and decimals < 0:
             raise SpecError(
-                "privacy_unit",
-                "each report is one respondent's (a row): a release of randomized answers has "
-                "no privacy unit; remove it",
+                "postprocess.decimals",
+                f"{decimals} would round the shares of {self.name!r} (in [0, 1]) to 0 or 1; its "
+                "counts are integers whatever 'decimals' says: use decimals ≥ 0, or shares: false",
+            )
+        if spec.level_weights is not None:
+            raise SpecError(
+                "level_weights", "a release of randomized answers spends no ε to split: remove it"
             )
         if spec.neighbours is not None:
             raise SpecError(

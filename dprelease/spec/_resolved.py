@@ -22,6 +22,7 @@ import polars as pl
 
 from dprelease.loss import split_by_weights
 from dprelease.spec._levels import Levels, stacked_keys
+from dprelease.spec._local import local_path
 from dprelease.spec._model import ReleaseSpec
 from dprelease.spec._publish import PublishSpec
 
@@ -38,6 +39,14 @@ class ResolvedSpec:
     path: Path | None = field(default=None, repr=False)  # the spec file, if read from one
     #: per statistic with published sampling SEs: the released rows' keys (and level) and `_se`
     standard_errors: Mapping[str, pl.DataFrame] = field(default_factory=dict, repr=False)
+    #: read from a local spec file (`wave:` and `release:`), whose statistic the user never wrote
+    local: bool = field(default=False, repr=False)
+
+    def yaml_path(self, path: str) -> str:
+        """Where the user wrote what `path` (in the central release spec: `release.statistics[0]
+        .column`) names: in a local spec file the wave's answers' fields are `wave.question`,
+        `wave.epsilon`, `release.hash_column`, ... (`_local.local_path`); else `path` itself."""
+        return local_path(path) if self.local else path
 
     @cached_property
     def key_grid(self) -> pl.DataFrame:
@@ -110,7 +119,9 @@ class ResolvedSpec:
         assert index in self.selected and self.levels is None
         domains = list(self.domains)
         domains[index] = keys.cast(self.domains[index].schema)
-        return ResolvedSpec(self.spec, tuple(domains), None, self.publish, self.path)
+        return ResolvedSpec(
+            self.spec, tuple(domains), None, self.publish, self.path, local=self.local
+        )
 
     @cached_property
     def hash(self) -> str:

@@ -61,6 +61,10 @@ class _StatisticBase(Renamed):
         """Its released value columns (a quantile's one per p), each with its own flag."""
         return [self.name]
 
+    def published_columns(self) -> list[tuple[str, PublishedAs]]:
+        """Every value column publication treats (its flag, rules, rounding), and how."""
+        return [(column, self.published_as) for column in self.value_columns()]
+
     def element_bounds(self) -> tuple[float, float] | None:
         """The bounds of each row's value, where it has some (a sampling variance rests on
         them: at most (ȳ − lower)(upper − ȳ))."""
@@ -121,6 +125,13 @@ class _StatisticBase(Renamed):
 StatisticModel = _StatisticBase
 
 
+class Decimals(Protocol):
+    """What a statistic's checks read of the spec's post-processing: its decimal places."""
+
+    @property
+    def decimals(self) -> int | None: ...
+
+
 class SpecParts(Protocol):
     """What a statistic's checks read of the release spec that holds it (`ReleaseSpec`)."""
 
@@ -132,4 +143,8 @@ class SpecParts(Protocol):
     def privacy_unit(self) -> str | None: ...
     @property
     def neighbours(self) -> ProtectedChange | None: ...
+    @property
+    def level_weights(self) -> Sequence[float] | None: ...
+    @property
+    def postprocess(self) -> Decimals: ...
     def survey_weight_of(self, stat: StatisticModel) -> SurveyWeight | None: ...

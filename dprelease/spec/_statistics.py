@@ -336,9 +336,9 @@ class QuantileStatistic(StatisticModel):
         if targeted:
             raise SpecError(
                 f"statistics[{index}]",
-                f"a {self.kind.value} has no margin of error to target (its error is stated "
-                "in ranks), so it cannot join an accuracy-first split: split by weights "
-                "(drop the targets; `dprelease plan --target` still finds the ε for them) or "
+                f"a {self.kind.value} has no margin of error to target (its error is in ranks, "
+                "or weight if weighted), so it cannot join an accuracy-first split: split by "
+                "weights (drop the targets; `dprelease plan --target` still finds their ε) or "
                 "release it in a spec of its own",
             )
 

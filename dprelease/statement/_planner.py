@@ -69,15 +69,20 @@ class MeasurementAccuracy(BaseModel):
 
 
 class QuantileAccuracy(BaseModel):
-    """One p of a quantile statistic: its data-free 95% accuracy, in ranks."""
+    """One p of a quantile statistic: its data-free 95% accuracy, in ranks (survey-weighted:
+    in weight, the statistic's `weighted_by`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     p: float
     column: str
-    rank_error95: float = Field(description="95%: the value's rank is within this of p·n")
+    rank_error95: float = Field(
+        description="95%: the value's rank is within this of p·n (weighted: the weight below "
+        "it is within this of p·Σw)"
+    )
     interval_rank_halfwidth95: float = Field(
-        description="how far from p·n (ranks) an interval's end can lie (data-free bound)"
+        description="how far from p·n (ranks; weighted: from p·Σw, in weight) an interval's end "
+        "can lie (data-free bound)"
     )
 
 
@@ -88,7 +93,8 @@ class StatisticAccuracy(BaseModel):
     cell's noisy count (see the `<mean>_moe95` column). With margins, the scale is the cells'
     own noise, `moe95` the largest margin of error of the released cells, and `levels` each
     level's. A quantile's error is in ranks (`quantiles`), its Δ the largest score Δ in ranks;
-    it has no scale in the column's units and no margin of error.
+    survey-weighted (`weighted_by`), both are weight mass (Σ w) instead. It has no scale in the
+    column's units and no margin of error.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -101,7 +107,7 @@ class StatisticAccuracy(BaseModel):
     rho_exact: ExactRational | None = None
     sensitivity: float = Field(
         description="Δ in the column's units (L1; L2 for Gaussian; a quantile: its score's "
-        "largest Δ, in ranks)"
+        "largest Δ, in ranks, or in weight when `weighted_by` is set)"
     )
     derivation: str = Field(description="how Δ follows from the declared bounds")
     scale: float | None = Field(
@@ -119,13 +125,26 @@ class StatisticAccuracy(BaseModel):
         default_factory=list, description="a mean: the sum and count it measures itself"
     )
     quantiles: list[QuantileAccuracy] | None = Field(
-        default=None, description="a quantile statistic: each p's accuracy in ranks"
+        default=None,
+        description="a quantile statistic: each p's accuracy in ranks (weighted: in weight)",
+    )
+    weighted_by: str | None = Field(
+        default=None,
+        exclude_if=lambda column: column is None,  # an unweighted plan reads as before
+        description="a survey-weighted quantile: its weight column; its Δ and errors are then "
+        "weight mass (Σ w of that column, clamped), not ranks of rows",
     )
     error_in_units: str | None = Field(
         default=None,
         description="a quantile: its error in the column's units, as far as it "
         "can be said without data",
     )
+
+    @property
+    def rank_unit(self) -> str:
+        """What a quantile's Δ and errors count: rows ("ranks"), or weight under a survey
+        weight (a row moves them by up to its weight, not by one)."""
+        return "ranks" if self.weighted_by is None else "weight"
 
 
 class ReleasePlan(BaseModel):
@@ -308,14 +327,15 @@ def _spent(row: StatisticAccuracy) -> str:
 
 def _rows(row: StatisticAccuracy) -> list[tuple[str, ...]]:
     """A statistic's rows: its spend, Δ, scale and margin; a mean's margin is per cell, and a
-    quantile states each p's 95% error in ranks instead."""
+    quantile states each p's 95% error in ranks (survey-weighted: in weight) instead."""
     target = "" if row.target_moe95 is None else _num(row.target_moe95)
     if row.target_met is not None:
         target += " ok" if row.target_met else " MISSED"
     if row.quantiles:
-        first = (row.name, row.kind, _spent(row), f"{_num(row.sensitivity)} ranks", "–")
+        unit = row.rank_unit
+        first = (row.name, row.kind, _spent(row), f"{_num(row.sensitivity)} {unit}", "–")
         return [
-            (*(first if i == 0 else ("",) * 5), f"p = {q.p:g}: {_num(q.rank_error95)} ranks", "")
+            (*(first if i == 0 else ("",) * 5), f"p = {q.p:g}: {_num(q.rank_error95)} {unit}", "")
             for i, q in enumerate(row.quantiles)
         ]
     moe = "per cell" if row.moe95 is None else _num(row.moe95)

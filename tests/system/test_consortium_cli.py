@@ -60,6 +60,13 @@ def test_the_documented_walkthrough_runs_with_three_sites_as_processes(tmp_path:
     assert facts["contributed"] == ["east", "north", "south"] and facts["missing"] == []
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["noise_source"]["private"] is True
+    # every statistic's noise is the sum of the three sites' shares, as the header says, not
+    # the one central discrete Gaussian draw of σ² = Δ2²/(2ρ) the central entry would state
+    assert manifest["mechanism"].startswith("distributed discrete Gaussian")
+    for entry in manifest["statistics"]:
+        stated = entry["mechanism"]
+        assert stated.startswith("distributed discrete Gaussian: the sum of 3 sites' exact "), entry
+        assert "any 2 of the shares" in stated and "Δ2²/(2ρ)" not in stated
     assert [level["level"] for level in manifest["margins"]["levels"]] == [
         "region,age_band",
         "region",

@@ -86,7 +86,8 @@ def test_a_wave_is_charged_once_and_its_answers_released_uncharged(tmp_path: Pat
     totals = table.filter(pl.col("level") == "total")
     assert totals["drug_use_respondents"].to_list() == [40_000]
     answers = ["never", "once", "monthly", "weekly"]
-    assert sum(totals[f"drug_use_{a}"][0] for a in answers) == pytest.approx(40_000)
+    # projected to sum to the respondents, then each integer-rounded: within k − 1 of them
+    assert abs(sum(totals[f"drug_use_{a}"][0] for a in answers) - 40_000) <= len(answers) - 1
     answers = pl.read_parquet(tmp_path / "confidential" / "drug_use_answers.parquet")
     assert set(answers["drug_use"].unique()) <= {"never", "once", "monthly", "weekly"}
 

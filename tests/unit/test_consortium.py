@@ -416,6 +416,8 @@ def test_the_manifest_states_the_pooled_law_for_every_kind(
     assert by_name["n"]["moe95"] == summed_gaussian_moe95(count.sigma2, 3)
     assert manifest["rho_total_exact"] == "1/10"
     assert set(by_name) == {"n", "cost", "avg", "cheap", "r"}
+    for entry in by_name.values():  # each the sum of the shares (before: one central draw)
+        assert entry["mechanism"].startswith("distributed discrete Gaussian: the sum of 3 sites'")
     assert table["r"].to_list() == pytest.approx([1.0, 1.0, 1.0])  # Σcost / Σcost, exactly
 
 

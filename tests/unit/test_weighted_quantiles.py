@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from helpers import allocation_of, draw_release, invoke_cli, make_spec, one_line_error
+from helpers import allocation_of, draw_release, invoke_cli, make_spec, one_line_error, words
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_quantiles import HALF, QUARTILES, chi_square_pvalue, exact_values_law, true_quantile
@@ -261,6 +261,47 @@ def test_the_plan_states_delta_and_accuracy_in_weight_w_times_a_rows() -> None:
     (stated,) = planned.statistics
     assert stated.quantiles is not None
     assert stated.quantiles[0].rank_error95 == value.rank_error95
+
+
+def test_every_face_of_the_plan_states_a_weighted_quantiles_delta_and_error_in_weight(
+    tmp_path,
+) -> None:
+    """`dp.plan` (text and HTML) and `dprelease plan` (table and --json) on a spec with a
+    weighted median beside an unweighted one: the weighted one's Δ and 95% errors are said in
+    weight, never in ranks (a row moves them by up to W = 100, not by one), the unweighted
+    one's in ranks as before."""
+    import json
+
+    import yaml
+
+    import dprelease as dp
+
+    plain = {**MEDIAN, "name": "plain"}
+    spec = {**BASE, "statistics": [{**MEDIAN, "survey_weight": WEIGHT}, plain]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"release": spec}))
+    planned = dp.plan(spec, epsilon=1)
+    weighted, unweighted = planned.statistics
+    assert (weighted.weighted_by, unweighted.weighted_by) == ("w", None)
+    assert (weighted.rank_unit, unweighted.rank_unit) == ("weight", "ranks")
+    lines = {line.split()[0]: line for line in str(planned).splitlines()[2:]}
+    assert lines["mid"].endswith("p = 0.5: 3118 weight") and "100 weight" in lines["mid"]
+    assert "ranks" not in lines["mid"] and lines["plain"].endswith("ranks")
+    assert "100 weight" in planned._repr_html_() and "3118 weight" in planned._repr_html_()
+    assert "weighted_by" not in planned.model_dump(mode="json")["statistics"][1]
+    args = ["plan", "--spec", str(tmp_path / "spec.yaml"), "--epsilon", "1"]
+    shown = invoke_cli(*args, columns=160)
+    assert shown.exit_code == 0, shown.output
+    row = next(line for line in shown.output.splitlines() if line.split()[:2] == ["mid", "median"])
+    assert "100 weight" in row and "weight ↓" in row and "ranks" not in row
+    assert "quantiles: 95% errors in ranks, or in weight (Σ w) where survey-weighted" in words(
+        shown.output
+    )
+    quantile_rows = [line.split() for line in shown.output.splitlines() if " 0.5 " in line][:2]
+    assert [row[0] for row in quantile_rows] == ["mid", "plain"]
+    assert quantile_rows[0][4::2] == ["weight", "weight"]
+    assert quantile_rows[1][4::2] == ["ranks", "ranks"]
+    as_json = json.loads(invoke_cli(*args, "--json").stdout)
+    assert as_json["statistics"][0]["weighted_by"] == "w"
 
 
 def test_a_weighted_median_without_w_is_refused_in_one_line_naming_the_field(tmp_path) -> None:

@@ -369,8 +369,9 @@ class RowPlan:
         sums: list[Units],
         histograms: list[GridPoint],
     ) -> RowPlan:
-        """The plan of these aggregates, with every column the spec reads, its YAML path and
-        what its role needs of its dtype (keys, statistics' values, survey weights, period)."""
+        """The plan of these aggregates, with every column the spec reads, its YAML path (where
+        the user wrote it: `ResolvedSpec.yaml_path`) and what its role needs of its dtype (keys,
+        statistics' values, survey weights, period)."""
         spec = resolved.spec
         paths: dict[str, str] = {}
         if spec.privacy_unit is not None:
@@ -421,7 +422,7 @@ class RowPlan:
             tuple(vectors),
             tuple(sums),
             tuple(histograms),
-            paths,
+            {column: resolved.yaml_path(path) for column, path in paths.items()},
             tuple(needs),
             tuple(dict.fromkeys(compared)),
             tuple(_distinct_units(resolved)),

@@ -196,8 +196,9 @@ class QuantileEntry(ReleasedEntry):
     def accuracy(
         self, by_name: Mapping[str, ReleasedEntry], targets: Mapping[str, float]
     ) -> dict[str, Any]:
-        """Its error is in ranks, per p: Δ is its score's largest, in ranks; no scale and no
-        margin in the column's units."""
+        """Its error is in ranks, per p: Δ is its score's largest, in ranks (survey-weighted:
+        both in weight, `weighted_by` naming the weight); no scale and no margin in the
+        column's units."""
         return {
             **spent_by(self),
             "sensitivity": max(q.score_sensitivity for q in self.quantiles),
@@ -214,6 +215,7 @@ class QuantileEntry(ReleasedEntry):
                 for q in self.quantiles
             ],
             "error_in_units": self.error_in_units,
+            "weighted_by": None if self.survey_weight is None else self.survey_weight.column,
         }
 
 

@@ -26,13 +26,21 @@ import polars as pl
 from pydantic import Field
 
 from dprelease import operator
-from dprelease.errors import DataError, SpecError
+from dprelease.errors import ConfigError, DataError, SpecError
 from dprelease.loss import PrivacyLoss
 from dprelease.mechanism.engines import ExactAggregates, Reported, Units
 from dprelease.mechanism.kinds._kind import Allocated, Context, Kind, Prerequisite
 from dprelease.mechanism.kinds._measurement import Measurement
 from dprelease.mechanism.kinds._stated import EntryModel, ReleasedEntry, spent, spent_by
-from dprelease.mechanism.margins import MarginAccuracy, Measured, Outcome
+from dprelease.mechanism.margins import (
+    MarginAccuracy,
+    Measured,
+    Outcome,
+    places_of,
+    round_to,
+    rounded_counts,
+    within,
+)
 from dprelease.mechanism.noise import NoiseSource
 from dprelease.mechanism.randomized import (
     RANDOMIZER_VERSION,
@@ -66,6 +74,17 @@ SUPPORT_WORDS = {
     "oue": "the answer's bit is 1",
     "olh": "the report's hash maps the answer to its bucket",
 }
+
+
+#: How a release of randomized answers is published (the entry's `margin_of_error` ends so).
+ROUNDING = (
+    "counts are published as integers (their truth is a count of respondents; 'decimals' "
+    "applies to shares), with margins every margin row the sum of its rounded cells "
+    "(controlled rounding), each margin then ⌈h + shift⌉ − 1 with shift the rounding's bound "
+    "at that level (< 1); each answer's counts are rounded on their own, so a row's may sum "
+    "to its respondents ± (k − 1); shares are rounded to the place of their margin's second "
+    "significant digit per row (or 'decimals'), their margin plus half that place, rounded up"
+)
 
 
 class MalformedReports(DataError):
@@ -252,20 +271,31 @@ class RandomizedAllocation(Allocated):
     def columns(
         self, released: Mapping[str, Measured], selected: Any, post: PostProcessing
     ) -> list[pl.Series]:
+        """The row's respondents; each answer's count as an integer (its truth is a count of
+        respondents; with margins every margin row stays the sum of its cells) and its margin,
+        widened by the rounding's move; each share rounded as a central share is, its margin
+        widened by half its place (`ROUNDING`)."""
         stat = self.statistic
         n, count, moe = self.estimates(selected)
         out = [pl.Series(f"{stat.name}{RESPONDENTS_SUFFIX}", n, dtype=pl.Int64)]
+        outcome = Outcome()
         for j, column in enumerate(stat.value_columns()):
-            out.append(pl.Series(column, count[:, j], dtype=pl.Float64))
+            counts, margin = rounded_counts(count[:, j], moe[:, j], self.levels, column, outcome)
+            out.append(pl.Series(column, counts, dtype=pl.Int64))
             if post.moe95_columns:
-                out.append(pl.Series(column + MOE95_SUFFIX, moe[:, j], dtype=pl.Float64))
+                out.append(pl.Series(column + MOE95_SUFFIX, margin, dtype=pl.Float64))
+        for fallback in outcome.fallbacks:  # a solver's failure on these values: never silent
+            operator.warn(fallback)
         answered = n > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             for j, column in enumerate(stat.share_columns()):
-                share = np.where(answered, count[:, j] / n, np.nan)
+                share, margin = rounded_shares(
+                    np.where(answered, count[:, j] / n, np.nan),
+                    np.where(answered, moe[:, j] / n, np.nan),
+                    post,
+                )
                 out.append(pl.Series(column, share, dtype=pl.Float64).fill_nan(None))
                 if post.moe95_columns:
-                    margin = np.where(answered, moe[:, j] / n, np.nan)
                     out.append(
                         pl.Series(column + MOE95_SUFFIX, margin, dtype=pl.Float64).fill_nan(None)
                     )
@@ -325,7 +355,9 @@ class RandomizedAllocation(Allocated):
             margin_of_error="1.96·√(the variance at the estimate, clipped to [0, n]): a 95% "
             "normal-approximation margin of the randomization's error (not of sampling error)"
             + ("; with the projection, a cell's plus its shift |τ|" if stat.project else "")
-            + margins_text,
+            + margins_text
+            + "; "
+            + ROUNDING,
             projection="each cell's counts projected onto nonnegative counts that sum to its "
             "respondents: max(estimate − τ, 0) with one τ per cell"
             if stat.project
@@ -339,14 +371,28 @@ class RandomizedAllocation(Allocated):
         )
 
 
+def rounded_shares(
+    share: np.ndarray, moe: np.ndarray, post: PostProcessing
+) -> tuple[np.ndarray, np.ndarray]:
+    """Shares rounded as a central share is: to the place of their margin's second significant
+    digit per row (or `decimals`), within [0, 1]; the margin adds the half place the rounding
+    may move a share, rounded up, and is at most the distance to the farther bound."""
+    places = places_of(post, np.minimum(moe, 1.0))
+    value = within(share, places, 0.0, 1.0)
+    half = np.where(np.isfinite(places), 0.5 / 10.0 ** np.nan_to_num(places), 0.0)
+    reach = round_to(np.maximum(value, 1.0 - value), places, up=True, decimal=True)
+    return value, np.minimum(round_to(moe + half, places, up=True), reach)
+
+
 def _randomizer(stat: RandomizedStatistic, path: str) -> Randomizer:
-    """The wave's randomizer; SpecError at the statistic's path for what it refuses."""
+    """The wave's randomizer; SpecError at the statistic's field it refuses (`g`: OLH's buckets,
+    round(e^ε) + 1 unless given, must stay below 2^31 − 1)."""
     try:
         return make_randomizer(
             list(stat.domain), stat.epsilon, stat.mechanism, g=stat.g, compact=stat.compact
         )
-    except ValueError as exc:
-        raise SpecError(path, str(exc)) from None
+    except ConfigError as exc:
+        raise SpecError(f"{path}.{exc.path}", exc.message) from None
 
 
 class RandomizedKind(Kind):

@@ -35,6 +35,7 @@ from dprelease.mechanism.margins._levels import (
     level_sums,
     margin_accuracy,
     release_levels,
+    rounded_counts,
 )
 from dprelease.mechanism.margins._vector import Vector
 
@@ -55,6 +56,7 @@ __all__ = [
     "published_decimals",
     "release_levels",
     "round_to",
+    "rounded_counts",
     "value_columns",
     "within",
 ]

@@ -222,6 +222,25 @@ def _round_additively(estimate: Estimate, name: str, outcome: Outcome) -> Rounde
         return _round_nearest(estimate)
 
 
+def rounded_counts(
+    values: np.ndarray, moe95: np.ndarray, levels: Levels | None, name: str, outcome: Outcome
+) -> tuple[np.ndarray, np.ndarray]:
+    """Estimated counts whose truth is an integer (every level's rows in turn, each margin row
+    the sum of its cells) as integers, every margin still the sum of its rounded cells
+    (`round_additive`, else the nearest integers), with their 95% margins `moe95` widened by
+    what the rounding may move them: ⌈h + shift⌉ − 1, as for counts of rows."""
+    from dprelease.mechanism.margins._consistency import Estimate
+
+    if levels is None:
+        return np.rint(values).astype(np.int64), np.ceil(moe95 + 1.0) - 1.0
+    cells = values[: levels.n_cells]
+    rounded = _round_additively(Estimate(levels, levels.aggregate(cells)), name, outcome)
+    shifts = np.concatenate(
+        [np.full(size, shift) for size, shift in zip(levels.sizes, rounded.max_shift, strict=True)]
+    )
+    return np.concatenate(rounded.values).astype(np.int64), np.ceil(moe95 + shifts) - 1.0
+
+
 def _as_int64(values: np.ndarray, name: str, outcome: Outcome) -> np.ndarray:
     """Rounded counts as int64, saturating (and saying so) where noise at the largest scales the
     sampler draws, summed over a large margin, passes ±2^62: never a silent wrap-around."""

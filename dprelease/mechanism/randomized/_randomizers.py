@@ -200,5 +200,11 @@ def make_randomizer(
     picks; OLH's g given, else `default_buckets`."""
     chosen = mechanism or choose_mechanism(len(domain), epsilon, compact=compact)
     if chosen == "olh" and g is None:
+        if epsilon >= math.log(PRIME - 2):  # e^ε would overflow, or give g ≥ 2^31 − 1
+            raise ConfigError(
+                "g",
+                "OLH's default round(e^ε) + 1 buckets reach 2^31 − 1 at this ε: give g "
+                "(2 to 2^31 − 2) or a smaller ε",
+            )
         g = default_buckets(epsilon)
     return Randomizer(chosen, epsilon, tuple(domain), g)
