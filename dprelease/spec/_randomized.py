@@ -170,7 +170,7 @@ class RandomizedStatistic(StatisticModel):
 
     def check_weights(self, spec: SpecParts, index: int) -> None:
         """Refused with a survey weight: the estimator counts reports, each once."""
-        if spec.survey_weight_of(self) is not None:  # its own, else the release's
+        if self.survey_weight is not None or spec.survey_weight is not None:
             raise SpecError(
                 f"statistics[{index}].survey_weight" if self.survey_weight else "survey_weight",
                 "randomized answers are counted once per report (the estimator is of "
