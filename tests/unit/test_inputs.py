@@ -5,6 +5,7 @@ CSV is an empty input, released (with an operator warning), not a dtype mismatch
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -14,8 +15,9 @@ import yaml
 from helpers import exact_table, prepare_release
 from typer.testing import CliRunner
 
+import dprelease as dp
 from dprelease.cli import app
-from dprelease.errors import InputError
+from dprelease.errors import InputError, SchemaError
 from dprelease.spec import ResolvedSpec, parse_spec
 
 SPEC_YAML = """\
@@ -102,3 +104,55 @@ def test_integer_codes_stored_as_floats_are_integer_keys() -> None:
     codes = pd.DataFrame({"pid": [1, 2, 3, 4, 5], "age": [1.0, 2.0, 2.0, 3.0, 1.5], "x": 1.0})
     assert codes["age"].dtype == float
     assert exact_table(codes, loaded(), 1.0).get_column("n").to_list() == [1, 2, 1]
+
+
+def _dataset(tmp_path: Path, second: pl.DataFrame) -> Path:
+    """A dataset directory of two files: ROWS' first row, and `second`."""
+    data = tmp_path / "data"
+    data.mkdir()
+    ROWS.head(1).write_parquet(data / "part-0.parquet")
+    second.write_parquet(data / "part-1.parquet")
+    return data
+
+
+DISAGREEING = {  # a second file that disagrees with the first → what the refusal says
+    "dtype": (
+        ROWS.tail(1).with_columns(pl.col("x").cast(pl.Int64)),
+        "has dtypes Float64 and Int64",
+    ),
+    "missing": (ROWS.tail(1).drop("x"), "is missing from some files"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DISAGREEING))
+def test_a_dataset_whose_files_disagree_on_a_column_is_refused_before_any_charge(
+    tmp_path: Path, case: str
+) -> None:
+    """Each file's footer is checked in prepare(): polars found the file that disagrees only
+    while aggregating, after the reservation, which stayed open holding its ε."""
+    second, words = DISAGREEING[case]
+    data = _dataset(tmp_path, second)
+    said = f"release.statistics[1].column: column 'x': {words}"
+    result = cli(tmp_path, data)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and said in result.stderr
+    assert not (tmp_path / "ledger.sqlite").exists() and not (tmp_path / "out").exists()
+    ledger = dp.Ledger(str(tmp_path / "api.sqlite"))
+    spec = dp.ReleaseSpec.model_validate(yaml.safe_load(SPEC_YAML)["release"])
+    with pytest.raises(SchemaError, match=re.escape(said)):
+        dp.release(data, spec, epsilon=1, ledger=ledger, cap=1)
+    assert [(s.spent, s.open_reservations) for s in ledger.status()] in ([], [(0, 0)])
+    with pytest.raises(SchemaError, match=re.escape(said)):  # before a Spark session starts
+        prepare_release(data, loaded(), 1.0, engine="spark")
+
+
+def test_a_column_no_release_reads_may_differ_between_a_datasets_files(tmp_path: Path) -> None:
+    """Only the columns a release reads must agree: a later file's extra column, or one of
+    another dtype, is not read at all (polars refused the extra column while aggregating)."""
+    second = ROWS.tail(1).with_columns(pl.lit("note").alias("extra"))
+    assert cli(tmp_path, _dataset(tmp_path, second)).exit_code == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    ROWS.head(1).with_columns(pl.lit(1).alias("z")).write_parquet(other / "a.parquet")
+    ROWS.tail(1).with_columns(pl.lit("1").alias("z")).write_parquet(other / "b.parquet")
+    assert prepare_release(other, loaded(), 1.0).draw().table.get_column("n").len() == 3

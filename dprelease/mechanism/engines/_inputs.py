@@ -108,8 +108,10 @@ def scan(data: DataSource) -> pl.LazyFrame:
         path = Path(data)
         if not path.exists():
             raise FileNotFoundError(f"input data {str(path)!r} not found")
-        if path.is_dir():
-            return pl.scan_parquet(dataset_glob(path), hive_partitioning=True)
+        if path.is_dir():  # a file's column no other needs is no reason to fail the read
+            return pl.scan_parquet(
+                dataset_glob(path), hive_partitioning=True, extra_columns="ignore"
+            )
         refuse_irregular(path)
         if path.suffix in PARQUET_SUFFIXES:
             return pl.scan_parquet(path)

@@ -69,6 +69,7 @@ from dprelease.mechanism.engines._polars_rows import (
     _value,
     _with_unit_in_period,
 )
+from dprelease.mechanism.engines._schema import validate_dataset
 from dprelease.mechanism.selection import units_per_key
 
 #: Input rows per partition: bounding a partition holds its rows in memory (some 40 bytes a row
@@ -222,10 +223,13 @@ class PolarsEngine:
         self.rows_per_partition = rows_per_partition
 
     def check(self, job: EngineJob) -> None:
-        """Validate the declared schema and let polars type the whole plan; reads no rows."""
+        """Validate the declared schema (each file's, in a dataset directory) and let polars
+        type the whole plan; reads no rows."""
         plan = job.plan
         with withholding_engine_errors("planning the aggregation"):
-            selected = _selected(scan(job.data), declared(job.data), plan)
+            frame = scan(job.data)  # refuses a directory that is not a dataset
+            validate_dataset(job.data, plan)
+            selected = _selected(frame, declared(job.data), plan)
             bounded = _bounded(_row_local(selected, plan), plan, salt=0)
             for query in (_aggregated(bounded, plan), *_histograms(bounded, plan)):
                 query.collect_schema()

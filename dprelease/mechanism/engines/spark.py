@@ -38,7 +38,7 @@ from dprelease.mechanism.engines._plan import (
     DistinctUnits,
     RowPlan,
 )
-from dprelease.mechanism.engines._schema import validate_schema
+from dprelease.mechanism.engines._schema import validate_dataset, validate_schema
 from dprelease.mechanism.engines._spark_rows import (
     _SUM,
     _as_key,
@@ -191,8 +191,10 @@ class SparkEngine:
         self._session = session  # default: `spark_session()` when an input path is read
 
     def check(self, job: EngineJob) -> None:
-        """Validate the declared schema and let Spark analyse the whole plan; reads no rows."""
+        """Validate the declared schema (each file's, in a local dataset directory) and let
+        Spark analyse the whole plan; reads no rows."""
         plan = job.plan
+        validate_dataset(job.data, plan)
         with withholding_engine_errors("planning the aggregation on Spark"):
             frame = read(job.data, self._session)
             validate_schema(polars_schema(frame.schema), plan)
