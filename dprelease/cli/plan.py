@@ -282,6 +282,9 @@ def _print_selection(console: Console, report: SelectionReport) -> None:
         markup=False,
     )
     console.print(
+        f"rule {entry.mechanism} ({entry.rule_chosen_by}): {entry.rule_reason}", markup=False
+    )
+    console.print(
         f"selection δ of the scope: {report.delta_spent_before:g} spent before, "
         f"{entry.delta_spent:g} by this release, {report.delta_left:g} left after it",
         markup=False,

@@ -216,10 +216,13 @@ def _key_selection(
     the entry when no threshold meets δ at that share."""
     assert delta is not None
     group = resolved.spec.group_by[index]
+    path = f"release.group_by[{index}].domain"
     try:
-        plan = plan_for_domain(domain, share, Fraction(delta) / parts, neighbours)
+        plan = plan_for_domain(domain, share, Fraction(delta) / parts, neighbours, path)
+    except SpecError:
+        raise  # a rule the scope cannot use: named at its own path
     except ValueError as exc:
-        raise SpecError(f"release.group_by[{index}].domain", str(exc)) from None
+        raise SpecError(path, str(exc)) from None
     return KeySelection(index, group.key_columns, plan, len(domain.always or []))
 
 

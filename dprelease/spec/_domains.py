@@ -98,6 +98,9 @@ class FileDomain(Strict):
 
 #: What a key may be in `always:` (one column) or in one of its lists (joint columns).
 Key = str | int | bool
+#: The selection rules a spec may name (`rule:`), as the manifest's `mechanism` names them.
+SELECT_RULES = ("optimal", "gaussian_threshold", "laplace_threshold")
+SelectRule = Literal["optimal", "gaussian_threshold", "laplace_threshold"]
 #: Cap on G: a unit's keys are bounded by a salted hash per unit, and the weights of the weighted
 #: policy have to stay exact integers well inside the samplers' range.
 MAX_KEYS_PER_UNIT = 10_000
@@ -129,6 +132,27 @@ class SelectDomain(Strict):
         description="the selection's share of the release's ε (or ρ), in proportion to the "
         "statistics' weights (default 1, like a statistic)",
     )
+    rule: SelectRule | None = Field(
+        default=None,
+        description="how a key's fate is drawn from its count of units: optimal (the optimal "
+        "rule, PipelineDP's truncated_geometric, with Δ-scaling), gaussian_threshold or "
+        "laplace_threshold; auto (or left out): chosen by the plan (docs/selection.md). Part of "
+        "the spec's identity only when set to a rule",
+    )
+
+    @field_validator("rule", mode="before")
+    @classmethod
+    def _known_rule(cls, rule: Any) -> Any:
+        """One line saying what to write, and `auto` read as unset: one spelling per spec (the
+        ledger keys re-runs by the spec's hash)."""
+        if rule is None or rule == "auto":
+            return None
+        if rule not in SELECT_RULES:
+            hint = " (PipelineDP's truncated_geometric is the optimal rule here)" * (
+                rule == "truncated_geometric"
+            )
+            raise ValueError(f"unknown rule {rule!r}{hint}: write auto, " + ", ".join(SELECT_RULES))
+        return rule
 
     @field_validator("select")
     @classmethod

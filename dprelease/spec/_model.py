@@ -348,10 +348,13 @@ class ReleaseSpec(Strict):
 
 def _drop_unset_options(data: dict[str, Any]) -> None:
     """Leave out of a dumped spec the options that are off unless set (a keys file's
-    `outside_spec_dir`): a spec that does not use one reads and hashes as before it existed."""
+    `outside_spec_dir`, a selection's `rule`): a spec that does not use one reads and hashes as
+    before it existed."""
     for group in data["group_by"]:
         if group["domain"].get("outside_spec_dir") is False:
             del group["domain"]["outside_spec_dir"]
+        if "select" in group["domain"] and group["domain"].get("rule") is None:
+            del group["domain"]["rule"]  # a selection's rule: auto unless set
 
 
 _FIRST_NAMES = {new: old for old, new in RENAMED.items()}

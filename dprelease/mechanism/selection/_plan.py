@@ -31,6 +31,7 @@ from fractions import Fraction
 import numpy as np
 
 from dprelease.change import ProtectedChange
+from dprelease.errors import SpecError
 from dprelease.loss import Measure, PrivacyLoss
 from dprelease.mechanism.noise import NoiseSource, exact_scale, exact_sigma2
 from dprelease.mechanism.selection import _draw
@@ -89,6 +90,9 @@ class SelectionPlan:
     #: delta_bound = max over ℓ of δ₁(m − ℓ) + ℓ·P(Z ≥ τ − w) ≤ δ₁ + δ₂ (`_gaussian_pure`)
     noise_delta: Fraction | None = None
     lone_delta: Fraction | None = None
+    #: why the plan chose this rule when none was named (None: the caller named it), in words
+    #: the manifest and the planner state
+    auto_reason: str | None = None
 
     # ----------------------------------------------------------------- what it promises
 
@@ -224,7 +228,11 @@ def plan_selection(
         )
     if not zcdp and rule is None:
         return _best_pure(loss, delta, max_keys_per_unit, change, policy)
-    rule = rule or Rule.GAUSSIAN
+    if rule is None:
+        plan = plan_selection(
+            loss, delta, max_keys_per_unit, change, rule=Rule.GAUSSIAN, policy=policy
+        )
+        return replace(plan, auto_reason=f"a zCDP scope selects keys by {Rule.GAUSSIAN.value}")
     policy = policy or (
         Policy.PER_KEY if rule is Rule.GAUSSIAN and not zcdp
         else default_policy(loss.measure, max_keys_per_unit)
@@ -335,11 +343,49 @@ def _threshold(
 
 
 def plan_for_domain(
-    domain: SelectDomain, loss: PrivacyLoss, delta: Fraction, change: ProtectedChange
+    domain: SelectDomain,
+    loss: PrivacyLoss,
+    delta: Fraction,
+    change: ProtectedChange,
+    path: str = "domain",
 ) -> SelectionPlan:
-    """The plan of a spec's selected domain, given its share of the loss and its δ."""
+    """The plan of a spec's selected domain, given its share of the loss and its δ. A `rule:`
+    the scope's measure or the domain's policy cannot use is refused at `{path}.rule` (the
+    domain's YAML path), saying what to write; ValueError when no threshold meets δ."""
     policy = Policy(domain.policy) if domain.policy is not None else None
-    return plan_selection(loss, delta, domain.max_keys_per_unit, change, policy=policy)
+    rule = Rule(domain.rule) if domain.rule is not None else None
+    if rule is not None:
+        refusal = _rule_refusal(rule, loss.measure, policy)
+        if refusal is not None:
+            raise SpecError(f"{path}.rule", refusal)
+    try:
+        return plan_selection(
+            loss, delta, domain.max_keys_per_unit, change, rule=rule, policy=policy
+        )
+    except ValueError as exc:
+        if rule is Rule.GAUSSIAN and loss.measure is Measure.PURE:
+            raise SpecError(f"{path}.rule", str(exc)) from None  # it says: leave rule out
+        raise
+
+
+def _rule_refusal(rule: Rule, measure: Measure, policy: Policy | None) -> str | None:
+    """Why a named rule cannot be used in this scope with this policy (None: it can)."""
+    if measure is Measure.ZCDP and rule is not Rule.GAUSSIAN:
+        return (
+            f"a zCDP scope selects keys by {Rule.GAUSSIAN.value} ({rule.value} is a pure-ε "
+            f"rule): write rule: {Rule.GAUSSIAN.value}, or leave rule out"
+        )
+    if rule is Rule.OPTIMAL and policy is Policy.WEIGHTED:
+        return (
+            f"the optimal rule counts each key 1 and policy weighted thresholds a weight: write "
+            f"rule: {Rule.LAPLACE.value} or policy: per_key, or leave rule out"
+        )
+    if rule is Rule.GAUSSIAN and measure is Measure.PURE and policy is Policy.WEIGHTED:
+        return (
+            f"in a pure scope {Rule.GAUSSIAN.value} counts each key 1: write policy: per_key, "
+            "or leave rule out"
+        )
+    return None
 
 
 def _best_pure(
@@ -357,12 +403,28 @@ def _best_pure(
     for every unit); a tie keeps the optimal rule."""
     g = max_keys_per_unit
     if policy is Policy.WEIGHTED:
-        return plan_selection(loss, delta, g, change, rule=Rule.LAPLACE, policy=policy)
+        plan = plan_selection(loss, delta, g, change, rule=Rule.LAPLACE, policy=policy)
+        return replace(plan, auto_reason="policy weighted thresholds the units' weights")
     optimal = plan_selection(loss, delta, g, change, rule=Rule.OPTIMAL)
     if moved_keys(change, g) < 2:
-        return optimal  # one key moved: the optimal rule is the best any count rule can do
+        return replace(
+            optimal,
+            auto_reason="one change moves one key's count, where the optimal rule keeps a key "
+            "with the highest probability any (ε, δ)-DP count rule can, at every count",
+        )
     try:
         gaussian = plan_selection(loss, delta, g, change, rule=Rule.GAUSSIAN)
     except ValueError:  # no proved Gaussian threshold at this (ε, δ): Δ-scaling is what is left
-        return optimal
-    return gaussian if gaussian.tau() < optimal.tau() else optimal
+        return replace(
+            optimal,
+            auto_reason=f"no {Rule.GAUSSIAN.value} could be proved to meet δ at this ε",
+        )
+    taus = {Rule.OPTIMAL: optimal.tau(), Rule.GAUSSIAN: gaussian.tau()}
+    chosen = gaussian if taus[Rule.GAUSSIAN] < taus[Rule.OPTIMAL] else optimal
+    other = Rule.OPTIMAL if chosen is gaussian else Rule.GAUSSIAN
+    tie = " (a tie keeps the optimal rule)" * (taus[other] == taus[chosen.rule])
+    reason = (
+        f"the smaller τ, the count of units from which a key is kept with probability ≥ 1/2: "
+        f"{taus[chosen.rule]} units, against {taus[other]} for {other.value}{tie}"
+    )
+    return replace(chosen, auto_reason=reason)

@@ -34,6 +34,13 @@ class SelectionEntry(_Model):
 
     columns: list[str]
     mechanism: Literal["optimal", "laplace_threshold", "gaussian_threshold"]
+    rule_chosen_by: Literal["spec", "auto"] = Field(
+        default="auto",
+        description="spec: the spec named the rule (`rule:`); auto: the plan chose it",
+    )
+    rule_reason: str | None = Field(
+        default=None, description="why this rule: the spec's `rule:`, or the plan's reason"
+    )
     policy: Literal["per_key", "weighted"]
     measure: Literal["pure", "zcdp"] = "pure"  # a pure manifest (format 2) leaves it out
     epsilon: float | None = Field(description="the selection's share of ε (pure scopes)")
@@ -85,6 +92,8 @@ def selection_entry(plan: SelectionPlan, columns: list[str], always: int = 0) ->
     return SelectionEntry(
         columns=columns,
         mechanism=plan.rule.value,
+        rule_chosen_by="spec" if plan.auto_reason is None else "auto",
+        rule_reason=plan.auto_reason or f"named in the spec (rule: {plan.rule.value})",
         policy=plan.policy.value,
         measure=plan.loss.measure.value,
         epsilon=float(plan.loss.amount) if pure else None,
